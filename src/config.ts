@@ -1,0 +1,109 @@
+import path from 'node:path';
+import { z } from 'zod';
+
+/**
+ * Every setting of the service, read from the environment through this one
+ * schema. `loadConfig` reports every problem at once, one line per variable,
+ * so an operator fixes a broken deployment in one round.
+ */
+
+const integer = (min: number, max: number) =>
+  z
+    .string()
+    .trim()
+    .regex(/^\d+$/, `expected a whole number from ${min} to ${max}`)
+    .transform(Number)
+    .pipe(z.number().int().min(min).max(max));
+
+const boolean = z
+  .enum(['true', 'false', '1', '0', 'yes', 'no'], { message: 'expected true or false' })
+  .transform((value) => value === 'true' || value === '1' || value === 'yes');
+
+const postgresUrl = z
+  .string()
+  .trim()
+  .refine((value) => {
+    try {
+      const url = new URL(value);
+      return (url.protocol === 'postgres:' || url.protocol === 'postgresql:') && url.host !== '';
+    } catch {
+      return false;
+    }
+  }, 'expected a postgres://user:password@host:port/database URL');
+
+export const configSchema = z.object({
+  PORT: integer(0, 65_535).default(8080).describe('TCP port the HTTP server listens on.'),
+  HOST: z.string().trim().min(1).default('127.0.0.1').describe('Interface to listen on.'),
+  DATABASE_URL: postgresUrl
+    .optional()
+    .describe('Postgres connection URL. Unset: an embedded PostgreSQL in WAYMARK_DATA_DIR.'),
+  DATABASE_POOL_MAX: integer(1, 1000).default(10).describe('Connections in the pool.'),
+  WAYMARK_DATA_DIR: z
+    .string()
+    .trim()
+    .min(1)
+    .default('.waymark')
+    .transform((dir) => path.resolve(dir))
+    .describe('Folder for embedded Postgres data and the bootstrap `admin-key` file.'),
+  WAYMARK_EMBEDDED_PG_PORT: integer(0, 65_535)
+    .default(0)
+    .describe('Port of the embedded PostgreSQL on 127.0.0.1; 0 picks a free one.'),
+  LOG_LEVEL: z
+    .enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'], {
+      message: 'expected one of fatal, error, warn, info, debug, trace, silent',
+    })
+    .default('info')
+    .describe('pino log level.'),
+  SHUTDOWN_GRACE_MS: integer(0, 600_000)
+    .default(10_000)
+    .describe('How long SIGTERM/SIGINT waits for in-flight requests before closing them.'),
+  BODY_LIMIT_BYTES: integer(1024, 100 * 1024 * 1024)
+    .default(1024 * 1024)
+    .describe('Largest accepted request body; larger ones get 413.'),
+  RATE_LIMIT_MAX: integer(1, 1_000_000)
+    .default(600)
+    .describe('Requests one API key may make per window, per replica.'),
+  RATE_LIMIT_WINDOW_MS: integer(1000, 3_600_000)
+    .default(60_000)
+    .describe('Length of the rate-limit window.'),
+  TRUST_PROXY: boolean
+    .default(false)
+    .describe('Trust X-Forwarded-* headers (set behind a load balancer).'),
+});
+
+export type Config = z.infer<typeof configSchema>;
+
+/** Names of every variable the service reads; the deployment files are checked against it. */
+export const configVariables = Object.keys(configSchema.shape) as (keyof Config)[];
+
+export class ConfigError extends Error {
+  constructor(readonly problems: string[]) {
+    super(`invalid configuration:\n${problems.map((line) => `  ${line}`).join('\n')}`);
+    this.name = 'ConfigError';
+  }
+}
+
+/**
+ * Reads the configuration from an environment. An empty string counts as
+ * unset, so `PORT=` in a compose file falls back to the default.
+ */
+export function loadConfig(env: NodeJS.ProcessEnv): Config {
+  const input: Record<string, string> = {};
+  for (const name of configVariables) {
+    const value = env[name];
+    if (value !== undefined && value.trim() !== '') input[name] = value;
+  }
+  const parsed = configSchema.safeParse(input);
+  if (parsed.success) return parsed.data;
+  const problems = parsed.error.issues.map((issue) => {
+    const name = String(issue.path[0] ?? '(environment)');
+    const given = input[name];
+    const shown = given === undefined || isSecret(name) ? '' : ` (got "${given}")`;
+    return `${name}: ${issue.message}${shown}`;
+  });
+  throw new ConfigError(problems);
+}
+
+function isSecret(name: string): boolean {
+  return name === 'DATABASE_URL';
+}

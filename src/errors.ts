@@ -1,0 +1,96 @@
+/**
+ * The one error base of Waymark. Every layer throws `AppError` (or lets an
+ * unknown throw reach the HTTP boundary, where `toAppError` normalises it
+ * once). The HTTP error handler turns an `AppError` into problem+json; 5xx
+ * details never leave the process.
+ */
+
+/** Who has to act for the error to go away. */
+export type Blame = 'user' | 'configuration' | 'provider' | 'system';
+
+export interface FieldProblem {
+  /** Where the problem is, e.g. `body.scopes.0` or `query.limit`. */
+  field: string;
+  message: string;
+}
+
+export interface AppErrorOptions {
+  /** Stable, machine-readable code clients may branch on. */
+  code: string;
+  /** HTTP status the error maps to at the boundary. */
+  status: number;
+  /** Safe to show to an end user; for 5xx a generic text is used instead. */
+  userMessage: string;
+  blame: Blame;
+  retryable?: boolean;
+  cause?: unknown;
+  fields?: FieldProblem[];
+  /** Extra response headers, e.g. `Allow` or `Retry-After`. */
+  headers?: Record<string, string>;
+}
+
+export class AppError extends Error {
+  readonly code: string;
+  readonly status: number;
+  readonly userMessage: string;
+  readonly blame: Blame;
+  readonly retryable: boolean;
+  readonly fields: FieldProblem[] | undefined;
+  readonly headers: Record<string, string>;
+
+  constructor(options: AppErrorOptions) {
+    super(options.userMessage, { cause: options.cause });
+    this.name = 'AppError';
+    this.code = options.code;
+    this.status = options.status;
+    this.userMessage = options.userMessage;
+    this.blame = options.blame;
+    this.retryable = options.retryable ?? false;
+    this.fields = options.fields;
+    this.headers = options.headers ?? {};
+  }
+}
+
+export function badRequest(code: string, userMessage: string, fields?: FieldProblem[]): AppError {
+  return new AppError({ code, status: 400, userMessage, blame: 'user', fields });
+}
+
+export function unauthorized(code: string, userMessage: string): AppError {
+  return new AppError({
+    code,
+    status: 401,
+    userMessage,
+    blame: 'user',
+    headers: { 'WWW-Authenticate': 'Bearer realm="waymark"' },
+  });
+}
+
+export function forbidden(code: string, userMessage: string): AppError {
+  return new AppError({ code, status: 403, userMessage, blame: 'user' });
+}
+
+/** Also the answer for another tenant's resources: their existence is not revealed. */
+export function notFound(what: string): AppError {
+  return new AppError({
+    code: 'not_found',
+    status: 404,
+    userMessage: `${what} was not found`,
+    blame: 'user',
+  });
+}
+
+export function conflict(code: string, userMessage: string): AppError {
+  return new AppError({ code, status: 409, userMessage, blame: 'user' });
+}
+
+/** Normalises anything thrown into an AppError; unknown throws become a 500 that keeps the cause. */
+export function toAppError(error: unknown): AppError {
+  if (error instanceof AppError) return error;
+  return new AppError({
+    code: 'internal_error',
+    status: 500,
+    userMessage: 'An internal error occurred',
+    blame: 'system',
+    cause: error,
+  });
+}

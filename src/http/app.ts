@@ -1,0 +1,80 @@
+import { randomUUID } from 'node:crypto';
+import rateLimit from '@fastify/rate-limit';
+import Fastify, {
+  type FastifyBaseLogger,
+  type FastifyInstance,
+  type FastifyRequest,
+} from 'fastify';
+import { serializerCompiler, validatorCompiler } from 'fastify-type-provider-zod';
+import { AppError } from '../errors.js';
+import type { Services } from '../services.js';
+import { bearerAuth } from './auth.js';
+import { installErrorHandling } from './error-handler.js';
+import { registerOpenApi } from './openapi.js';
+import { apiKeyRoutes } from './routes/api-keys.js';
+import { healthRoutes } from './routes/health.js';
+import { tenantRoutes } from './routes/tenants.js';
+
+const REQUEST_ID_PATTERN = /^[A-Za-z0-9._:-]{1,128}$/;
+
+/**
+ * Builds the whole HTTP app over the given services. Never listens: main.ts
+ * does, and tests use the very same app with `inject` or a socket.
+ */
+export async function buildApp(services: Services): Promise<FastifyInstance> {
+  const { config } = services;
+  // Typed as Fastify's logger so the instance keeps Fastify's default generics.
+  const loggerInstance: FastifyBaseLogger = services.log;
+  const app = Fastify({
+    loggerInstance,
+    bodyLimit: config.BODY_LIMIT_BYTES,
+    trustProxy: config.TRUST_PROXY,
+    // A caller's X-Request-Id is kept when it is a sane token, so one id
+    // follows a request across services; otherwise we make one.
+    requestIdHeader: false,
+    genReqId: (request) => {
+      const given = request.headers['x-request-id'];
+      return typeof given === 'string' && REQUEST_ID_PATTERN.test(given) ? given : randomUUID();
+    },
+    requestIdLogLabel: 'requestId',
+    return503OnClosing: true,
+    forceCloseConnections: 'idle',
+    routerOptions: { ignoreTrailingSlash: false },
+  });
+  // JSON only: without this, Fastify would parse text/plain bodies instead of answering 415.
+  app.removeContentTypeParser('text/plain');
+  app.setValidatorCompiler(validatorCompiler);
+  app.setSerializerCompiler(serializerCompiler);
+  installErrorHandling(app);
+  app.addHook('onRequest', async (request, reply) => {
+    reply.header('x-request-id', request.id);
+  });
+
+  await registerOpenApi(app);
+  await app.register(healthRoutes, { services });
+  await app.register(
+    async (v1) => {
+      await v1.register(bearerAuth, { tenancy: services.tenancy });
+      await v1.register(rateLimit, {
+        // After auth (onRequest), so the limit is per API key, not per address.
+        hook: 'preHandler',
+        max: config.RATE_LIMIT_MAX,
+        timeWindow: config.RATE_LIMIT_WINDOW_MS,
+        keyGenerator: (request: FastifyRequest) => request.principal?.key.id ?? request.ip,
+        errorResponseBuilder: (_request, context) =>
+          new AppError({
+            code: 'rate_limited',
+            status: 429,
+            userMessage: `Rate limit of ${context.max} requests per ${context.after} exceeded; retry in ${Math.ceil(context.ttl / 1000)} s`,
+            blame: 'user',
+            retryable: true,
+            headers: { 'Retry-After': String(Math.max(1, Math.ceil(context.ttl / 1000))) },
+          }),
+      });
+      await v1.register(tenantRoutes, { tenancy: services.tenancy });
+      await v1.register(apiKeyRoutes, { tenancy: services.tenancy });
+    },
+    { prefix: '/v1' },
+  );
+  return app;
+}

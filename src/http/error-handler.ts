@@ -1,0 +1,141 @@
+import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import { hasZodFastifySchemaValidationErrors } from 'fastify-type-provider-zod';
+import FindMyWay, { type HTTPMethod } from 'find-my-way';
+import { AppError, type FieldProblem, toAppError } from '../errors.js';
+import { sendProblem } from './problem.js';
+
+/**
+ * Maps everything thrown in a request to problem+json, once, for the whole
+ * app: our AppErrors as they are, Fastify's own client errors to stable
+ * codes, validation errors with the failing fields, and anything unknown to
+ * a 500 that is logged with its cause and shown without details.
+ */
+export function installErrorHandling(app: FastifyInstance): void {
+  const routes = routeTable(app);
+
+  app.setErrorHandler((error: FastifyError, request, reply) => {
+    const appError = fromFastifyError(error);
+    if (appError.status >= 500) {
+      request.log.error({ err: error }, 'request failed');
+    } else {
+      request.log.info({ code: appError.code, status: appError.status }, appError.userMessage);
+    }
+    return sendProblem(reply, request, appError);
+  });
+
+  app.setNotFoundHandler((request: FastifyRequest, reply: FastifyReply) => {
+    const path = request.url.split('?')[0] ?? '/';
+    const allowed = routes.allowedMethods(path);
+    if (allowed.length > 0) {
+      return sendProblem(
+        reply,
+        request,
+        new AppError({
+          code: 'method_not_allowed',
+          status: 405,
+          userMessage: `${request.method} is not allowed on ${path}; allowed: ${allowed.join(', ')}`,
+          blame: 'user',
+          headers: { Allow: allowed.join(', ') },
+        }),
+      );
+    }
+    return sendProblem(
+      reply,
+      request,
+      new AppError({
+        code: 'route_not_found',
+        status: 404,
+        userMessage: `No route ${request.method} ${path}`,
+        blame: 'user',
+      }),
+    );
+  });
+}
+
+/**
+ * A second router holding every registered route, to tell "no such path"
+ * (404) from "no such method on this path" (405), which Fastify's router
+ * does not distinguish.
+ */
+function routeTable(app: FastifyInstance) {
+  const router = FindMyWay({ ignoreTrailingSlash: false });
+  const noop = () => undefined;
+  app.addHook('onRoute', (route) => {
+    const methods = Array.isArray(route.method) ? route.method : [route.method];
+    for (const method of methods) {
+      if (!router.hasRoute(method as HTTPMethod, route.url))
+        router.on(method as HTTPMethod, route.url, noop);
+    }
+  });
+  const candidates: HTTPMethod[] = ['GET', 'HEAD', 'POST', 'PUT', 'PATCH', 'DELETE', 'OPTIONS'];
+  return {
+    allowedMethods(path: string): HTTPMethod[] {
+      return candidates.filter((method) => router.find(method, path) !== null);
+    },
+  };
+}
+
+const FASTIFY_CLIENT_ERRORS: Record<string, { status: number; code: string; message?: string }> = {
+  FST_ERR_CTP_INVALID_MEDIA_TYPE: {
+    status: 415,
+    code: 'unsupported_media_type',
+    message: 'Send the body as application/json',
+  },
+  FST_ERR_CTP_BODY_TOO_LARGE: { status: 413, code: 'payload_too_large' },
+  FST_ERR_CTP_INVALID_CONTENT_LENGTH: { status: 400, code: 'invalid_content_length' },
+  FST_ERR_CTP_EMPTY_JSON_BODY: {
+    status: 400,
+    code: 'empty_json_body',
+    message: 'The body is empty although Content-Type is application/json',
+  },
+  FST_ERR_CTP_INVALID_JSON_BODY: { status: 400, code: 'malformed_json' },
+};
+
+function fromFastifyError(error: FastifyError): AppError {
+  if (error instanceof AppError) return error;
+  if (hasZodFastifySchemaValidationErrors(error)) {
+    const where = error.validationContext ?? 'body';
+    const fields: FieldProblem[] = error.validation.map((issue) => ({
+      field: [where, ...issue.instancePath.split('/').filter(Boolean)].join('.'),
+      message: issue.message ?? 'is invalid',
+    }));
+    return new AppError({
+      code: 'validation_failed',
+      status: 400,
+      userMessage: `The request ${where} is invalid`,
+      blame: 'user',
+      fields,
+    });
+  }
+  const known = error.code ? FASTIFY_CLIENT_ERRORS[error.code] : undefined;
+  if (known) {
+    return new AppError({
+      code: known.code,
+      status: known.status,
+      userMessage: known.message ?? error.message,
+      blame: 'user',
+      cause: error,
+    });
+  }
+  // The JSON body parser reports a syntax error as a plain SyntaxError with status 400.
+  if (error instanceof SyntaxError && error.statusCode === 400) {
+    return new AppError({
+      code: 'malformed_json',
+      status: 400,
+      userMessage: `The body is not valid JSON: ${error.message}`,
+      blame: 'user',
+      cause: error,
+    });
+  }
+  const status = error.statusCode;
+  if (status !== undefined && status >= 400 && status < 500) {
+    return new AppError({
+      code: 'bad_request',
+      status,
+      userMessage: error.message,
+      blame: 'user',
+      cause: error,
+    });
+  }
+  return toAppError(error);
+}

@@ -1,0 +1,33 @@
+import swagger from '@fastify/swagger';
+import swaggerUi from '@fastify/swagger-ui';
+import type { FastifyInstance } from 'fastify';
+import { jsonSchemaTransform, jsonSchemaTransformObject } from 'fastify-type-provider-zod';
+import packageJson from '../../package.json' with { type: 'json' };
+
+/**
+ * The OpenAPI 3.1 document is generated from the routes' zod schemas (the
+ * single source); `npm run openapi` writes it to openapi/openapi.json and a
+ * test fails when the committed copy drifts.
+ */
+export async function registerOpenApi(app: FastifyInstance): Promise<void> {
+  await app.register(swagger, {
+    openapi: {
+      openapi: '3.1.0',
+      info: {
+        title: 'Waymark API',
+        version: packageJson.version,
+        description:
+          'Orchestration service for LLM agents. Errors are application/problem+json (RFC 9457) with a stable `code`.',
+      },
+      components: {
+        securitySchemes: {
+          bearerAuth: { type: 'http', scheme: 'bearer', description: 'An API key: wmk_...' },
+        },
+      },
+    },
+    transform: jsonSchemaTransform,
+    transformObject: jsonSchemaTransformObject,
+  });
+  await app.register(swaggerUi, { routePrefix: '/docs' });
+  app.get('/openapi.json', { schema: { hide: true } }, async () => app.swagger());
+}

@@ -1,0 +1,64 @@
+import { STATUS_CODES } from 'node:http';
+import type { FastifyReply, FastifyRequest } from 'fastify';
+import { z } from 'zod';
+import type { AppError } from '../errors.js';
+
+/** RFC 9457 problem details, the body of every error response. */
+export const problemSchema = z
+  .object({
+    type: z.string().describe('URI naming the problem type: urn:waymark:problem:<code>'),
+    title: z.string().describe('HTTP reason phrase of the status'),
+    status: z.number().int(),
+    detail: z.string().describe('What went wrong, for a person'),
+    instance: z.string().describe('Path of the request that failed'),
+    code: z.string().describe('Stable machine-readable code'),
+    requestId: z.string(),
+    errors: z
+      .array(z.object({ field: z.string(), message: z.string() }))
+      .optional()
+      .describe('Each failing field, for validation errors'),
+  })
+  .meta({ id: 'Problem' });
+
+export type Problem = z.infer<typeof problemSchema>;
+
+export const PROBLEM_CONTENT_TYPE = 'application/problem+json; charset=utf-8';
+
+/**
+ * Details of system errors never leave the process; the request id ties the
+ * answer to the logged cause.
+ */
+export function toProblem(error: AppError, request: FastifyRequest): Problem {
+  const detail = error.blame === 'system' ? 'An internal error occurred' : error.userMessage;
+  return {
+    type: `urn:waymark:problem:${error.code}`,
+    title: STATUS_CODES[error.status] ?? 'Error',
+    status: error.status,
+    detail,
+    instance: request.url.split('?')[0] ?? '/',
+    code: error.code,
+    requestId: request.id,
+    ...(error.fields && error.fields.length > 0 ? { errors: error.fields } : {}),
+  };
+}
+
+export function sendProblem(
+  reply: FastifyReply,
+  request: FastifyRequest,
+  error: AppError,
+): FastifyReply {
+  return reply
+    .code(error.status)
+    .headers(error.headers)
+    .type(PROBLEM_CONTENT_TYPE)
+    .serializer(JSON.stringify)
+    .send(toProblem(error, request));
+}
+
+/** The response schemas of the errors a route can answer, for the OpenAPI document. */
+export function problemResponses<const S extends readonly number[]>(...statuses: S) {
+  return Object.fromEntries(statuses.map((status) => [status, problemSchema])) as Record<
+    S[number],
+    typeof problemSchema
+  >;
+}

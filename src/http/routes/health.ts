@@ -1,0 +1,61 @@
+import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
+import { z } from 'zod';
+import { AppError } from '../../errors.js';
+import type { Services } from '../../services.js';
+import { migrationsAreCurrent } from '../../store/migrate.js';
+import { problemResponses } from '../problem.js';
+
+/** Liveness and readiness, unauthenticated, for load balancers and orchestrators. */
+export const healthRoutes: FastifyPluginAsyncZod<{ services: Services }> = async (
+  app,
+  { services },
+) => {
+  app.get(
+    '/healthz',
+    {
+      logLevel: 'warn',
+      schema: {
+        tags: ['health'],
+        summary: 'Liveness: the process answers',
+        response: { 200: z.object({ status: z.literal('ok') }) },
+      },
+    },
+    async () => ({ status: 'ok' as const }),
+  );
+
+  app.get(
+    '/readyz',
+    {
+      logLevel: 'warn',
+      schema: {
+        tags: ['health'],
+        summary: 'Readiness: the database answers and its migrations are current',
+        response: {
+          200: z.object({ status: z.literal('ready'), migrations: z.number().int() }),
+          ...problemResponses(503),
+        },
+      },
+    },
+    async () => {
+      let current: boolean;
+      try {
+        current = await migrationsAreCurrent(services.database.pool, services.migrations);
+      } catch (error) {
+        throw notReady('database_unavailable', 'The database does not answer', error);
+      }
+      if (!current) throw notReady('migrations_pending', 'The database migrations are not current');
+      return { status: 'ready' as const, migrations: services.migrations.length };
+    },
+  );
+};
+
+function notReady(code: string, message: string, cause?: unknown): AppError {
+  return new AppError({
+    code,
+    status: 503,
+    userMessage: message,
+    blame: 'configuration',
+    cause,
+    retryable: true,
+  });
+}

@@ -1,0 +1,66 @@
+import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
+import { z } from 'zod';
+import type { TenancyService } from '../../tenancy/service.js';
+import { principalOf } from '../auth.js';
+import { problemResponses } from '../problem.js';
+import {
+  apiKeySchema,
+  apiKeyToWire,
+  issuedApiKeySchema,
+  issuedApiKeyToWire,
+  tenantSchema,
+  tenantToWire,
+} from './schemas.js';
+
+const createTenantBody = z
+  .object({
+    name: z.string().trim().min(1).max(200),
+    adminKeyName: z.string().trim().min(1).max(200).optional(),
+  })
+  .strict();
+
+export const tenantRoutes: FastifyPluginAsyncZod<{ tenancy: TenancyService }> = async (
+  app,
+  { tenancy },
+) => {
+  app.post(
+    '/tenants',
+    {
+      config: { scope: 'admin', operatorOnly: true },
+      schema: {
+        tags: ['tenants'],
+        summary: 'Create a tenant with its first admin key (operator admins only)',
+        body: createTenantBody,
+        response: {
+          201: z.object({ tenant: tenantSchema, adminKey: issuedApiKeySchema }),
+          ...problemResponses(400, 401, 403, 415, 429),
+        },
+      },
+    },
+    async (request, reply) => {
+      const created = await tenancy.createTenant(request.body);
+      return reply.code(201).send({
+        tenant: tenantToWire(created.tenant),
+        adminKey: issuedApiKeyToWire(created.adminKey),
+      });
+    },
+  );
+
+  app.get(
+    '/me',
+    {
+      schema: {
+        tags: ['tenants'],
+        summary: 'The tenant and API key the request is authenticated as',
+        response: {
+          200: z.object({ tenant: tenantSchema, apiKey: apiKeySchema }),
+          ...problemResponses(401, 429),
+        },
+      },
+    },
+    async (request) => {
+      const principal = principalOf(request);
+      return { tenant: tenantToWire(principal.tenant), apiKey: apiKeyToWire(principal.key) };
+    },
+  );
+};

@@ -1,0 +1,32 @@
+import pino, { type Logger } from 'pino';
+import type { Config } from './config.js';
+
+/**
+ * Paths removed from every log line. Keys and passwords must never reach a
+ * log store; Fastify's request serializer does not log headers, but child
+ * loggers and error objects may carry them.
+ */
+export const REDACTED_PATHS = [
+  'req.headers.authorization',
+  'req.headers.cookie',
+  'headers.authorization',
+  'headers.cookie',
+  'authorization',
+  'secret',
+  'password',
+  'apiKey',
+  '*.authorization',
+  '*.secret',
+  '*.password',
+  '*.apiKey',
+  '*.databaseUrl',
+];
+
+export function createLogger(config: Pick<Config, 'LOG_LEVEL'>): Logger {
+  return pino({
+    level: config.LOG_LEVEL,
+    base: { service: 'waymark', pid: process.pid },
+    redact: { paths: REDACTED_PATHS, censor: '[redacted]' },
+    timestamp: pino.stdTimeFunctions.isoTime,
+  });
+}

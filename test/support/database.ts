@@ -1,0 +1,41 @@
+import { randomBytes } from 'node:crypto';
+import pg from 'pg';
+import { inject } from 'vitest';
+import { withDatabase } from './global-setup.js';
+
+export interface TestDatabase {
+  name: string;
+  url: string;
+  drop(): Promise<void>;
+}
+
+/** A fresh database cloned from the migrated template, for one test file. */
+export async function createTestDatabase(
+  options: { migrated?: boolean } = {},
+): Promise<TestDatabase> {
+  const adminUrl = inject('testDatabaseAdminUrl');
+  const name = `waymark_test_${randomBytes(6).toString('hex')}`;
+  const template = options.migrated === false ? 'template0' : inject('testDatabaseTemplate');
+  await withAdmin(adminUrl, (client) =>
+    client.query(`CREATE DATABASE ${name} TEMPLATE ${template}`),
+  );
+  return {
+    name,
+    url: withDatabase(adminUrl, name),
+    async drop() {
+      await withAdmin(adminUrl, (client) =>
+        client.query(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`),
+      );
+    },
+  };
+}
+
+async function withAdmin<T>(adminUrl: string, work: (client: pg.Client) => Promise<T>): Promise<T> {
+  const client = new pg.Client({ connectionString: adminUrl });
+  await client.connect();
+  try {
+    return await work(client);
+  } finally {
+    await client.end();
+  }
+}
