@@ -36,7 +36,6 @@ export async function buildApp(services: Services): Promise<FastifyInstance> {
       const given = request.headers['x-request-id'];
       return typeof given === 'string' && REQUEST_ID_PATTERN.test(given) ? given : randomUUID();
     },
-    requestIdLogLabel: 'requestId',
     return503OnClosing: true,
     forceCloseConnections: 'idle',
     routerOptions: { ignoreTrailingSlash: false },

@@ -31,3 +31,8 @@ export async function registerOpenApi(app: FastifyInstance): Promise<void> {
   await app.register(swaggerUi, { routePrefix: '/docs' });
   app.get('/openapi.json', { schema: { hide: true } }, async () => app.swagger());
 }
+
+/** The committed form of the document: stable key order as generated, two-space JSON. */
+export function formatOpenApiDocument(document: unknown): string {
+  return `${JSON.stringify(document, null, 2)}\n`;
+}

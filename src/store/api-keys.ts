@@ -1,3 +1,4 @@
+import { sql } from 'kysely';
 import type { DbOrTx } from './database.js';
 import type { ApiKeyRow, NewApiKeyRow, TenantRow } from './schema.js';
 
@@ -77,7 +78,7 @@ export function apiKeysRepository(db: DbOrTx) {
         .select('id')
         .where('tenant_id', '=', tenantId)
         .where('revoked_at', 'is', null)
-        .where('scopes', '@>', ['admin'])
+        .where(sql<boolean>`'admin' = ANY(scopes)`)
         .forUpdate()
         .execute();
       return rows.map((row) => row.id);

@@ -99,6 +99,10 @@ export async function migrate(
 
 /** True when the database has exactly the migrations this build knows (for /readyz). */
 export async function migrationsAreCurrent(pool: Pool, known: Migration[]): Promise<boolean> {
+  const table = await pool.query<{ exists: boolean }>(
+    "SELECT to_regclass('waymark_migrations') IS NOT NULL AS exists",
+  );
+  if (!table.rows[0]?.exists) return false;
   const { rows } = await pool.query<{ count: string; max: number | null }>(
     'SELECT count(*) AS count, max(id) AS max FROM waymark_migrations',
   );

@@ -23,7 +23,7 @@ declare module 'vitest' {
   }
 }
 
-const log = pino({ level: process.env.TEST_LOG_LEVEL ?? 'warn' });
+const log = pino({ level: process.env.TEST_LOG_LEVEL ?? 'error' });
 
 export default async function setup(project: TestProject): Promise<() => Promise<void>> {
   const server = await startTestServer();

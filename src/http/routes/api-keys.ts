@@ -9,12 +9,13 @@ import {
   idParamsSchema,
   issuedApiKeySchema,
   issuedApiKeyToWire,
+  nameSchema,
   scopeSchema,
 } from './schemas.js';
 
 const createApiKeyBody = z
   .object({
-    name: z.string().trim().min(1).max(200),
+    name: nameSchema,
     scopes: z.array(scopeSchema).min(1).default(['member']),
   })
   .strict();

@@ -10,10 +10,12 @@ export const healthRoutes: FastifyPluginAsyncZod<{ services: Services }> = async
   app,
   { services },
 ) => {
+  // Probes arrive every few seconds; their successful requests are not worth an info line each.
+  const logLevel = quieter('warn', services.config.LOG_LEVEL);
   app.get(
     '/healthz',
     {
-      logLevel: 'warn',
+      logLevel,
       schema: {
         tags: ['health'],
         summary: 'Liveness: the process answers',
@@ -26,7 +28,7 @@ export const healthRoutes: FastifyPluginAsyncZod<{ services: Services }> = async
   app.get(
     '/readyz',
     {
-      logLevel: 'warn',
+      logLevel,
       schema: {
         tags: ['health'],
         summary: 'Readiness: the database answers and its migrations are current',
@@ -58,4 +60,11 @@ function notReady(code: string, message: string, cause?: unknown): AppError {
     cause,
     retryable: true,
   });
+}
+
+const LEVELS = ['trace', 'debug', 'info', 'warn', 'error', 'fatal', 'silent'] as const;
+type Level = (typeof LEVELS)[number];
+
+function quieter(a: Level, b: Level): Level {
+  return LEVELS.indexOf(a) >= LEVELS.indexOf(b) ? a : b;
 }

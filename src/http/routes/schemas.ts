@@ -4,6 +4,17 @@ import { SCOPES } from '../../tenancy/types.js';
 
 /** Wire shapes shared by the tenancy routes; the OpenAPI document names them. */
 
+/**
+ * A short human-given name. Control characters are refused: they have no
+ * place in a name, and PostgreSQL rejects NUL in text outright.
+ */
+export const nameSchema = z
+  .string()
+  .trim()
+  .min(1)
+  .max(200)
+  .regex(/^[^\p{Cc}]*$/u, 'must not contain control characters');
+
 export const scopeSchema = z.enum(SCOPES).meta({ id: 'Scope' });
 
 export const apiKeySchema = z

@@ -8,14 +8,15 @@ import {
   apiKeyToWire,
   issuedApiKeySchema,
   issuedApiKeyToWire,
+  nameSchema,
   tenantSchema,
   tenantToWire,
 } from './schemas.js';
 
 const createTenantBody = z
   .object({
-    name: z.string().trim().min(1).max(200),
-    adminKeyName: z.string().trim().min(1).max(200).optional(),
+    name: nameSchema,
+    adminKeyName: nameSchema.optional(),
   })
   .strict();
 

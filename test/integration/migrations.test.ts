@@ -1,0 +1,119 @@
+import { mkdtemp, rm, writeFile } from 'node:fs/promises';
+import os from 'node:os';
+import path from 'node:path';
+import pg from 'pg';
+import pino from 'pino';
+import { afterAll, afterEach, describe, expect, it } from 'vitest';
+import {
+  MigrationStateError,
+  migrate,
+  migrationsAreCurrent,
+  readMigrations,
+} from '../../src/store/migrate.js';
+import { createTestDatabase, type TestDatabase } from '../support/database.js';
+
+const log = pino({ level: 'silent' });
+const cleanups: (() => Promise<void>)[] = [];
+
+afterEach(async () => {
+  for (const cleanup of cleanups.splice(0).reverse()) await cleanup();
+});
+afterAll(async () => {
+  for (const cleanup of cleanups.splice(0).reverse()) await cleanup();
+});
+
+async function emptyDatabase(): Promise<{ database: TestDatabase; pool: pg.Pool }> {
+  const database = await createTestDatabase({ migrated: false });
+  const pool = new pg.Pool({ connectionString: database.url, max: 4 });
+  cleanups.push(async () => {
+    await pool.end();
+    await database.drop();
+  });
+  return { database, pool };
+}
+
+async function tables(pool: pg.Pool): Promise<string[]> {
+  const { rows } = await pool.query<{ name: string }>(
+    "SELECT table_name AS name FROM information_schema.tables WHERE table_schema = 'public' ORDER BY 1",
+  );
+  return rows.map((row) => row.name);
+}
+
+describe('migrations', () => {
+  it('apply every migration to an empty database, then nothing on the next start', async () => {
+    const { pool } = await emptyDatabase();
+    const known = await readMigrations();
+    expect(await migrate(pool, log)).toEqual({
+      applied: known.map((m) => m.name),
+      current: known.length,
+    });
+    expect(await tables(pool)).toEqual(
+      expect.arrayContaining(['tenants', 'api_keys', 'waymark_migrations']),
+    );
+    expect(await migrate(pool, log)).toEqual({ applied: [], current: known.length });
+    expect(await migrationsAreCurrent(pool, known)).toBe(true);
+  });
+
+  it('five replicas migrating the same empty database at once apply each migration once', async () => {
+    const { database } = await emptyDatabase();
+    const pools = Array.from(
+      { length: 5 },
+      () => new pg.Pool({ connectionString: database.url, max: 1 }),
+    );
+    cleanups.push(async () => {
+      await Promise.all(pools.map((pool) => pool.end()));
+    });
+    const results = await Promise.all(pools.map((pool) => migrate(pool, log)));
+    const known = await readMigrations();
+    expect(results.filter((result) => result.applied.length === known.length)).toHaveLength(1);
+    expect(results.filter((result) => result.applied.length === 0)).toHaveLength(4);
+    const [first] = pools;
+    if (!first) throw new Error('no pool');
+    const { rows } = await first.query('SELECT id FROM waymark_migrations ORDER BY id');
+    expect(rows.map((row) => row.id)).toEqual(known.map((m) => m.id));
+  });
+
+  it('refuse a database that carries a migration this build does not know', async () => {
+    const { pool } = await emptyDatabase();
+    await migrate(pool, log);
+    await pool.query(
+      "INSERT INTO waymark_migrations (id, name, checksum) VALUES (999, '0999_future.sql', 'x')",
+    );
+    await expect(migrate(pool, log)).rejects.toThrow(MigrationStateError);
+    await expect(migrate(pool, log)).rejects.toThrow(/0999_future\.sql.*does not know/);
+    expect(await migrationsAreCurrent(pool, await readMigrations())).toBe(false);
+  });
+
+  it('refuse a database whose applied migration was edited afterwards', async () => {
+    const { pool } = await emptyDatabase();
+    await migrate(pool, log);
+    const edited = (await readMigrations()).map((m, i) =>
+      i === 0 ? { ...m, checksum: 'edited' } : m,
+    );
+    await expect(migrate(pool, log, edited)).rejects.toThrow(/differs from the one applied/);
+  });
+
+  it('a failing migration leaves nothing half-applied', async () => {
+    const { pool } = await emptyDatabase();
+    const dir = await mkdtemp(path.join(os.tmpdir(), 'waymark-migrations-'));
+    cleanups.push(() => rm(dir, { recursive: true, force: true }));
+    await writeFile(path.join(dir, '0001_good.sql'), 'CREATE TABLE first_table (id int);');
+    await writeFile(
+      path.join(dir, '0002_bad.sql'),
+      'CREATE TABLE second_table (id int); SELECT no_such_function();',
+    );
+    await expect(migrate(pool, log, await readMigrations(dir))).rejects.toThrow(/no_such_function/);
+    expect(await tables(pool)).toEqual([]);
+  });
+
+  it('reject misnamed or gapped migration files instead of skipping them', async () => {
+    const dir = await mkdtemp(path.join(os.tmpdir(), 'waymark-migrations-'));
+    cleanups.push(() => rm(dir, { recursive: true, force: true }));
+    await writeFile(path.join(dir, '0001_a.sql'), 'SELECT 1;');
+    await writeFile(path.join(dir, '0003_c.sql'), 'SELECT 1;');
+    await expect(readMigrations(dir)).rejects.toThrow(/without gaps/);
+    await rm(path.join(dir, '0003_c.sql'));
+    await writeFile(path.join(dir, '0002-b.sql'), 'SELECT 1;');
+    await expect(readMigrations(dir)).rejects.toThrow(/0001_name\.sql/);
+  });
+});

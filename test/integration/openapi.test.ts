@@ -1,0 +1,59 @@
+import { readFile } from 'node:fs/promises';
+import { Validator } from '@seriousme/openapi-schema-validator';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { formatOpenApiDocument } from '../../src/http/openapi.js';
+import { startTestApp, type TestApp } from '../support/app.js';
+
+let testApp: TestApp;
+beforeAll(async () => {
+  testApp = await startTestApp();
+});
+afterAll(async () => testApp?.close());
+
+describe('OpenAPI document', () => {
+  it('the committed openapi/openapi.json equals the generated one (run `npm run openapi`)', async () => {
+    const committed = await readFile(
+      new URL('../../openapi/openapi.json', import.meta.url),
+      'utf8',
+    );
+    expect(committed).toBe(formatOpenApiDocument(testApp.app.swagger()));
+  });
+
+  it('passes a standard OpenAPI 3.1 validator', async () => {
+    const validator = new Validator();
+    const result = await validator.validate(
+      JSON.parse(formatOpenApiDocument(testApp.app.swagger())),
+    );
+    expect(result.errors ?? []).toEqual([]);
+    expect(result.valid).toBe(true);
+    expect(validator.version).toBe('3.1');
+  });
+
+  it('is served at /openapi.json and documents every public route', async () => {
+    const response = await testApp.app.inject({ method: 'GET', url: '/openapi.json' });
+    expect(response.statusCode).toBe(200);
+    const document = response.json();
+    expect(Object.keys(document.paths)).toEqual(
+      expect.arrayContaining([
+        '/healthz',
+        '/readyz',
+        '/v1/tenants',
+        '/v1/api-keys',
+        '/v1/api-keys/{id}',
+      ]),
+    );
+    expect(document.paths['/v1/api-keys'].get.security).toEqual([{ bearerAuth: [] }]);
+    expect(document.paths['/healthz'].get.security).toBeUndefined();
+  });
+
+  it('has an interactive page at /docs', async () => {
+    const response = await testApp.app.inject({ method: 'GET', url: '/docs' });
+    const page =
+      response.statusCode === 302
+        ? await testApp.app.inject({ method: 'GET', url: response.headers.location as string })
+        : response;
+    expect(page.statusCode).toBe(200);
+    expect(page.headers['content-type']).toContain('text/html');
+    expect(page.body).toContain('swagger');
+  });
+});

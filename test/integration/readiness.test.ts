@@ -1,0 +1,62 @@
+import pino from 'pino';
+import { afterEach, describe, expect, it } from 'vitest';
+import { loadConfig } from '../../src/config.js';
+import { buildApp } from '../../src/http/app.js';
+import { createServices, type Services } from '../../src/services.js';
+import { migrate, readMigrations } from '../../src/store/migrate.js';
+import { createTestDatabase } from '../support/database.js';
+
+const cleanups: (() => Promise<void>)[] = [];
+afterEach(async () => {
+  for (const cleanup of cleanups.splice(0).reverse()) await cleanup();
+});
+
+async function appOver(
+  databaseUrl: string,
+): Promise<{ services: Services; readyz: () => Promise<Response> }> {
+  const services = createServices({
+    config: loadConfig({ LOG_LEVEL: 'silent' }),
+    log: pino({ level: 'silent' }),
+    databaseUrl,
+    migrations: await readMigrations(),
+  });
+  const app = await buildApp(services);
+  await app.ready();
+  cleanups.push(async () => {
+    await app.close();
+    await services.database.close();
+  });
+  return {
+    services,
+    readyz: async () => {
+      const response = await app.inject({ method: 'GET', url: '/readyz' });
+      return new Response(response.body, {
+        status: response.statusCode,
+        headers: { 'content-type': String(response.headers['content-type']) },
+      });
+    },
+  };
+}
+
+describe('/readyz', () => {
+  it('is 503 migrations_pending on an unmigrated database and 200 once migrated', async () => {
+    const database = await createTestDatabase({ migrated: false });
+    cleanups.push(() => database.drop());
+    const { services, readyz } = await appOver(database.url);
+    const before = await readyz();
+    expect(before.status).toBe(503);
+    expect(before.headers.get('content-type')).toMatch(/^application\/problem\+json/);
+    expect(((await before.json()) as { code: string }).code).toBe('migrations_pending');
+    await migrate(services.database.pool, services.log);
+    expect((await readyz()).status).toBe(200);
+  });
+
+  it('is 503 database_unavailable when the database does not answer', async () => {
+    const { readyz } = await appOver('postgres://nobody:wrong@127.0.0.1:1/none');
+    const response = await readyz();
+    expect(response.status).toBe(503);
+    const problem = (await response.json()) as { code: string };
+    expect(problem.code).toBe('database_unavailable');
+    expect(JSON.stringify(problem)).not.toContain('wrong');
+  });
+});

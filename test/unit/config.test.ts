@@ -1,0 +1,68 @@
+import path from 'node:path';
+import { describe, expect, it } from 'vitest';
+import { ConfigError, configVariables, loadConfig } from '../../src/config.js';
+
+function problemsOf(env: Record<string, string>): string[] {
+  try {
+    loadConfig(env);
+  } catch (error) {
+    if (error instanceof ConfigError) return error.problems;
+    throw error;
+  }
+  throw new Error('expected the configuration to be rejected');
+}
+
+describe('loadConfig', () => {
+  it('applies the documented defaults to an empty environment', () => {
+    const config = loadConfig({});
+    expect(config.PORT).toBe(8080);
+    expect(config.HOST).toBe('127.0.0.1');
+    expect(config.DATABASE_URL).toBeUndefined();
+    expect(config.WAYMARK_DATA_DIR).toBe(path.resolve('.waymark'));
+    expect(config.LOG_LEVEL).toBe('info');
+    expect(config.SHUTDOWN_GRACE_MS).toBe(10_000);
+    expect(config.TRUST_PROXY).toBe(false);
+  });
+
+  it('parses numbers, booleans and URLs from strings', () => {
+    const config = loadConfig({
+      PORT: '3000',
+      DATABASE_URL: 'postgresql://u:p@db.internal:5432/waymark',
+      TRUST_PROXY: 'true',
+      WAYMARK_DATA_DIR: '/var/lib/waymark',
+    });
+    expect(config.PORT).toBe(3000);
+    expect(config.DATABASE_URL).toBe('postgresql://u:p@db.internal:5432/waymark');
+    expect(config.TRUST_PROXY).toBe(true);
+    expect(config.WAYMARK_DATA_DIR).toBe('/var/lib/waymark');
+  });
+
+  it('treats an empty value as unset', () => {
+    expect(loadConfig({ PORT: '', DATABASE_URL: '  ' }).PORT).toBe(8080);
+  });
+
+  it('reports every wrong variable at once, one line each, naming it', () => {
+    const problems = problemsOf({ PORT: 'abc', DATABASE_URL: 'nonsense', LOG_LEVEL: 'loud' });
+    expect(problems).toHaveLength(3);
+    expect(problems.find((line) => line.startsWith('PORT:'))).toContain('"abc"');
+    expect(problems.find((line) => line.startsWith('LOG_LEVEL:'))).toContain('"loud"');
+    expect(problems.some((line) => line.startsWith('DATABASE_URL:'))).toBe(true);
+  });
+
+  it('never echoes the database URL, which may hold a password', () => {
+    const [line] = problemsOf({ DATABASE_URL: 'mysql://admin:hunter2@db/x' });
+    expect(line).toMatch(/^DATABASE_URL:/);
+    expect(line).not.toContain('hunter2');
+  });
+
+  it('rejects out-of-range ports and non-integer numbers', () => {
+    expect(problemsOf({ PORT: '70000' })[0]).toMatch(/^PORT:/);
+    expect(problemsOf({ SHUTDOWN_GRACE_MS: '1.5' })[0]).toMatch(/^SHUTDOWN_GRACE_MS:/);
+  });
+
+  it('lists every variable it reads', () => {
+    expect(configVariables).toContain('PORT');
+    expect(configVariables).toContain('WAYMARK_DATA_DIR');
+    expect(new Set(configVariables).size).toBe(configVariables.length);
+  });
+});
