@@ -133,6 +133,11 @@ async function shutdown(running: Running, reason: string, exitCode = 0): Promise
     log.warn('grace period over; closing the connections still open');
     running.app?.server.closeAllConnections();
   }, config.SHUTDOWN_GRACE_MS);
+  // Node closes idle keep-alive connections once, when the server starts
+  // closing. A connection whose in-flight request ends later stays open
+  // until its client hangs up, which would hold the shutdown (and end it
+  // "forced") for the whole grace period; so sweep idle ones until closed.
+  const idleSweep = setInterval(() => running.app?.server.closeIdleConnections(), 250);
   try {
     await running.app?.close();
   } catch (error) {
@@ -140,6 +145,7 @@ async function shutdown(running: Running, reason: string, exitCode = 0): Promise
     exitCode = 1;
   } finally {
     clearTimeout(grace);
+    clearInterval(idleSweep);
   }
   if (!(await releaseResources(running))) exitCode = 1;
   log.info({ forced }, 'waymark stopped');

@@ -105,7 +105,14 @@ export async function startEmbeddedPostgres(
     },
   );
   const exited = new Promise<number | null>((resolve) => child.once('exit', resolve));
-  const stderrTail = captureStderr(child, log);
+  // Stopping terminates the pool's last connections; PostgreSQL reports each
+  // as FATAL, which is expected then and logged at debug.
+  let stopping = false;
+  const stderrTail = captureStderr(child, log, () => stopping);
+  const stop = () => {
+    stopping = true;
+    return stopServer(child, exited, log);
+  };
 
   const base = `postgres://${SUPERUSER}:${password}@127.0.0.1:${port}`;
   const adminUrl = `${base}/postgres`;
@@ -122,10 +129,10 @@ export async function startEmbeddedPostgres(
       adminUrl,
       clusterDir,
       exited,
-      stop: () => stopServer(child, exited, log),
+      stop,
     };
   } catch (error) {
-    await stopServer(child, exited, log);
+    await stop();
     throw error;
   }
 }
@@ -260,7 +267,7 @@ async function parentPid(pid: number): Promise<number | undefined> {
   }
 }
 
-function captureStderr(child: ChildProcess, log: Logger): () => string {
+function captureStderr(child: ChildProcess, log: Logger, stopping: () => boolean): () => string {
   const lines: string[] = [];
   child.stderr?.setEncoding('utf8');
   child.stderr?.on('data', (chunk: string) => {
@@ -268,7 +275,8 @@ function captureStderr(child: ChildProcess, log: Logger): () => string {
       if (line.trim() === '') continue;
       lines.push(line);
       if (lines.length > 20) lines.shift();
-      if (/\b(FATAL|PANIC|ERROR):/.test(line)) log.warn({ postgres: line }, 'postgres');
+      if (!stopping() && /\b(FATAL|PANIC|ERROR):/.test(line))
+        log.warn({ postgres: line }, 'postgres');
       else log.debug({ postgres: line }, 'postgres');
     }
   });
