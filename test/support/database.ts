@@ -23,9 +23,21 @@ export async function createTestDatabase(
     name,
     url: withDatabase(adminUrl, name),
     async drop() {
-      await withAdmin(adminUrl, (client) =>
-        client.query(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`),
-      );
+      await withAdmin(adminUrl, async (client) => {
+        // pg's pool.end() resolves before the server has seen every
+        // connection close; forcing the drop then would kill those
+        // connections mid-goodbye and fail the test file with an unhandled
+        // error. Wait for them, and force only what is truly left over.
+        for (let waited = 0; waited < 5_000; waited += 50) {
+          const { rows } = await client.query<{ count: string }>(
+            'SELECT count(*) AS count FROM pg_stat_activity WHERE datname = $1',
+            [name],
+          );
+          if (Number(rows[0]?.count ?? 0) === 0) break;
+          await new Promise((resolve) => setTimeout(resolve, 50));
+        }
+        await client.query(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`);
+      });
     },
   };
 }
