@@ -37,6 +37,13 @@ export interface StartOptions {
   env: Record<string, string>;
   /** TCP port for PORT; a free one when omitted. */
   port?: number;
+  /**
+   * `node` spawns `node dist/main.js`; `npm-start` spawns the README's
+   * `npm start` (without its prestart build, which would rewrite dist/
+   * under the other test files), so signals go through npm as they do for
+   * a person.
+   */
+  via?: 'node' | 'npm-start';
 }
 
 export interface WaymarkProcess {
@@ -168,7 +175,11 @@ function spawnWaymark(options: StartOptions & { port: number }): RunningProcess 
     ...options.env,
   };
   const spawnedAt = Date.now();
-  const child = spawn(process.execPath, [mainScript], {
+  const [command, args] =
+    options.via === 'npm-start'
+      ? ['npm', ['start', '--ignore-scripts', '--silent']]
+      : [process.execPath, [mainScript]];
+  const child = spawn(command, args, {
     cwd: repoRoot,
     env,
     stdio: ['ignore', 'pipe', 'pipe'],
