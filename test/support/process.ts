@@ -1,11 +1,13 @@
 import { spawn } from 'node:child_process';
 import { existsSync, readdirSync, readFileSync, statSync } from 'node:fs';
 import { readdir, readFile } from 'node:fs/promises';
-import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { fileURLToPath } from 'node:url';
+import { freePort, freePorts } from '../../src/free-ports.js';
+
+export { freePort, freePorts };
 
 /**
  * Runs the built service (`node dist/main.js`) as a child process, the way an
@@ -97,35 +99,6 @@ export function waymarkProcesses(): WaymarkProcesses {
       await killProcessesNaming(all.map((running) => running.handle.dataDir));
     },
   };
-}
-
-/** A port that was free a moment ago on 127.0.0.1. */
-export async function freePort(): Promise<number> {
-  return (await freePorts(1))[0] as number;
-}
-
-/** Distinct free ports: every one is held until all are found. */
-export async function freePorts(count: number): Promise<number[]> {
-  const servers: net.Server[] = [];
-  try {
-    const ports: number[] = [];
-    for (let i = 0; i < count; i++) {
-      const server = net.createServer();
-      servers.push(server);
-      await new Promise<void>((resolve, reject) => {
-        server.once('error', reject);
-        server.listen(0, '127.0.0.1', () => resolve());
-      });
-      const address = server.address();
-      if (!address || typeof address !== 'object') throw new Error('could not find a free port');
-      ports.push(address.port);
-    }
-    return ports;
-  } finally {
-    await Promise.all(
-      servers.map((server) => new Promise<void>((resolve) => server.close(() => resolve()))),
-    );
-  }
 }
 
 /**
