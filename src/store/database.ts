@@ -10,7 +10,7 @@ export type DbOrTx = Kysely<Database> | Transaction<Database>;
 export interface DatabaseHandle {
   db: Db;
   pool: pg.Pool;
-  /** Ends every pooled connection (kysely's destroy ends the pool). */
+  /** Ends every pooled connection. */
   close(): Promise<void>;
 }
 
@@ -39,6 +39,9 @@ export function openDatabase(options: {
       if (closed) return;
       closed = true;
       await db.destroy();
+      // kysely ends the pool only if it ever ran a query itself; raw pool
+      // users (migrations, readiness) would otherwise keep connections open.
+      if (!pool.ended) await pool.end();
     },
   };
 }

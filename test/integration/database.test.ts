@@ -1,0 +1,44 @@
+import pg from 'pg';
+import pino from 'pino';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { openDatabase } from '../../src/store/database.js';
+import { createTestDatabase, type TestDatabase } from '../support/database.js';
+
+let database: TestDatabase;
+beforeAll(async () => {
+  database = await createTestDatabase();
+});
+afterAll(async () => database?.drop());
+
+async function connectionsTo(name: string): Promise<number> {
+  const client = new pg.Client({ connectionString: database.url });
+  await client.connect();
+  try {
+    const { rows } = await client.query<{ count: string }>(
+      'SELECT count(*) AS count FROM pg_stat_activity WHERE datname = $1 AND pid <> pg_backend_pid()',
+      [name],
+    );
+    return Number(rows[0]?.count);
+  } finally {
+    await client.end();
+  }
+}
+
+describe('database handle', () => {
+  it('close() ends the pool even when only the raw pool was used', async () => {
+    const handle = openDatabase({ url: database.url, poolMax: 2, log: pino({ level: 'silent' }) });
+    await handle.pool.query('SELECT 1');
+    expect(await connectionsTo(database.name)).toBe(1);
+    await handle.close();
+    expect(handle.pool.ended).toBe(true);
+    await expect.poll(() => connectionsTo(database.name), { timeout: 5000 }).toBe(0);
+  });
+
+  it('close() ends the pool after kysely queries too, and may be called twice', async () => {
+    const handle = openDatabase({ url: database.url, poolMax: 2, log: pino({ level: 'silent' }) });
+    await handle.db.selectFrom('tenants').selectAll().execute();
+    await handle.close();
+    await handle.close();
+    expect(handle.pool.ended).toBe(true);
+  });
+});
