@@ -1,0 +1,119 @@
+import type { z } from 'zod';
+import type { LlmError } from './errors.js';
+
+/**
+ * The provider-neutral model port. The orchestrator imports only this
+ * folder's `types.ts`, `errors.ts` and the router; vendor adapters convert
+ * to and from these shapes in their own folders.
+ *
+ * Terminology:
+ * - model: a named entry of the model catalogue (provider + vendor model id + limits + prices).
+ * - provider: a configured vendor endpoint (`openai`, `anthropic`, `scripted`, or an
+ *   OpenAI-compatible server under its own name).
+ * - turn: one model call: a request in, a stream of parts out.
+ * - attempt: one try of a turn against one model; a turn may take several (retries, fallbacks).
+ * - tool call: the model asking for a tool to run, with JSON arguments.
+ */
+
+export interface UserMessage {
+  role: 'user';
+  content: string;
+}
+
+export interface AssistantMessage {
+  role: 'assistant';
+  content: string;
+  toolCalls: ToolCall[];
+}
+
+/** The result of one tool call, sent back to the model in the next turn. */
+export interface ToolResultMessage {
+  role: 'tool';
+  toolCallId: string;
+  toolName: string;
+  content: string;
+  isError?: boolean;
+}
+
+export type Message = UserMessage | AssistantMessage | ToolResultMessage;
+
+export interface ToolCall {
+  id: string;
+  name: string;
+  /** Parsed JSON arguments, validated against the tool's parameters schema. */
+  arguments: unknown;
+}
+
+export interface ToolDefinition {
+  name: string;
+  description: string;
+  /** zod schema of the arguments; turned into JSON Schema for the provider. */
+  parameters: z.ZodType;
+}
+
+/**
+ * The system prompt in two parts: `stable` stays byte-identical across the
+ * turns of a workflow (so providers' prompt caches hit); `volatile` holds
+ * what changes (time, budget left, ...).
+ */
+export interface SystemPrompt {
+  stable: string;
+  volatile?: string;
+}
+
+export interface ModelRequest {
+  system?: SystemPrompt;
+  messages: Message[];
+  tools?: ToolDefinition[];
+  /** `auto` by default when tools are given. */
+  toolChoice?: 'auto' | 'none' | 'required';
+  /** Capped by the model's configured maximum output. */
+  maxOutputTokens?: number;
+  temperature?: number;
+}
+
+export type FinishReason = 'stop' | 'length' | 'tool_calls' | 'content_filter' | 'other';
+
+export interface Usage {
+  /** Every input token, cached ones included. */
+  inputTokens: number;
+  outputTokens: number;
+  /** Input tokens read from the provider's prompt cache. */
+  cachedInputTokens: number;
+  /** Input tokens written to the provider's prompt cache (Anthropic). */
+  cacheWriteTokens: number;
+}
+
+export type StreamPart =
+  | { type: 'text-delta'; text: string }
+  | { type: 'tool-call'; toolCall: ToolCall }
+  /** The model called a tool with arguments that are not JSON or fail the schema; the loop answers it with an error result. */
+  | { type: 'tool-call-invalid'; id: string; name: string; rawArguments: string; reason: string }
+  | { type: 'usage'; usage: Usage }
+  | { type: 'finish'; reason: FinishReason; providerReason: string | null }
+  /** Only from the router, as the last part, when a turn fails for good. */
+  | { type: 'error'; error: LlmError };
+
+export interface StreamOptions {
+  /** Aborts the HTTP request (cancel, timeouts). */
+  signal: AbortSignal;
+}
+
+/**
+ * One vendor model behind an adapter. `stream` throws `LlmError` on failure
+ * (before or during the stream); it never yields an `error` part itself.
+ */
+export interface LanguageModel {
+  /** Name of the configured provider, e.g. `openai`, `anthropic`, `scripted`, `ollama`. */
+  readonly provider: string;
+  /** The vendor's model id, e.g. `gpt-4o-mini`. */
+  readonly modelId: string;
+  stream(request: ModelRequest, options: StreamOptions): AsyncIterable<StreamPart>;
+}
+
+export const emptyUsage = (): Usage => ({
+  inputTokens: 0,
+  outputTokens: 0,
+  cachedInputTokens: 0,
+  cacheWriteTokens: 0,
+});
