@@ -1,5 +1,6 @@
 import path from 'node:path';
 import { z } from 'zod';
+import { type Catalogue, catalogueSchema } from './llm/catalogue.js';
 
 /**
  * Every setting of the service, read from the environment through this one
@@ -66,6 +67,85 @@ export const configSchema = z.object({
   RATE_LIMIT_WINDOW_MS: integer(1000, 3_600_000)
     .default(60_000)
     .describe('Length of the rate-limit window.'),
+  OPENAI_API_KEY: z
+    .string()
+    .trim()
+    .min(1)
+    .optional()
+    .describe('OpenAI key; enables the default OpenAI models.'),
+  OPENAI_BASE_URL: z
+    .url()
+    .optional()
+    .describe(
+      'Base URL of the OpenAI provider (any OpenAI-compatible server: Ollama, vLLM, OpenRouter).',
+    ),
+  ANTHROPIC_API_KEY: z
+    .string()
+    .trim()
+    .min(1)
+    .optional()
+    .describe('Anthropic key; enables the default Claude models.'),
+  ANTHROPIC_BASE_URL: z.url().optional().describe('Base URL of the Anthropic provider.'),
+  WAYMARK_MODELS: z
+    .string()
+    .transform((text, context): Catalogue => {
+      let json: unknown;
+      try {
+        json = JSON.parse(text);
+      } catch (error) {
+        context.addIssue({
+          code: 'custom',
+          message: `not valid JSON: ${(error as Error).message}`,
+        });
+        return z.NEVER;
+      }
+      const parsed = catalogueSchema.safeParse(json);
+      if (parsed.success) return parsed.data;
+      for (const issue of parsed.error.issues) {
+        context.addIssue({
+          code: 'custom',
+          message: `${issue.path.join('.') || '(root)'}: ${issue.message}`,
+        });
+      }
+      return z.NEVER;
+    })
+    .optional()
+    .describe(
+      'The model catalogue as JSON (providers, models, defaultModel); unset: derived from the keys present.',
+    ),
+  WAYMARK_DEFAULT_MODEL: z
+    .string()
+    .trim()
+    .min(1)
+    .optional()
+    .describe('Catalogue name of the system default model.'),
+  LLM_MAX_TOTAL_ATTEMPTS: integer(1, 20)
+    .default(4)
+    .describe('Model call attempts per turn across the whole fallback chain.'),
+  LLM_MAX_RETRIES_PER_MODEL: integer(0, 10)
+    .default(2)
+    .describe('Retries of one model before falling through to the next.'),
+  LLM_BACKOFF_BASE_MS: integer(1, 60_000)
+    .default(500)
+    .describe('First retry waits up to this long.'),
+  LLM_BACKOFF_MAX_MS: integer(1, 600_000)
+    .default(8000)
+    .describe('Ceiling of the exponential backoff.'),
+  LLM_MAX_RETRY_AFTER_MS: integer(0, 600_000)
+    .default(10_000)
+    .describe('A provider asking to wait longer than this is fallen through at once.'),
+  LLM_ATTEMPT_TIMEOUT_MS: integer(100, 600_000)
+    .default(60_000)
+    .describe('Time an attempt may take to its first streamed part.'),
+  LLM_IDLE_TIMEOUT_MS: integer(100, 600_000)
+    .default(30_000)
+    .describe('A stream with no chunk for this long is aborted as a timeout.'),
+  LLM_BREAKER_THRESHOLD: integer(1, 1000)
+    .default(5)
+    .describe('Consecutive failures that open a provider’s circuit.'),
+  LLM_BREAKER_PROBE_MS: integer(100, 3_600_000)
+    .default(30_000)
+    .describe('How often an open circuit probes its provider.'),
   TRUST_PROXY: boolean
     .default(false)
     .describe('Trust X-Forwarded-* headers (set behind a load balancer).'),
@@ -105,5 +185,5 @@ export function loadConfig(env: NodeJS.ProcessEnv): Config {
 }
 
 function isSecret(name: string): boolean {
-  return name === 'DATABASE_URL';
+  return name === 'DATABASE_URL' || name.endsWith('_API_KEY') || name === 'WAYMARK_MODELS';
 }

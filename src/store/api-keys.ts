@@ -31,12 +31,21 @@ export function apiKeysRepository(db: DbOrTx) {
           't.name as tenant_name',
           't.is_operator as tenant_is_operator',
           't.created_at as tenant_created_at',
+          't.default_model as tenant_default_model',
+          't.allowed_models as tenant_allowed_models',
         ])
         .where('k.key_hash', '=', keyHash)
         .where('k.revoked_at', 'is', null)
         .executeTakeFirst();
       if (!row) return undefined;
-      const { tenant_name, tenant_is_operator, tenant_created_at, ...key } = row;
+      const {
+        tenant_name,
+        tenant_is_operator,
+        tenant_created_at,
+        tenant_default_model,
+        tenant_allowed_models,
+        ...key
+      } = row;
       return {
         key,
         tenant: {
@@ -44,6 +53,8 @@ export function apiKeysRepository(db: DbOrTx) {
           name: tenant_name,
           is_operator: tenant_is_operator,
           created_at: tenant_created_at,
+          default_model: tenant_default_model,
+          allowed_models: tenant_allowed_models,
         },
       };
     },

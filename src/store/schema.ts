@@ -4,6 +4,7 @@ import type { ColumnType, Generated, Insertable, Selectable } from 'kysely';
 export interface Database {
   tenants: TenantsTable;
   api_keys: ApiKeysTable;
+  llm_calls: LlmCallsTable;
 }
 
 export interface TenantsTable {
@@ -11,6 +12,8 @@ export interface TenantsTable {
   name: string;
   is_operator: Generated<boolean>;
   created_at: ColumnType<Date, never, never>;
+  default_model: ColumnType<string | null, string | null | undefined, string | null>;
+  allowed_models: ColumnType<string[] | null, string[] | null | undefined, string[] | null>;
 }
 
 export interface ApiKeysTable {
@@ -24,7 +27,29 @@ export interface ApiKeysTable {
   revoked_at: ColumnType<Date | null, never, Date | null>;
 }
 
+export interface LlmCallsTable {
+  id: Generated<string>;
+  tenant_id: string;
+  workflow_id: string | null;
+  provider: string;
+  model: string;
+  model_id: string;
+  attempt: number;
+  input_tokens: number;
+  output_tokens: number;
+  cached_input_tokens: number;
+  cache_write_tokens: number;
+  /** numeric: pg returns it as a string to keep its precision. */
+  cost_usd: ColumnType<string, number, never>;
+  latency_ms: number;
+  ttft_ms: number | null;
+  outcome: string;
+  started_at: Date;
+  recorded_at: ColumnType<Date, never, never>;
+}
+
 export type TenantRow = Selectable<TenantsTable>;
 export type NewTenantRow = Insertable<TenantsTable>;
 export type ApiKeyRow = Selectable<ApiKeysTable>;
 export type NewApiKeyRow = Insertable<ApiKeysTable>;
+export type NewLlmCallRow = Insertable<LlmCallsTable>;

@@ -136,7 +136,14 @@ async function issueKey(
 }
 
 function toTenant(row: TenantRow): Tenant {
-  return { id: row.id, name: row.name, isOperator: row.is_operator, createdAt: row.created_at };
+  return {
+    id: row.id,
+    name: row.name,
+    isOperator: row.is_operator,
+    createdAt: row.created_at,
+    defaultModel: row.default_model,
+    allowedModels: row.allowed_models,
+  };
 }
 
 function toApiKey(row: ApiKeyRow): ApiKey {

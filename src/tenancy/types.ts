@@ -15,6 +15,10 @@ export interface Tenant {
   name: string;
   isOperator: boolean;
   createdAt: Date;
+  /** Catalogue name used when neither the request nor the session names a model; null: the system default. */
+  defaultModel: string | null;
+  /** Catalogue names the tenant may use; null: all of them. */
+  allowedModels: string[] | null;
 }
 
 export interface ApiKey {

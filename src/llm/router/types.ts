@@ -1,0 +1,51 @@
+import type { LlmError, LlmErrorKind } from '../errors.js';
+import type { Usage } from '../types.js';
+
+/** Who a model call is made for; carried into the usage ledger. */
+export interface CallContext {
+  tenantId: string;
+  workflowId?: string;
+}
+
+export interface RetryPolicy {
+  /** Attempts across the whole chain, retries and fallbacks together. */
+  maxTotalAttempts: number;
+  /** Retries of one model before falling through to the next. */
+  maxRetriesPerModel: number;
+  backoffBaseMs: number;
+  backoffMaxMs: number;
+  /** A provider asking to wait longer than this is fallen through at once. */
+  maxRetryAfterMs: number;
+  /** Time an attempt may take to produce its first part. */
+  attemptTimeoutMs: number;
+  breakerFailureThreshold: number;
+  breakerProbeIntervalMs: number;
+}
+
+export type RouterEvent =
+  | { type: 'retry'; model: string; attempt: number; delayMs: number; error: LlmError }
+  | {
+      type: 'fallback';
+      from: string;
+      to: string;
+      reason: 'error' | 'context_length' | 'circuit_open';
+      error?: LlmError;
+    };
+
+/** One attempt, as the usage ledger stores it. */
+export interface AttemptRecord {
+  context: CallContext;
+  /** Catalogue name. */
+  model: string;
+  provider: string;
+  modelId: string;
+  /** 1-based count of attempts within this turn. */
+  attempt: number;
+  usage: Usage;
+  costUsd: number;
+  latencyMs: number;
+  /** Time to the first part; null when none came. */
+  ttftMs: number | null;
+  outcome: 'ok' | LlmErrorKind;
+  startedAt: Date;
+}
