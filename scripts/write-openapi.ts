@@ -8,7 +8,7 @@ import pino from 'pino';
 import { loadConfig } from '../src/config.js';
 import { buildApp } from '../src/http/app.js';
 import { formatOpenApiDocument } from '../src/http/openapi.js';
-import { createServices } from '../src/services.js';
+import { closeServices, createServices } from '../src/services.js';
 
 const services = createServices({
   config: loadConfig({ LOG_LEVEL: 'silent' }),
@@ -21,5 +21,5 @@ await app.ready();
 const target = new URL('../openapi/openapi.json', import.meta.url);
 await writeFile(target, formatOpenApiDocument(app.swagger()));
 await app.close();
-await services.database.close();
+await closeServices(services);
 process.stdout.write(`wrote ${target.pathname}\n`);

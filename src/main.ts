@@ -3,7 +3,7 @@ import type { Logger } from 'pino';
 import { type Config, ConfigError, loadConfig } from './config.js';
 import { buildApp } from './http/app.js';
 import { createLogger } from './logger.js';
-import { createServices, type Services } from './services.js';
+import { closeServices, createServices, type Services } from './services.js';
 import { type EmbeddedPostgres, startEmbeddedPostgres } from './store/embedded-postgres.js';
 import { migrate, readMigrations } from './store/migrate.js';
 import { saveBootstrapKey } from './tenancy/bootstrap-key-file.js';
@@ -72,7 +72,7 @@ async function start(running: Running): Promise<void> {
   if (running.stopping) return;
 
   const migrations = await readMigrations();
-  running.services = createServices({ config, log, databaseUrl, migrations });
+  running.services = createServices({ config, log, databaseUrl, migrations, env: process.env });
   const result = await migrate(running.services.database.pool, log, migrations);
   log.info({ applied: result.applied, current: result.current }, 'database migrations are current');
   const bootstrap = await running.services.tenancy.bootstrap();
@@ -157,9 +157,9 @@ async function releaseResources(running: Running): Promise<boolean> {
   running.stopping = true;
   let clean = true;
   try {
-    await running.services?.database.close();
+    if (running.services) await closeServices(running.services);
   } catch (error) {
-    running.log.error({ err: error }, 'closing the database pool failed');
+    running.log.error({ err: error }, 'closing the services (usage ledger, database pool) failed');
     clean = false;
   }
   try {

@@ -1,5 +1,6 @@
 import type { Logger } from 'pino';
 import type { Config } from './config.js';
+import { createLlm, type Llm } from './llm/create-llm.js';
 import { type DatabaseHandle, openDatabase } from './store/database.js';
 import type { Migration } from './store/migrate.js';
 import { createTenancyService, type TenancyService } from './tenancy/service.js';
@@ -15,6 +16,8 @@ export interface Services {
   /** The migrations this build knows; /readyz compares them with the database. */
   migrations: Migration[];
   tenancy: TenancyService;
+  /** Model catalogue, router and usage ledger. */
+  llm: Llm;
 }
 
 /** Builds the services over a database URL. Opens no connection until the first query. */
@@ -23,6 +26,8 @@ export function createServices(options: {
   log: Logger;
   databaseUrl: string;
   migrations: Migration[];
+  /** Where catalogue providers' named key variables are read; the process environment in main.ts. */
+  env?: NodeJS.ProcessEnv;
 }): Services {
   const database = openDatabase({
     url: options.databaseUrl,
@@ -35,5 +40,17 @@ export function createServices(options: {
     database,
     migrations: options.migrations,
     tenancy: createTenancyService(database.db),
+    llm: createLlm({
+      config: options.config,
+      env: options.env ?? {},
+      db: database.db,
+      log: options.log,
+    }),
   };
+}
+
+/** Releases what the services hold, in order: the ledger's last rows need the pool. */
+export async function closeServices(services: Services): Promise<void> {
+  await services.llm.close();
+  await services.database.close();
 }

@@ -6,7 +6,7 @@ import { parseArgs } from 'node:util';
 import { loadConfig } from '../../src/config.js';
 import { buildApp } from '../../src/http/app.js';
 import { createLogger } from '../../src/logger.js';
-import { createServices } from '../../src/services.js';
+import { closeServices, createServices } from '../../src/services.js';
 import { startEmbeddedPostgres } from '../../src/store/embedded-postgres.js';
 import { migrate, readMigrations } from '../../src/store/migrate.js';
 
@@ -110,7 +110,7 @@ async function benchmark(
   const log = createLogger(config);
   const migrations = await readMigrations();
   const services = createServices({ config, log, databaseUrl: embedded.url, migrations });
-  cleanups.push(() => services.database.close());
+  cleanups.push(() => closeServices(services));
   await migrate(services.database.pool, log, migrations);
   const bootstrap = await services.tenancy.bootstrap();
   if (!bootstrap) throw new Error('the fresh database already had a tenant; no key was issued');

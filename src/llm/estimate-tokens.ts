@@ -38,7 +38,8 @@ export function estimateRequestTokens(request: ModelRequest, kind: ProviderKind)
 export function estimateMessageTokens(message: Message, kind: ProviderKind): number {
   const text =
     message.role === 'assistant'
-      ? message.content + message.toolCalls.map((call) => call.name + JSON.stringify(call.arguments)).join('')
+      ? message.content +
+        message.toolCalls.map((call) => call.name + JSON.stringify(call.arguments)).join('')
       : message.content;
   return estimateTextTokens(text, kind) + MESSAGE_OVERHEAD_TOKENS;
 }

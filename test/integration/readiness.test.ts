@@ -2,7 +2,7 @@ import pino from 'pino';
 import { afterEach, describe, expect, it } from 'vitest';
 import { loadConfig } from '../../src/config.js';
 import { buildApp } from '../../src/http/app.js';
-import { createServices, type Services } from '../../src/services.js';
+import { closeServices, createServices, type Services } from '../../src/services.js';
 import { migrate, readMigrations } from '../../src/store/migrate.js';
 import { createTestDatabase } from '../support/database.js';
 
@@ -24,7 +24,7 @@ async function appOver(
   await app.ready();
   cleanups.push(async () => {
     await app.close();
-    await services.database.close();
+    await closeServices(services);
   });
   return {
     services,

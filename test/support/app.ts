@@ -2,7 +2,7 @@ import type { FastifyInstance } from 'fastify';
 import pino from 'pino';
 import { loadConfig } from '../../src/config.js';
 import { buildApp } from '../../src/http/app.js';
-import { createServices, type Services } from '../../src/services.js';
+import { closeServices, createServices, type Services } from '../../src/services.js';
 import { readMigrations } from '../../src/store/migrate.js';
 import { createTestDatabase, type TestDatabase } from './database.js';
 
@@ -31,7 +31,7 @@ export async function startTestApp(env: Record<string, string> = {}): Promise<Te
     database,
     async close() {
       await app.close();
-      await services.database.close();
+      await closeServices(services);
       await database.drop();
     },
   };

@@ -1,0 +1,152 @@
+import type { Logger } from 'pino';
+import { type Config, ConfigError } from '../config.js';
+import type { Db } from '../store/database.js';
+import { anthropicModel, createAnthropicClient } from './anthropic/index.js';
+import {
+  type Catalogue,
+  defaultCatalogue,
+  type ModelEntry,
+  type ProviderEntry,
+} from './catalogue.js';
+import { createOpenAiClient, openAiModel } from './openai/index.js';
+import { createModelRouter, type ModelRouter } from './router/router.js';
+import { scriptedModel } from './scripted/index.js';
+import type { LanguageModel } from './types.js';
+import { createUsageLedger, type UsageLedger } from './usage-ledger.js';
+
+/** The model stack of one process: catalogue, adapters, router and usage ledger. */
+export interface Llm {
+  catalogue: Catalogue;
+  router: ModelRouter;
+  ledger: UsageLedger;
+  /** Flushes the ledger and stops the breakers' probes. */
+  close(): Promise<void>;
+}
+
+/**
+ * The one place that reads provider keys and base URLs (from the
+ * configuration, or for catalogue providers from the environment variable
+ * each one names) and constructs the SDK clients.
+ */
+export function createLlm(options: {
+  config: Config;
+  env: NodeJS.ProcessEnv;
+  db: Db;
+  log: Logger;
+}): Llm {
+  const { config, log } = options;
+  const catalogue = resolveCatalogue(config);
+  const clientsByProvider = new Map(
+    catalogue.providers.map((provider) => [provider.name, adapterFactory(provider, options)]),
+  );
+  const languageModels = new Map<string, LanguageModel>();
+  for (const entry of catalogue.models) {
+    const factory = clientsByProvider.get(entry.provider);
+    if (factory) languageModels.set(entry.name, factory(entry));
+  }
+  const ledger = createUsageLedger({ db: options.db, log });
+  const router = createModelRouter({
+    catalogue,
+    languageModels,
+    log: log.child({ component: 'model-router' }),
+    recordAttempt: ledger.record,
+    policy: {
+      maxTotalAttempts: config.LLM_MAX_TOTAL_ATTEMPTS,
+      maxRetriesPerModel: config.LLM_MAX_RETRIES_PER_MODEL,
+      backoffBaseMs: config.LLM_BACKOFF_BASE_MS,
+      backoffMaxMs: config.LLM_BACKOFF_MAX_MS,
+      maxRetryAfterMs: config.LLM_MAX_RETRY_AFTER_MS,
+      attemptTimeoutMs: config.LLM_ATTEMPT_TIMEOUT_MS,
+      breakerFailureThreshold: config.LLM_BREAKER_THRESHOLD,
+      breakerProbeIntervalMs: config.LLM_BREAKER_PROBE_MS,
+    },
+  });
+  if (catalogue.providers.some((provider) => provider.kind === 'scripted')) {
+    log.warn('no provider key is set: answers come from the offline scripted model');
+  }
+  return {
+    catalogue,
+    router,
+    ledger,
+    async close() {
+      router.dispose();
+      await ledger.close();
+    },
+  };
+}
+
+export function resolveCatalogue(config: Config): Catalogue {
+  const catalogue =
+    config.WAYMARK_MODELS ??
+    defaultCatalogue({
+      openai: Boolean(config.OPENAI_API_KEY),
+      anthropic: Boolean(config.ANTHROPIC_API_KEY),
+    });
+  if (!config.WAYMARK_DEFAULT_MODEL) return catalogue;
+  if (!catalogue.models.some((model) => model.name === config.WAYMARK_DEFAULT_MODEL)) {
+    throw new ConfigError([
+      `WAYMARK_DEFAULT_MODEL: "${config.WAYMARK_DEFAULT_MODEL}" is not in the catalogue (${catalogue.models.map((m) => m.name).join(', ')})`,
+    ]);
+  }
+  return { ...catalogue, defaultModel: config.WAYMARK_DEFAULT_MODEL };
+}
+
+function adapterFactory(
+  provider: ProviderEntry,
+  options: { config: Config; env: NodeJS.ProcessEnv },
+): (entry: ModelEntry) => LanguageModel {
+  const { config } = options;
+  const common = { provider: provider.name, idleTimeoutMs: config.LLM_IDLE_TIMEOUT_MS };
+  switch (provider.kind) {
+    case 'scripted':
+      return (entry) => scriptedModel({ modelId: entry.modelId });
+    case 'openai': {
+      const client = createOpenAiClient({
+        apiKey: apiKeyOf(provider, options, config.OPENAI_API_KEY, config.OPENAI_BASE_URL),
+        baseUrl: provider.baseUrl ?? config.OPENAI_BASE_URL,
+        timeoutMs: config.LLM_ATTEMPT_TIMEOUT_MS,
+      });
+      return (entry) =>
+        openAiModel({
+          ...common,
+          client,
+          modelId: entry.modelId,
+          maxOutputTokens: entry.maxOutputTokens,
+        });
+    }
+    case 'anthropic': {
+      const client = createAnthropicClient({
+        apiKey: apiKeyOf(provider, options, config.ANTHROPIC_API_KEY, config.ANTHROPIC_BASE_URL),
+        baseUrl: provider.baseUrl ?? config.ANTHROPIC_BASE_URL,
+        timeoutMs: config.LLM_ATTEMPT_TIMEOUT_MS,
+      });
+      return (entry) =>
+        anthropicModel({
+          ...common,
+          client,
+          modelId: entry.modelId,
+          maxOutputTokens: entry.maxOutputTokens,
+        });
+    }
+  }
+}
+
+/**
+ * A provider's key: the variable its catalogue entry names, else the
+ * vendor's usual variable. A local OpenAI-compatible server (Ollama, vLLM)
+ * may need none: any placeholder then satisfies the SDK.
+ */
+function apiKeyOf(
+  provider: ProviderEntry,
+  options: { env: NodeJS.ProcessEnv },
+  vendorKey: string | undefined,
+  vendorBaseUrl: string | undefined,
+): string {
+  const named = provider.apiKeyEnv ? options.env[provider.apiKeyEnv]?.trim() : undefined;
+  const key = named || vendorKey;
+  if (key) return key;
+  if (provider.baseUrl ?? vendorBaseUrl) return 'no-key-needed';
+  throw new ConfigError([
+    `${provider.apiKeyEnv ?? 'API key'}: provider "${provider.name}" needs a key (set ${provider.apiKeyEnv ?? 'its apiKeyEnv variable'})`,
+  ]);
+}

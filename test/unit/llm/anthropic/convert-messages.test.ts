@@ -1,0 +1,143 @@
+import { describe, expect, it } from 'vitest';
+import { z } from 'zod';
+import {
+  toMessageList,
+  toMessageParams,
+  toSystemBlocks,
+} from '../../../../src/llm/anthropic/convert-messages.js';
+import type { Message, ToolDefinition } from '../../../../src/llm/types.js';
+
+const model = { modelId: 'claude-test', maxOutputTokens: 4096 };
+
+const weather: ToolDefinition = {
+  name: 'get_weather',
+  description: 'Weather for a city',
+  parameters: z.object({ city: z.string() }),
+};
+
+describe('toSystemBlocks', () => {
+  it('puts cache_control on the stable block only, volatile after it', () => {
+    expect(toSystemBlocks({ stable: 'You are Waymark.', volatile: 'Now: 12:00' })).toEqual([
+      { type: 'text', text: 'You are Waymark.', cache_control: { type: 'ephemeral' } },
+      { type: 'text', text: 'Now: 12:00' },
+    ]);
+  });
+
+  it('leaves out empty parts', () => {
+    expect(toSystemBlocks({ stable: 'S' })).toHaveLength(1);
+    expect(toSystemBlocks({ stable: '', volatile: 'V' })).toEqual([{ type: 'text', text: 'V' }]);
+    expect(toSystemBlocks(undefined)).toEqual([]);
+  });
+});
+
+describe('toMessageList', () => {
+  const toolTurn: Message[] = [
+    { role: 'user', content: 'Weather in Oslo and Rome?' },
+    {
+      role: 'assistant',
+      content: 'Checking.',
+      toolCalls: [
+        { id: 'tu_1', name: 'get_weather', arguments: { city: 'Oslo' } },
+        { id: 'tu_2', name: 'get_weather', arguments: { city: 'Rome' } },
+      ],
+    },
+    { role: 'tool', toolCallId: 'tu_1', toolName: 'get_weather', content: '3°C' },
+    {
+      role: 'tool',
+      toolCallId: 'tu_2',
+      toolName: 'get_weather',
+      content: 'unavailable',
+      isError: true,
+    },
+  ];
+
+  it('turns an assistant message into text then tool_use blocks', () => {
+    const [, assistant] = toMessageList(toolTurn);
+    expect(assistant).toEqual({
+      role: 'assistant',
+      content: [
+        { type: 'text', text: 'Checking.' },
+        { type: 'tool_use', id: 'tu_1', name: 'get_weather', input: { city: 'Oslo' } },
+        { type: 'tool_use', id: 'tu_2', name: 'get_weather', input: { city: 'Rome' } },
+      ],
+    });
+  });
+
+  it('merges consecutive tool results into one following user message', () => {
+    const list = toMessageList(toolTurn);
+    expect(list.map((message) => message.role)).toEqual(['user', 'assistant', 'user']);
+    expect(list[2]?.content).toEqual([
+      { type: 'tool_result', tool_use_id: 'tu_1', content: '3°C', is_error: false },
+      { type: 'tool_result', tool_use_id: 'tu_2', content: 'unavailable', is_error: true },
+    ]);
+  });
+
+  it('puts a user text that follows tool results after them, in the same message', () => {
+    const list = toMessageList([...toolTurn, { role: 'user', content: 'Also Paris?' }]);
+    expect(list.map((message) => message.role)).toEqual(['user', 'assistant', 'user']);
+    const content = list[2]?.content as { type: string }[];
+    expect(content.map((block) => block.type)).toEqual(['tool_result', 'tool_result', 'text']);
+    expect(content[2]).toEqual({ type: 'text', text: 'Also Paris?' });
+  });
+
+  it('sends an assistant message without text as tool_use blocks only', () => {
+    const list = toMessageList([
+      { role: 'user', content: 'Go' },
+      { role: 'assistant', content: '', toolCalls: [{ id: 't', name: 'n', arguments: 'bad' }] },
+    ]);
+    expect(list[1]?.content).toEqual([{ type: 'tool_use', id: 't', name: 'n', input: {} }]);
+  });
+});
+
+describe('toMessageParams', () => {
+  it('maps tools, tool choice, system and max_tokens', () => {
+    const params = toMessageParams(
+      {
+        system: { stable: 'Stable', volatile: 'Volatile' },
+        messages: [{ role: 'user', content: 'Hi' }],
+        tools: [weather],
+        toolChoice: 'required',
+        maxOutputTokens: 1000,
+      },
+      model,
+    );
+    expect(params.model).toBe('claude-test');
+    expect(params.max_tokens).toBe(1000);
+    expect(params.system).toHaveLength(2);
+    expect(params.tool_choice).toEqual({ type: 'any' });
+    expect(params.tools).toEqual([
+      {
+        name: 'get_weather',
+        description: 'Weather for a city',
+        input_schema: expect.objectContaining({
+          type: 'object',
+          properties: { city: { type: 'string' } },
+          required: ['city'],
+        }),
+      },
+    ]);
+    expect(params.messages).toEqual([{ role: 'user', content: [{ type: 'text', text: 'Hi' }] }]);
+  });
+
+  it.each([
+    [undefined, { type: 'auto' }],
+    ['auto', { type: 'auto' }],
+    ['none', { type: 'none' }],
+    ['required', { type: 'any' }],
+  ] as const)('tool choice %s -> %o', (toolChoice, expected) => {
+    const params = toMessageParams({ messages: [], tools: [weather], toolChoice }, model);
+    expect(params.tool_choice).toEqual(expected);
+  });
+
+  it('caps max_tokens by the model and defaults to its maximum', () => {
+    expect(toMessageParams({ messages: [], maxOutputTokens: 99_999 }, model).max_tokens).toBe(4096);
+    expect(toMessageParams({ messages: [] }, model).max_tokens).toBe(4096);
+  });
+
+  it('sends neither tools nor tool_choice nor system when there are none', () => {
+    const params = toMessageParams({ messages: [], toolChoice: 'required' }, model);
+    expect(params).not.toHaveProperty('tools');
+    expect(params).not.toHaveProperty('tool_choice');
+    expect(params).not.toHaveProperty('system');
+  });
+});
