@@ -13,6 +13,7 @@ import { installErrorHandling } from './error-handler.js';
 import { registerOpenApi } from './openapi.js';
 import { apiKeyRoutes } from './routes/api-keys.js';
 import { healthRoutes } from './routes/health.js';
+import { modelRoutes } from './routes/models.js';
 import { tenantRoutes } from './routes/tenants.js';
 
 const REQUEST_ID_PATTERN = /^[A-Za-z0-9._:-]{1,128}$/;
@@ -70,7 +71,11 @@ export async function buildApp(services: Services): Promise<FastifyInstance> {
             headers: { 'Retry-After': String(Math.max(1, Math.ceil(context.ttl / 1000))) },
           }),
       });
-      await v1.register(tenantRoutes, { tenancy: services.tenancy });
+      await v1.register(tenantRoutes, {
+        tenancy: services.tenancy,
+        catalogue: services.llm.catalogue,
+      });
+      await v1.register(modelRoutes, { catalogue: services.llm.catalogue });
       await v1.register(apiKeyRoutes, { tenancy: services.tenancy });
     },
     { prefix: '/v1' },

@@ -23,6 +23,13 @@ export interface CreatedTenant {
   adminKey: IssuedApiKey;
 }
 
+export interface NewTenant {
+  name: string;
+  adminKeyName?: string;
+  defaultModel?: string;
+  allowedModels?: string[];
+}
+
 export function createTenancyService(db: Db) {
   return {
     /** The principal behind a bearer secret, or undefined for an unknown or revoked key. */
@@ -32,7 +39,8 @@ export function createTenancyService(db: Db) {
       return found && { tenant: toTenant(found.tenant), key: toApiKey(found.key) };
     },
 
-    async createTenant(input: { name: string; adminKeyName?: string }): Promise<CreatedTenant> {
+    /** Model settings are checked against the catalogue by the caller. */
+    async createTenant(input: NewTenant): Promise<CreatedTenant> {
       return db
         .transaction()
         .execute((tx) => insertTenantWithAdminKey(tx, { ...input, isOperator: false }));
@@ -104,12 +112,14 @@ export type TenancyService = ReturnType<typeof createTenancyService>;
 
 async function insertTenantWithAdminKey(
   tx: DbOrTx,
-  input: { name: string; adminKeyName?: string; isOperator: boolean },
+  input: NewTenant & { isOperator: boolean },
 ): Promise<CreatedTenant> {
   const tenant = await tenantsRepository(tx).insert({
     id: randomUUID(),
     name: input.name,
     is_operator: input.isOperator,
+    default_model: input.defaultModel ?? null,
+    allowed_models: input.allowedModels ?? null,
   });
   const adminKey = await issueKey(tx, tenant.id, {
     name: input.adminKeyName ?? 'admin key',

@@ -40,6 +40,14 @@ export const tenantSchema = z
     name: z.string(),
     isOperator: z.boolean(),
     createdAt: z.iso.datetime(),
+    defaultModel: z
+      .string()
+      .nullable()
+      .describe('Model used when a request names none; null: the system default'),
+    allowedModels: z
+      .array(z.string())
+      .nullable()
+      .describe('Models the tenant may use; null: every configured model'),
   })
   .meta({ id: 'Tenant' });
 
@@ -66,5 +74,7 @@ export function tenantToWire(tenant: Tenant): z.infer<typeof tenantSchema> {
     name: tenant.name,
     isOperator: tenant.isOperator,
     createdAt: tenant.createdAt.toISOString(),
+    defaultModel: tenant.defaultModel,
+    allowedModels: tenant.allowedModels,
   };
 }

@@ -1,5 +1,7 @@
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 import { z } from 'zod';
+import type { Catalogue } from '../../llm/catalogue.js';
+import { validateTenantModels } from '../../llm/model-selection.js';
 import type { TenancyService } from '../../tenancy/service.js';
 import { principalOf } from '../auth.js';
 import { problemResponses } from '../problem.js';
@@ -17,13 +19,23 @@ const createTenantBody = z
   .object({
     name: nameSchema,
     adminKeyName: nameSchema.optional(),
+    defaultModel: z
+      .string()
+      .min(1)
+      .optional()
+      .describe('A catalogue model name (see GET /v1/models)'),
+    allowedModels: z
+      .array(z.string().min(1))
+      .min(1)
+      .optional()
+      .describe('Catalogue model names the tenant may use; all when omitted'),
   })
   .strict();
 
-export const tenantRoutes: FastifyPluginAsyncZod<{ tenancy: TenancyService }> = async (
-  app,
-  { tenancy },
-) => {
+export const tenantRoutes: FastifyPluginAsyncZod<{
+  tenancy: TenancyService;
+  catalogue: Catalogue;
+}> = async (app, { tenancy, catalogue }) => {
   app.post(
     '/tenants',
     {
@@ -39,6 +51,7 @@ export const tenantRoutes: FastifyPluginAsyncZod<{ tenancy: TenancyService }> = 
       },
     },
     async (request, reply) => {
+      validateTenantModels(catalogue, request.body);
       const created = await tenancy.createTenant(request.body);
       return reply.code(201).send({
         tenant: tenantToWire(created.tenant),
