@@ -1,0 +1,355 @@
+import { mkdtemp, rm } from 'node:fs/promises';
+import os from 'node:os';
+import path from 'node:path';
+import { parseArgs } from 'node:util';
+import { sql } from 'kysely';
+import type OpenAI from 'openai';
+import { loadConfig } from '../../src/config.js';
+import { createLlm, type Llm } from '../../src/llm/create-llm.js';
+import { createOpenAiClient } from '../../src/llm/openai/index.js';
+import type { ModelRequest } from '../../src/llm/types.js';
+import { createLogger } from '../../src/logger.js';
+import { type Db, openDatabase } from '../../src/store/database.js';
+import { startEmbeddedPostgres } from '../../src/store/embedded-postgres.js';
+import { migrate, readMigrations } from '../../src/store/migrate.js';
+import { createTenancyService } from '../../src/tenancy/service.js';
+import { startFakeProviderServer } from '../../test/fakes/provider-server.js';
+import type { FakeReply } from '../../test/fakes/provider-types.js';
+
+/**
+ * What the model router costs on top of the OpenAI SDK it wraps: the same
+ * streamed answer from the fake provider server, once through
+ * `llm.router.stream()` (router, attempt, OpenAI adapter, idle watchdog,
+ * usage ledger writing to a real embedded PostgreSQL) and once through the
+ * bare `client.chat.completions.create()`, both sending the same request
+ * body. Each call is timed from its start to the end of its stream.
+ *
+ * The two sides alternate call by call (A B, B A, A B ...) so a noisy
+ * neighbour, a GC pause or a CPU frequency change hits both alike. The fake
+ * server runs in this process and takes its share of the one event loop,
+ * so the absolute numbers are a floor; the ratio is what to compare.
+ *
+ *   npm run bench -- llm-router [--calls 400] [--warmup 50]
+ */
+
+/** From the issue: the router may cost at most 5% over the bare SDK at the median. */
+const TARGET_MEDIAN_RATIO = 1.05;
+
+const MODEL_NAME = 'bench';
+const MODEL_ID = 'bench-model';
+const MAX_OUTPUT_TOKENS = 512;
+const QUESTION = 'How does a paused workflow resume after the process restarts?';
+const ANSWER_WORDS = 120;
+const WORDS_PER_CHUNK = 2;
+
+interface Side {
+  name: 'bare' | 'router';
+  /** One call, streamed to the end; resolves with the text it received. */
+  call(): Promise<string>;
+}
+
+interface SideStats {
+  median_ms: number;
+  p95_ms: number;
+  p99_ms: number;
+}
+
+interface Summary {
+  calls: number;
+  warmup: number;
+  chunks: number;
+  bare: SideStats;
+  router: SideStats;
+  ledgerRows: number;
+}
+
+export async function run(args: string[]): Promise<void> {
+  const { values } = parseArgs({
+    args,
+    options: {
+      calls: { type: 'string', default: '400' },
+      warmup: { type: 'string', default: '50' },
+    },
+  });
+  const calls = wholeNumber('--calls', values.calls, 1);
+  const warmup = wholeNumber('--warmup', values.warmup, 0);
+
+  // Ctrl-C stops between two calls, then the cleanup below still stops
+  // PostgreSQL, which runs in its own process group and would otherwise outlive us.
+  const interrupt = new AbortController();
+  const onSignal = () => interrupt.abort(new Error('interrupted'));
+  process.on('SIGINT', onSignal);
+  process.on('SIGTERM', onSignal);
+
+  // Undone in reverse order, each one even when an earlier one failed.
+  const cleanups: (() => Promise<unknown>)[] = [];
+  const failures: unknown[] = [];
+  let summary: Summary | undefined;
+  try {
+    summary = await benchmark({ calls, warmup }, interrupt.signal, cleanups);
+  } catch (error) {
+    failures.push(error);
+  }
+  for (const cleanup of cleanups.reverse()) {
+    await cleanup().catch((error: unknown) => failures.push(error));
+  }
+  process.off('SIGINT', onSignal);
+  process.off('SIGTERM', onSignal);
+  if (failures.length === 1) throw failures[0];
+  if (failures.length > 1) throw new AggregateError(failures, 'bench llm-router failed');
+  // Printed once everything is stopped, so the summary line really is the last one.
+  if (summary) printSummary(summary);
+}
+
+async function benchmark(
+  plan: { calls: number; warmup: number },
+  signal: AbortSignal,
+  cleanups: (() => Promise<unknown>)[],
+): Promise<Summary> {
+  const dataDir = await mkdtemp(path.join(os.tmpdir(), 'waymark-bench-llm-router-'));
+  cleanups.push(() => rm(dataDir, { recursive: true, force: true }));
+  const embedded = await startEmbeddedPostgres({
+    dataDir,
+    port: 0,
+    // Not 'warn': the pool's end logs one FATAL "terminating connection" per
+    // pooled connection at the stop below. A failed start still throws.
+    log: createLogger({ LOG_LEVEL: 'error' }),
+  });
+  cleanups.push(() => embedded.stop());
+
+  const server = await startFakeProviderServer();
+  cleanups.push(() => server.close());
+
+  const config = loadConfig({
+    LOG_LEVEL: 'silent',
+    WAYMARK_MODELS: JSON.stringify({
+      providers: [
+        { name: 'fake', kind: 'openai', baseUrl: server.openaiBaseUrl, apiKeyEnv: 'FAKE_KEY' },
+      ],
+      models: [
+        {
+          name: MODEL_NAME,
+          provider: 'fake',
+          modelId: MODEL_ID,
+          contextWindow: 128_000,
+          maxOutputTokens: MAX_OUTPUT_TOKENS,
+          pricing: { input: 0.15, output: 0.6, cachedInput: 0.075 },
+        },
+      ],
+      defaultModel: MODEL_NAME,
+    }),
+  });
+  const log = createLogger(config);
+  const database = openDatabase({
+    url: embedded.url,
+    poolMax: config.DATABASE_POOL_MAX,
+    log,
+  });
+  cleanups.push(() => database.close());
+  await migrate(database.pool, log, await readMigrations());
+  const bootstrap = await createTenancyService(database.db).bootstrap();
+  if (!bootstrap) throw new Error('the fresh database already had a tenant');
+  const tenantId = bootstrap.tenant.id;
+
+  const apiKey = 'sk-fake';
+  const llm = createLlm({ config, env: { FAKE_KEY: apiKey }, db: database.db, log });
+  cleanups.push(() => llm.close());
+  // The options createLlm gives the router's own client.
+  const client = createOpenAiClient({
+    apiKey,
+    baseUrl: server.openaiBaseUrl,
+    timeoutMs: config.LLM_ATTEMPT_TIMEOUT_MS,
+  });
+
+  const reply = benchReply();
+  const expected = reply.chunks?.join('') ?? '';
+  const sides: [Side, Side] = [
+    { name: 'bare', call: () => bareCall(client) },
+    { name: 'router', call: () => routerCall(llm, tenantId) },
+  ];
+  const enqueueReply = () => server.enqueue({ ...reply });
+
+  for (const side of sides) {
+    enqueueReply();
+    await assertAnswers(side, expected);
+  }
+  await interleave({ sides, pairs: plan.warmup, enqueueReply, signal });
+  const [bareMs, routerMs] = await interleave({ sides, pairs: plan.calls, enqueueReply, signal });
+
+  if (server.pendingResponses() !== 0) {
+    throw new Error(`${server.pendingResponses()} enqueued replies were never requested`);
+  }
+  // One row per router call (the check, the warm-up and the measured ones),
+  // or the router was measured without the ledger it really has.
+  await llm.ledger.flush();
+  const ledgerRows = await countLedgerRows(database.db, tenantId);
+  const routerCalls = 1 + plan.warmup + plan.calls;
+  if (ledgerRows !== routerCalls) {
+    throw new Error(`the usage ledger holds ${ledgerRows} rows for ${routerCalls} router calls`);
+  }
+  return {
+    calls: plan.calls,
+    warmup: plan.warmup,
+    chunks: reply.chunks?.length ?? 0,
+    bare: stats(bareMs),
+    router: stats(routerMs),
+    ledgerRows,
+  };
+}
+
+/** The bare SDK, as the adapter calls it: same body, every chunk iterated. */
+async function bareCall(client: OpenAI): Promise<string> {
+  const stream = await client.chat.completions.create({
+    model: MODEL_ID,
+    messages: [{ role: 'user', content: QUESTION }],
+    // The router sends the catalogue's cap; sent here too so both bodies are byte-identical.
+    max_completion_tokens: MAX_OUTPUT_TOKENS,
+    stream: true,
+    stream_options: { include_usage: true },
+  });
+  let text = '';
+  for await (const chunk of stream) text += chunk.choices[0]?.delta?.content ?? '';
+  return text;
+}
+
+const routerRequest: ModelRequest = { messages: [{ role: 'user', content: QUESTION }] };
+
+async function routerCall(llm: Llm, tenantId: string): Promise<string> {
+  let text = '';
+  for await (const part of llm.router.stream({
+    model: MODEL_NAME,
+    request: routerRequest,
+    signal: new AbortController().signal,
+    context: { tenantId },
+  })) {
+    if (part.type === 'text-delta') text += part.text;
+    if (part.type === 'error') throw part.error;
+  }
+  return text;
+}
+
+/** One call per side first, so a broken setup fails loudly instead of timing errors. */
+async function assertAnswers(side: Side, expected: string): Promise<void> {
+  const text = await side.call();
+  if (text !== expected) {
+    throw new Error(`the ${side.name} side streamed ${JSON.stringify(text.slice(0, 200))}`);
+  }
+}
+
+/**
+ * `pairs` calls per side, alternating which side goes first in each pair;
+ * returns each side's call durations in the order of `sides`.
+ */
+async function interleave(options: {
+  sides: [Side, Side];
+  pairs: number;
+  enqueueReply: () => void;
+  signal: AbortSignal;
+}): Promise<[Float64Array, Float64Array]> {
+  const durations: [Float64Array, Float64Array] = [
+    new Float64Array(options.pairs),
+    new Float64Array(options.pairs),
+  ];
+  for (let pair = 0; pair < options.pairs; pair++) {
+    const order = pair % 2 === 0 ? [0, 1] : [1, 0];
+    for (const index of order) {
+      if (options.signal.aborted) throw options.signal.reason;
+      const side = options.sides[index as 0 | 1];
+      // Enqueued before the clock starts: scripting the fake is not the call.
+      options.enqueueReply();
+      const started = performance.now();
+      await side.call();
+      durations[index as 0 | 1][pair] = performance.now() - started;
+    }
+  }
+  return durations;
+}
+
+/**
+ * A ~120-word answer in two-word chunks with usage set, built once and
+ * enqueued per call, so both sides parse the very same bytes.
+ */
+function benchReply(): FakeReply {
+  const vocabulary = (
+    'the workflow resumes from its last checkpoint which holds the stage the step ' +
+    'and every tool call result so a restarted process replays the events and continues'
+  ).split(' ');
+  const words = Array.from(
+    { length: ANSWER_WORDS },
+    (_, index) => vocabulary[index % vocabulary.length],
+  );
+  const chunks: string[] = [];
+  for (let start = 0; start < words.length; start += WORDS_PER_CHUNK) {
+    chunks.push(`${words.slice(start, start + WORDS_PER_CHUNK).join(' ')} `);
+  }
+  return { kind: 'reply', chunks, usage: { input: 18, output: 160 }, finish: 'stop' };
+}
+
+async function countLedgerRows(db: Db, tenantId: string): Promise<number> {
+  const row = await db
+    .selectFrom('llm_calls')
+    .select(sql<number>`count(*)::int`.as('rows'))
+    .where('tenant_id', '=', tenantId)
+    .executeTakeFirstOrThrow();
+  return row.rows;
+}
+
+function stats(durationsMs: Float64Array): SideStats {
+  const sorted = durationsMs.slice().sort();
+  return {
+    median_ms: percentile(sorted, 50),
+    p95_ms: percentile(sorted, 95),
+    p99_ms: percentile(sorted, 99),
+  };
+}
+
+/** Nearest-rank percentile of ascending values. */
+function percentile(sorted: Float64Array, p: number): number {
+  const rank = Math.max(1, Math.ceil((p / 100) * sorted.length));
+  return sorted[rank - 1] ?? Number.NaN;
+}
+
+function round(value: number, digits: number): number {
+  const factor = 10 ** digits;
+  return Math.round(value * factor) / factor;
+}
+
+function printSummary(summary: Summary): void {
+  const { bare, router } = summary;
+  const ratio = (key: keyof SideStats) => round(router[key] / bare[key], 3);
+  const medianRatio = ratio('median_ms');
+  const row = (label: string, cells: number[], unit: string) =>
+    `  ${label.padEnd(12)}${cells.map((cell) => `${cell.toFixed(3)}${unit}`.padStart(12)).join('')}`;
+  const verdict =
+    medianRatio <= TARGET_MEDIAN_RATIO
+      ? `met (${medianRatio}x)`
+      : `NOT met (${medianRatio}x; informational, the run does not fail on it)`;
+  const line = {
+    median_ratio: medianRatio,
+    p99_ratio: ratio('p99_ms'),
+    calls: summary.calls,
+    bare_median_ms: round(bare.median_ms, 3),
+    router_median_ms: round(router.median_ms, 3),
+  };
+  process.stdout.write(
+    [
+      `llm-router: ${summary.calls} streamed calls per side, interleaved, after ${summary.warmup} warm-up calls each`,
+      `  one ${ANSWER_WORDS}-word answer in ${summary.chunks} chunks with usage; ${summary.ledgerRows} usage ledger rows written`,
+      `  ${''.padEnd(12)}${['median', 'p95', 'p99'].map((head) => head.padStart(12)).join('')}`,
+      row('bare SDK', [bare.median_ms, bare.p95_ms, bare.p99_ms], ' ms'),
+      row('router', [router.median_ms, router.p95_ms, router.p99_ms], ' ms'),
+      row('router/bare', [medianRatio, ratio('p95_ms'), ratio('p99_ms')], 'x'),
+      `  target router <= ${TARGET_MEDIAN_RATIO}x bare at the median: ${verdict}`,
+      // The one line scripts parse: keep it last and its keys stable.
+      `bench llm-router: ${JSON.stringify(line)}`,
+      '',
+    ].join('\n'),
+  );
+}
+
+function wholeNumber(option: string, value: string, min: number): number {
+  if (!/^\d+$/.test(value) || Number(value) < min) {
+    throw new Error(`${option} must be a whole number of at least ${min}, got "${value}"`);
+  }
+  return Number(value);
+}

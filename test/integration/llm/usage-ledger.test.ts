@@ -1,0 +1,107 @@
+import pino from 'pino';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { AttemptRecord } from '../../../src/llm/router/types.js';
+import { createUsageLedger } from '../../../src/llm/usage-ledger.js';
+import { type DatabaseHandle, openDatabase } from '../../../src/store/database.js';
+import { createTenancyService } from '../../../src/tenancy/service.js';
+import { createTestDatabase, type TestDatabase } from '../../support/database.js';
+
+let database: TestDatabase;
+let handle: DatabaseHandle;
+let tenantId: string;
+const log = pino({ level: 'silent' });
+
+beforeAll(async () => {
+  database = await createTestDatabase();
+  handle = openDatabase({ url: database.url, poolMax: 2, log });
+  const created = await createTenancyService(handle.db).bootstrap();
+  if (!created) throw new Error('no tenant');
+  tenantId = created.tenant.id;
+});
+afterAll(async () => {
+  await handle?.close();
+  await database?.drop();
+});
+
+function attempt(n: number, workflowId?: string): AttemptRecord {
+  return {
+    context: { tenantId, workflowId },
+    model: 'primary',
+    provider: 'openai',
+    modelId: 'gpt-4o-mini',
+    attempt: n,
+    usage: { inputTokens: 100, outputTokens: 20, cachedInputTokens: 50, cacheWriteTokens: 0 },
+    costUsd: 0.000_123_45,
+    latencyMs: 812.4,
+    ttftMs: n === 1 ? null : 101.6,
+    outcome: n === 1 ? 'rate_limited' : 'ok',
+    startedAt: new Date(),
+  };
+}
+
+async function countRows(workflowId: string): Promise<number> {
+  const { rows } = await handle.pool.query(
+    'SELECT count(*)::int AS count FROM llm_calls WHERE workflow_id = $1',
+    [workflowId],
+  );
+  return rows[0].count;
+}
+
+describe('usage ledger', () => {
+  it('queues without waiting, and close() writes everything queued', async () => {
+    const ledger = createUsageLedger({ db: handle.db, log, flushIntervalMs: 60_000 });
+    const workflowId = crypto.randomUUID();
+    ledger.record(attempt(1, workflowId));
+    ledger.record(attempt(2, workflowId));
+    expect(ledger.pending()).toBe(2);
+    await ledger.close();
+    expect(ledger.pending()).toBe(0);
+    const { rows } = await handle.pool.query(
+      'SELECT attempt, outcome, cost_usd, latency_ms, ttft_ms, cached_input_tokens FROM llm_calls WHERE workflow_id = $1 ORDER BY attempt',
+      [workflowId],
+    );
+    expect(rows).toEqual([
+      {
+        attempt: 1,
+        outcome: 'rate_limited',
+        cost_usd: '0.00012345',
+        latency_ms: 812,
+        ttft_ms: null,
+        cached_input_tokens: 50,
+      },
+      {
+        attempt: 2,
+        outcome: 'ok',
+        cost_usd: '0.00012345',
+        latency_ms: 812,
+        ttft_ms: 102,
+        cached_input_tokens: 50,
+      },
+    ]);
+  });
+
+  it('keeps rows queued when a write fails and writes them on a later flush', async () => {
+    const ledger = createUsageLedger({ db: handle.db, log, flushIntervalMs: 60_000 });
+    const workflowId = crypto.randomUUID();
+    await handle.pool.query('ALTER TABLE llm_calls RENAME TO llm_calls_away');
+    try {
+      ledger.record(attempt(1, workflowId));
+      await ledger.flush();
+      expect(ledger.pending()).toBe(1);
+    } finally {
+      await handle.pool.query('ALTER TABLE llm_calls_away RENAME TO llm_calls');
+    }
+    await ledger.flush();
+    expect(ledger.pending()).toBe(0);
+    expect(await countRows(workflowId)).toBe(1);
+    await ledger.close();
+  });
+
+  it('writes in batches of maxBatch rows', async () => {
+    const ledger = createUsageLedger({ db: handle.db, log, flushIntervalMs: 60_000, maxBatch: 10 });
+    const workflowId = crypto.randomUUID();
+    for (let n = 1; n <= 25; n++) ledger.record(attempt(n, workflowId));
+    await ledger.close();
+    expect(await countRows(workflowId)).toBe(25);
+  });
+});
