@@ -219,6 +219,16 @@ export function createModelRouter(options: RouterOptions) {
     result: AttemptRecord['outcome'];
   }): void {
     const { entry, outcome } = input;
+    log.debug(
+      {
+        provider: entry.provider,
+        model: entry.name,
+        attempt: input.attempt,
+        outcome: input.result,
+        ttftMs: outcome.ttftMs,
+      },
+      'model call attempt',
+    );
     options.recordAttempt?.({
       context: input.call.context,
       model: entry.name,
