@@ -38,6 +38,11 @@ export const configSchema = z.object({
   DATABASE_URL: postgresUrl
     .optional()
     .describe('Postgres connection URL. Unset: an embedded PostgreSQL in WAYMARK_DATA_DIR.'),
+  DATABASE_LISTEN_URL: postgresUrl
+    .optional()
+    .describe(
+      'Direct URL for the one LISTEN connection per replica, when DATABASE_URL goes through a transaction pooler.',
+    ),
   DATABASE_POOL_MAX: integer(1, 1000).default(10).describe('Connections in the pool.'),
   WAYMARK_DATA_DIR: z
     .string()
@@ -185,5 +190,10 @@ export function loadConfig(env: NodeJS.ProcessEnv): Config {
 }
 
 function isSecret(name: string): boolean {
-  return name === 'DATABASE_URL' || name.endsWith('_API_KEY') || name === 'WAYMARK_MODELS';
+  return (
+    name === 'DATABASE_URL' ||
+    name === 'DATABASE_LISTEN_URL' ||
+    name.endsWith('_API_KEY') ||
+    name === 'WAYMARK_MODELS'
+  );
 }

@@ -76,6 +76,7 @@ async function start(running: Running): Promise<void> {
   const result = await migrate(running.services.database.pool, log, migrations);
   log.info({ applied: result.applied, current: result.current }, 'database migrations are current');
   const bootstrap = await running.services.tenancy.bootstrap();
+  await running.services.hub.start();
 
   running.app = await buildApp(running.services);
   if (running.stopping) return;

@@ -1,9 +1,12 @@
+import { randomBytes } from 'node:crypto';
+import { hostname } from 'node:os';
 import type { Logger } from 'pino';
 import type { Config } from './config.js';
 import { createLlm, type Llm } from './llm/create-llm.js';
 import { type DatabaseHandle, openDatabase } from './store/database.js';
 import type { Migration } from './store/migrate.js';
 import { createTenancyService, type TenancyService } from './tenancy/service.js';
+import { createEventHub, type EventHub } from './tracker/event-hub.js';
 
 /**
  * Everything the HTTP app needs, built once per process in main.ts (and per
@@ -18,6 +21,10 @@ export interface Services {
   tenancy: TenancyService;
   /** Model catalogue, router and usage ledger. */
   llm: Llm;
+  /** This process's id among the replicas (lease owner, NOTIFY origin). */
+  replicaId: string;
+  /** Workflow event fan-out; `start()` opens its LISTEN connection. */
+  hub: EventHub;
 }
 
 /** Builds the services over a database URL. Opens no connection until the first query. */
@@ -34,7 +41,15 @@ export function createServices(options: {
     poolMax: options.config.DATABASE_POOL_MAX,
     log: options.log,
   });
+  const replicaId = `${hostname()}-${process.pid}-${randomBytes(3).toString('hex')}`;
   return {
+    replicaId,
+    hub: createEventHub({
+      db: database.db,
+      listenUrl: options.config.DATABASE_LISTEN_URL ?? options.databaseUrl,
+      origin: replicaId,
+      log: options.log,
+    }),
     config: options.config,
     log: options.log,
     database,
@@ -51,6 +66,7 @@ export function createServices(options: {
 
 /** Releases what the services hold, in order: the ledger's last rows need the pool. */
 export async function closeServices(services: Services): Promise<void> {
+  await services.hub.close();
   await services.llm.close();
   await services.database.close();
 }

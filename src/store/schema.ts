@@ -5,6 +5,9 @@ export interface Database {
   tenants: TenantsTable;
   api_keys: ApiKeysTable;
   llm_calls: LlmCallsTable;
+  workflows: WorkflowsTable;
+  workflow_events: WorkflowEventsTable;
+  service_secrets: ServiceSecretsTable;
 }
 
 export interface TenantsTable {
@@ -47,6 +50,58 @@ export interface LlmCallsTable {
   started_at: Date;
   recorded_at: ColumnType<Date, never, never>;
 }
+
+export interface WorkflowsTable {
+  id: string;
+  tenant_id: string;
+  session_id: string | null;
+  status: string;
+  awaiting_reason: string | null;
+  mode: string;
+  kind: string | null;
+  model: string;
+  input: string;
+  tools: string[];
+  metadata: ColumnType<Record<string, unknown>, string, string>;
+  idempotency_key: string | null;
+  request_hash: string | null;
+  version: Generated<number>;
+  last_seq: Generated<number>;
+  lease_owner: string | null;
+  lease_expires_at: Date | null;
+  result: ColumnType<unknown, string | null, string | null>;
+  error: ColumnType<unknown, string | null, string | null>;
+  /** bigint and numeric come back as strings from pg. */
+  input_tokens: ColumnType<string, never, number | string>;
+  output_tokens: ColumnType<string, never, number | string>;
+  cached_input_tokens: ColumnType<string, never, number | string>;
+  cost_usd: ColumnType<string, never, number | string>;
+  created_at: ColumnType<Date, never, never>;
+  updated_at: ColumnType<Date, never, Date>;
+  started_at: Date | null;
+  finished_at: Date | null;
+}
+
+export interface WorkflowEventsTable {
+  workflow_id: string;
+  seq: number;
+  tenant_id: string;
+  type: string;
+  step: string | null;
+  status: string;
+  detail: ColumnType<Record<string, unknown>, string, never>;
+  ts: ColumnType<Date, never, never>;
+  elapsed_ms: number | null;
+}
+
+export interface ServiceSecretsTable {
+  name: string;
+  value: Buffer;
+  created_at: ColumnType<Date, never, never>;
+}
+
+export type WorkflowRow = Selectable<WorkflowsTable>;
+export type WorkflowEventRow = Selectable<WorkflowEventsTable>;
 
 export type TenantRow = Selectable<TenantsTable>;
 export type NewTenantRow = Insertable<TenantsTable>;

@@ -23,6 +23,7 @@ export async function startTestApp(env: Record<string, string> = {}): Promise<Te
     databaseUrl: database.url,
     migrations: await readMigrations(),
   });
+  await services.hub.start();
   const app = await buildApp(services);
   await app.ready();
   return {

@@ -1,0 +1,83 @@
+import { sql } from 'kysely';
+import type { DbOrTx } from './database.js';
+import type { WorkflowEventRow } from './schema.js';
+
+export interface NewEventRow {
+  type: string;
+  step: string | null;
+  status: string;
+  detail: Record<string, unknown>;
+  elapsedMs: number | null;
+}
+
+/** The NOTIFY channel every replica listens on. */
+export const EVENTS_CHANNEL = 'waymark_events';
+
+export function workflowEventsRepository(db: DbOrTx) {
+  return {
+    /**
+     * Appends events with the next seqs of the workflow, inside the caller's
+     * transaction. Seqs come from the workflow row's `last_seq`, bumped with
+     * an UPDATE: its row lock makes concurrent emitters on one workflow take
+     * turns, so seqs never repeat, and since bump and insert commit or roll
+     * back together they never skip. (A sequence object would leave gaps on
+     * rollback; max(seq)+1 would race.) Emitters on different workflows do
+     * not contend.
+     */
+    async append(input: {
+      workflowId: string;
+      tenantId: string;
+      events: NewEventRow[];
+    }): Promise<WorkflowEventRow[]> {
+      if (input.events.length === 0) return [];
+      const bumped = await sql<{ last_seq: number }>`
+        UPDATE workflows SET last_seq = last_seq + ${input.events.length}, updated_at = now()
+        WHERE id = ${input.workflowId} AND tenant_id = ${input.tenantId}
+        RETURNING last_seq`.execute(db);
+      const lastSeq = bumped.rows[0]?.last_seq;
+      if (lastSeq === undefined) throw new Error(`workflow ${input.workflowId} does not exist`);
+      const first = lastSeq - input.events.length + 1;
+      return db
+        .insertInto('workflow_events')
+        .values(
+          input.events.map((event, index) => ({
+            workflow_id: input.workflowId,
+            tenant_id: input.tenantId,
+            seq: first + index,
+            type: event.type,
+            step: event.step,
+            status: event.status,
+            detail: JSON.stringify(event.detail),
+            elapsed_ms: event.elapsedMs === null ? null : Math.round(event.elapsedMs),
+          })),
+        )
+        .returningAll()
+        .execute();
+    },
+
+    /**
+     * Tells every replica (LISTEN) that the workflow has events up to
+     * `lastSeq`. Issued once per transaction, whatever the number of events:
+     * each NOTIFYing transaction takes a cluster-wide lock at commit.
+     */
+    async notify(payload: string): Promise<void> {
+      await sql`SELECT pg_notify(${EVENTS_CHANNEL}, ${payload})`.execute(db);
+    },
+
+    /** Events after `afterSeq` in order, at most `limit` (replay pages). */
+    async listAfter(input: {
+      workflowId: string;
+      afterSeq: number;
+      limit: number;
+      tenantId?: string;
+    }) {
+      let query = db
+        .selectFrom('workflow_events')
+        .selectAll()
+        .where('workflow_id', '=', input.workflowId)
+        .where('seq', '>', input.afterSeq);
+      if (input.tenantId) query = query.where('tenant_id', '=', input.tenantId);
+      return query.orderBy('seq').limit(input.limit).execute();
+    },
+  };
+}

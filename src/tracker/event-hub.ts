@@ -1,0 +1,257 @@
+import pg from 'pg';
+import type { Logger } from 'pino';
+import type { Db } from '../store/database.js';
+import { EVENTS_CHANNEL, workflowEventsRepository } from '../store/workflow-events.js';
+import { toEvent } from '../workflows/rows.js';
+import type { WorkflowEvent } from '../workflows/types.js';
+import {
+  MAX_PAYLOAD_BYTES,
+  type Notification,
+  notificationPayload,
+  parseNotification,
+} from './notification.js';
+
+/**
+ * Fan-out of workflow events to the subscribers on this replica: events
+ * emitted here are delivered in-process; events emitted on other replicas
+ * arrive through PostgreSQL LISTEN/NOTIFY on ONE dedicated connection per
+ * replica (not one per subscriber). That connection is health-checked and
+ * re-established when it drops, and after every (re)connect the hub reads
+ * from the store whatever its subscribers may have missed.
+ */
+
+export interface Subscriber {
+  onEvent(event: WorkflowEvent): void;
+  onTokens(text: string): void;
+}
+
+export interface EventHubOptions {
+  db: Db;
+  /** URL for the LISTEN connection; a direct one when DATABASE_URL goes through a transaction pooler. */
+  listenUrl: string;
+  /** This replica's id; NOTIFYs it sent itself are skipped (already delivered in-process). */
+  origin: string;
+  log: Logger;
+  healthCheckIntervalMs?: number;
+}
+
+interface Topic {
+  subscribers: Set<Subscriber>;
+  /** Highest seq delivered through this hub for the workflow. */
+  deliveredSeq: number;
+  /** Serialises store reads per workflow so deliveries stay in order. */
+  reading: Promise<void>;
+}
+
+export function createEventHub(options: EventHubOptions) {
+  const log = options.log.child({ component: 'event-hub' });
+  const events = workflowEventsRepository(options.db);
+  const topics = new Map<string, Topic>();
+  let client: pg.Client | undefined;
+  let healthy = false;
+  let closed = false;
+  let reconnectDelayMs = 100;
+  let reconnectTimer: NodeJS.Timeout | undefined;
+  let healthTimer: NodeJS.Timeout | undefined;
+
+  function deliver(topic: Topic, event: WorkflowEvent): void {
+    if (event.seq <= topic.deliveredSeq) return;
+    topic.deliveredSeq = event.seq;
+    for (const subscriber of topic.subscribers) subscriber.onEvent(event);
+  }
+
+  /** Reads the workflow's events after what was delivered, up to `untilSeq` when given. */
+  function catchUp(workflowId: string, untilSeq?: number): Promise<void> {
+    const topic = topics.get(workflowId);
+    if (!topic) return Promise.resolve();
+    topic.reading = topic.reading
+      .then(async () => {
+        while (
+          topics.get(workflowId) === topic &&
+          (untilSeq === undefined || topic.deliveredSeq < untilSeq)
+        ) {
+          const rows = await events.listAfter({
+            workflowId,
+            afterSeq: topic.deliveredSeq,
+            limit: 500,
+          });
+          for (const row of rows) deliver(topic, toEvent(row));
+          if (rows.length < 500) break;
+        }
+      })
+      .catch((error: unknown) =>
+        log.error({ err: error, workflowId }, 'reading events for subscribers failed'),
+      );
+    return topic.reading;
+  }
+
+  function onNotification(message: pg.Notification): void {
+    if (message.channel !== EVENTS_CHANNEL || !message.payload) return;
+    const notification = parseNotification(message.payload);
+    if (!notification) {
+      log.warn({ payload: message.payload.slice(0, 200) }, 'ignoring a malformed notification');
+      return;
+    }
+    if (notification.origin === options.origin) return;
+    const topic = topics.get(notification.workflowId);
+    if (!topic) return;
+    if (notification.kind === 'tokens') {
+      for (const subscriber of topic.subscribers) subscriber.onTokens(notification.text);
+    } else {
+      void catchUp(notification.workflowId, notification.lastSeq);
+    }
+  }
+
+  async function connect(): Promise<void> {
+    const next = new pg.Client({ connectionString: options.listenUrl, keepAlive: true });
+    next.on('notification', onNotification);
+    next.on('error', (error) => dropConnection(next, error));
+    next.on('end', () => dropConnection(next, new Error('the listening connection ended')));
+    await next.connect();
+    await next.query(`LISTEN ${EVENTS_CHANNEL}`);
+    client = next;
+    healthy = true;
+    reconnectDelayMs = 100;
+    log.info('listening for workflow events');
+    // Whatever was emitted while we were not listening is in the store.
+    await Promise.all([...topics.keys()].map((workflowId) => catchUp(workflowId)));
+  }
+
+  function dropConnection(dropped: pg.Client, error: unknown): void {
+    if (client !== dropped) return;
+    client = undefined;
+    healthy = false;
+    dropped.removeAllListeners('notification');
+    void dropped.end().catch(() => undefined);
+    if (closed) return;
+    log.warn(
+      { err: error, retryInMs: reconnectDelayMs },
+      'lost the listening connection; reconnecting',
+    );
+    scheduleReconnect();
+  }
+
+  function scheduleReconnect(): void {
+    clearTimeout(reconnectTimer);
+    reconnectTimer = setTimeout(() => {
+      connect().catch((error: unknown) => {
+        log.warn({ err: error }, 'reconnecting the listening connection failed');
+        reconnectDelayMs = Math.min(reconnectDelayMs * 2, 5_000);
+        scheduleReconnect();
+      });
+    }, reconnectDelayMs);
+  }
+
+  /** A silently dead TCP connection would never emit 'error'; a periodic query finds it. */
+  function startHealthChecks(): void {
+    const interval = options.healthCheckIntervalMs ?? 10_000;
+    healthTimer = setInterval(() => {
+      const current = client;
+      if (!current) return;
+      const timeout = setTimeout(
+        () => dropConnection(current, new Error('health check timed out')),
+        interval,
+      );
+      current
+        .query('SELECT 1')
+        .then(() => clearTimeout(timeout))
+        .catch((error: unknown) => {
+          clearTimeout(timeout);
+          dropConnection(current, error);
+        });
+    }, interval);
+    healthTimer.unref();
+  }
+
+  return {
+    async start(): Promise<void> {
+      await connect();
+      startHealthChecks();
+    },
+
+    /** Whether the LISTEN connection is up (for readiness and tests). */
+    isListening: (): boolean => healthy,
+
+    /**
+     * Subscribes to a workflow's live events. Subscribe first, then replay
+     * from the store: live events that overlap the replay are de-duplicated
+     * by seq by the subscriber. `afterSeq` sets where a new topic starts.
+     */
+    subscribe(workflowId: string, subscriber: Subscriber, afterSeq = 0): () => void {
+      let topic = topics.get(workflowId);
+      if (!topic) {
+        topic = { subscribers: new Set(), deliveredSeq: afterSeq, reading: Promise.resolve() };
+        topics.set(workflowId, topic);
+      }
+      topic.subscribers.add(subscriber);
+      return () => {
+        const current = topics.get(workflowId);
+        if (!current) return;
+        current.subscribers.delete(subscriber);
+        if (current.subscribers.size === 0) topics.delete(workflowId);
+      };
+    },
+
+    /** Delivers events committed on this replica to its subscribers (the NOTIFY echo is skipped). */
+    publish(committed: WorkflowEvent[]): void {
+      for (const event of committed) {
+        const topic = topics.get(event.workflowId);
+        if (topic) deliver(topic, event);
+      }
+    },
+
+    /** Token chunks: to local subscribers now, to other replicas by NOTIFY. */
+    async publishTokens(workflowId: string, text: string): Promise<void> {
+      const topic = topics.get(workflowId);
+      if (topic) for (const subscriber of topic.subscribers) subscriber.onTokens(text);
+      // JSON escaping can grow a character to six bytes (\u0000): 1,000-byte
+      // pieces stay under the payload limit whatever the text.
+      for (const piece of splitUtf8(text, Math.floor(MAX_PAYLOAD_BYTES / 7))) {
+        await events.notify(
+          notificationPayload({ kind: 'tokens', workflowId, text: piece, origin: options.origin }),
+        );
+      }
+    },
+
+    /** Reads the store for a workflow's subscribers (after a gap is suspected). */
+    catchUp,
+
+    /** Test hook: the listening connection's backend pid. */
+    listenerPid: (): number | undefined =>
+      (client as (pg.Client & { processID?: number }) | undefined)?.processID,
+
+    async close(): Promise<void> {
+      closed = true;
+      clearTimeout(reconnectTimer);
+      clearInterval(healthTimer);
+      const current = client;
+      client = undefined;
+      healthy = false;
+      await current?.end().catch(() => undefined);
+      topics.clear();
+    },
+  };
+}
+
+export type EventHub = ReturnType<typeof createEventHub>;
+
+/** Splits text into pieces of at most `maxBytes` UTF-8 bytes without cutting a character. */
+function splitUtf8(text: string, maxBytes: number): string[] {
+  const pieces: string[] = [];
+  let current = '';
+  let bytes = 0;
+  for (const char of text) {
+    const size = Buffer.byteLength(char);
+    if (bytes + size > maxBytes) {
+      pieces.push(current);
+      current = '';
+      bytes = 0;
+    }
+    current += char;
+    bytes += size;
+  }
+  if (current) pieces.push(current);
+  return pieces;
+}
+
+export type { Notification };

@@ -1,0 +1,200 @@
+import type { Logger } from 'pino';
+import type { Db } from '../store/database.js';
+import { workflowEventsRepository } from '../store/workflow-events.js';
+import { toEvent } from '../workflows/rows.js';
+import {
+  type TransitionInput,
+  type TransitionResult,
+  transitionWorkflow,
+} from '../workflows/transitions.js';
+import type { EventStatus, EventType, WorkflowEvent } from '../workflows/types.js';
+import type { EventHub } from './event-hub.js';
+import { notificationPayload } from './notification.js';
+
+export interface TrackerOptions {
+  db: Db;
+  hub: EventHub;
+  tenantId: string;
+  workflowId: string;
+  origin: string;
+  log: Logger;
+  /**
+   * Token chunks are coalesced for this long before they are published.
+   * Every NOTIFY takes a cluster-wide lock at commit; at 50 ms a streaming
+   * workflow costs at most 20 NOTIFYs a second however fast the model
+   * writes, while a reader still sees text appear smoothly.
+   */
+  tokenFlushMs?: number;
+}
+
+export type Transition = Omit<TransitionInput, 'tenantId' | 'workflowId' | 'origin'>;
+
+/**
+ * The WorkflowTracker of one workflow run: the orchestrator reports every
+ * step through it. Persisted events get the workflow's next seq and reach
+ * subscribers on every replica; token chunks reach live subscribers only
+ * (the `answer` event carries the whole text for replays).
+ */
+export function createWorkflowTracker(options: TrackerOptions) {
+  const { db, hub, tenantId, workflowId } = options;
+  const tokenFlushMs = options.tokenFlushMs ?? 50;
+  let pendingTokens = '';
+  let flushTimer: NodeJS.Timeout | undefined;
+  let flushing: Promise<void> = Promise.resolve();
+
+  function flushTokens(): Promise<void> {
+    clearTimeout(flushTimer);
+    flushTimer = undefined;
+    if (pendingTokens === '') return flushing;
+    const text = pendingTokens;
+    pendingTokens = '';
+    flushing = flushing
+      .then(() => hub.publishTokens(workflowId, text))
+      .catch((error: unknown) =>
+        options.log.warn({ err: error, workflowId }, 'publishing token chunks failed'),
+      );
+    return flushing;
+  }
+
+  async function emit(
+    type: EventType,
+    step: string | null,
+    status: EventStatus,
+    detail: Record<string, unknown> = {},
+    elapsedMs?: number,
+  ): Promise<WorkflowEvent> {
+    // Tokens written before this event must reach readers before it.
+    await flushTokens();
+    const committed = await db.transaction().execute(async (tx) => {
+      const repository = workflowEventsRepository(tx);
+      const [row] = await repository.append({
+        workflowId,
+        tenantId,
+        events: [{ type, step, status, detail, elapsedMs: elapsedMs ?? null }],
+      });
+      if (!row) throw new Error('appending an event returned no row');
+      await repository.notify(
+        notificationPayload({
+          kind: 'events',
+          workflowId,
+          lastSeq: row.seq,
+          origin: options.origin,
+        }),
+      );
+      return toEvent(row);
+    });
+    hub.publish([committed]);
+    return committed;
+  }
+
+  /** A status change with its events, in one transaction (see transitionWorkflow). */
+  async function transition(change: Transition): Promise<TransitionResult> {
+    await flushTokens();
+    const result = await transitionWorkflow(db, {
+      ...change,
+      tenantId,
+      workflowId,
+      origin: options.origin,
+    });
+    hub.publish(result.events);
+    return result;
+  }
+
+  return {
+    emit,
+
+    /** Emits `started`, runs `work`, then `completed` or `failed`, both with `elapsedMs`. */
+    async step<T>(
+      type: EventType,
+      step: string,
+      detail: Record<string, unknown>,
+      work: () => Promise<T>,
+      completedDetail?: (result: T) => Record<string, unknown>,
+    ): Promise<T> {
+      await emit(type, step, 'started', detail);
+      const started = performance.now();
+      try {
+        const result = await work();
+        await emit(
+          type,
+          step,
+          'completed',
+          { ...detail, ...completedDetail?.(result) },
+          performance.now() - started,
+        );
+        return result;
+      } catch (error) {
+        const failure =
+          error instanceof Error
+            ? { code: (error as { code?: string }).code, message: error.message }
+            : {};
+        await emit(
+          type,
+          step,
+          'failed',
+          { ...detail, error: failure },
+          performance.now() - started,
+        );
+        throw error;
+      }
+    },
+
+    /** A chunk of streamed answer text, coalesced and delivered live only. */
+    token(text: string): void {
+      pendingTokens += text;
+      flushTimer ??= setTimeout(() => void flushTokens(), tokenFlushMs);
+    },
+
+    transition,
+
+    /** queued -> running, with the `workflow_start` event. */
+    begin(detail: Record<string, unknown> = {}): Promise<TransitionResult> {
+      return transition({
+        to: 'running',
+        events: [
+          { type: 'workflow_start', step: null, status: 'started', detail, elapsedMs: null },
+        ],
+      });
+    },
+
+    /** The final transition, with the `workflow_end` event; nothing is emitted after it. */
+    end(
+      outcome:
+        | { status: 'completed'; answer: string }
+        | { status: 'failed'; error: { code: string; message: string } }
+        | { status: 'cancelled'; reason?: string },
+      elapsedMs?: number,
+    ): Promise<TransitionResult> {
+      const detail =
+        outcome.status === 'failed'
+          ? { error: outcome.error }
+          : outcome.status === 'cancelled'
+            ? { reason: outcome.reason ?? 'cancelled' }
+            : {};
+      return transition({
+        to: outcome.status,
+        ...(outcome.status === 'completed' ? { result: { answer: outcome.answer } } : {}),
+        ...(outcome.status === 'failed' ? { error: outcome.error } : {}),
+        events: [
+          {
+            type: 'workflow_end',
+            step: null,
+            status: outcome.status,
+            detail,
+            elapsedMs: elapsedMs ?? null,
+          },
+        ],
+      });
+    },
+
+    flushTokens,
+
+    /** Drops unsent token chunks' timer (the run is over). */
+    close(): void {
+      clearTimeout(flushTimer);
+      flushTimer = undefined;
+    },
+  };
+}
+
+export type WorkflowTracker = ReturnType<typeof createWorkflowTracker>;

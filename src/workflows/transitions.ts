@@ -1,0 +1,107 @@
+import { sql } from 'kysely';
+import { conflict, notFound } from '../errors.js';
+import type { Db } from '../store/database.js';
+import type { WorkflowRow } from '../store/schema.js';
+import { type NewEventRow, workflowEventsRepository } from '../store/workflow-events.js';
+import { notificationPayload } from '../tracker/notification.js';
+import { toEvent, toWorkflow } from './rows.js';
+import { assertTransition } from './state-machine.js';
+import type {
+  AwaitingReason,
+  Workflow,
+  WorkflowError,
+  WorkflowEvent,
+  WorkflowKind,
+  WorkflowStatus,
+} from './types.js';
+import { isFinished } from './types.js';
+
+export interface TransitionInput {
+  tenantId: string;
+  workflowId: string;
+  to: WorkflowStatus;
+  awaitingReason?: AwaitingReason;
+  /** The version the client saw; a different current version is a 409. */
+  expectedVersion?: number;
+  kind?: WorkflowKind;
+  result?: { answer: string };
+  error?: WorkflowError;
+  /** Events appended in the same transaction. */
+  events: NewEventRow[];
+  /** Replica id, carried in the NOTIFY so the origin can skip its own echo. */
+  origin: string;
+}
+
+export interface TransitionResult {
+  workflow: Workflow;
+  events: WorkflowEvent[];
+}
+
+/**
+ * The one way a workflow changes status: one transaction that locks the
+ * row, checks the state machine and the version, updates the row
+ * (`version + 1`), appends the transition's events and notifies the other
+ * replicas. Two concurrent transitions on one workflow queue on the row
+ * lock; the second sees the first's result and fails the checks if it no
+ * longer applies, so two `continue`s never both succeed.
+ */
+export async function transitionWorkflow(
+  db: Db,
+  input: TransitionInput,
+): Promise<TransitionResult> {
+  return db.transaction().execute(async (tx) => {
+    const locked = await sql<WorkflowRow>`
+      SELECT * FROM workflows WHERE id = ${input.workflowId} AND tenant_id = ${input.tenantId} FOR UPDATE`.execute(
+      tx,
+    );
+    const row = locked.rows[0];
+    if (!row) throw notFound('Workflow');
+    const current = toWorkflow(row);
+    assertTransition(current.status, input.to);
+    if (input.expectedVersion !== undefined && input.expectedVersion !== current.version) {
+      throw conflict(
+        'stale_version',
+        `The workflow changed since version ${input.expectedVersion}; it is at version ${current.version}`,
+      );
+    }
+    const now = new Date();
+    await tx
+      .updateTable('workflows')
+      .set({
+        status: input.to,
+        awaiting_reason:
+          input.to === 'awaiting_input' ? (input.awaitingReason ?? 'checkpoint') : null,
+        version: current.version + 1,
+        updated_at: now,
+        ...(input.to === 'running' && !current.startedAt ? { started_at: now } : {}),
+        ...(isFinished(input.to)
+          ? { finished_at: now, lease_owner: null, lease_expires_at: null }
+          : {}),
+        ...(input.kind ? { kind: input.kind } : {}),
+        ...(input.result ? { result: JSON.stringify(input.result) } : {}),
+        ...(input.error ? { error: JSON.stringify(input.error) } : {}),
+      })
+      .where('id', '=', input.workflowId)
+      .execute();
+    const events = workflowEventsRepository(tx);
+    const appended = await events.append({
+      workflowId: input.workflowId,
+      tenantId: input.tenantId,
+      events: input.events,
+    });
+    const updated = await tx
+      .selectFrom('workflows')
+      .selectAll()
+      .where('id', '=', input.workflowId)
+      .executeTakeFirstOrThrow();
+    await events.notify(
+      notificationPayload({
+        kind: 'events',
+        workflowId: input.workflowId,
+        lastSeq: updated.last_seq,
+        origin: input.origin,
+      }),
+    );
+    return { workflow: toWorkflow(updated), events: appended.map(toEvent) };
+  });
+}
