@@ -1,0 +1,243 @@
+import { randomUUID } from 'node:crypto';
+import pino from 'pino';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { type DatabaseHandle, openDatabase } from '../../src/store/database.js';
+import { workflowEventsRepository } from '../../src/store/workflow-events.js';
+import { createTenancyService } from '../../src/tenancy/service.js';
+import { createEventHub, type EventHub } from '../../src/tracker/event-hub.js';
+import { createWorkflowTracker } from '../../src/tracker/tracker.js';
+import type { WorkflowEvent } from '../../src/workflows/types.js';
+import { createTestDatabase, type TestDatabase } from '../support/database.js';
+
+const log = pino({ level: 'silent' });
+let database: TestDatabase;
+let handle: DatabaseHandle;
+let hub: EventHub;
+let tenantId: string;
+
+beforeAll(async () => {
+  database = await createTestDatabase();
+  handle = openDatabase({ url: database.url, poolMax: 10, log });
+  const created = await createTenancyService(handle.db).bootstrap();
+  if (!created) throw new Error('no tenant');
+  tenantId = created.tenant.id;
+  hub = createEventHub({ db: handle.db, listenUrl: database.url, origin: 'replica-a', log });
+  await hub.start();
+});
+afterAll(async () => {
+  await hub?.close();
+  await handle?.close();
+  await database?.drop();
+});
+
+async function newWorkflow(): Promise<string> {
+  const id = randomUUID();
+  await handle.db
+    .insertInto('workflows')
+    .values({
+      id,
+      tenant_id: tenantId,
+      status: 'queued',
+      mode: 'auto',
+      model: 'scripted',
+      input: 'hi',
+      tools: [],
+      metadata: '{}',
+    })
+    .execute();
+  return id;
+}
+
+function trackerFor(workflowId: string, origin = 'replica-a', eventHub: EventHub = hub) {
+  return createWorkflowTracker({
+    db: handle.db,
+    hub: eventHub,
+    tenantId,
+    workflowId,
+    origin,
+    log,
+    tokenFlushMs: 20,
+  });
+}
+
+async function storedSeqs(workflowId: string): Promise<number[]> {
+  const rows = await workflowEventsRepository(handle.db).listAfter({
+    workflowId,
+    afterSeq: 0,
+    limit: 10_000,
+  });
+  return rows.map((row) => row.seq);
+}
+
+describe('WorkflowTracker', () => {
+  it('concurrent emitters on one workflow get gap-free seqs from 1, never twice', async () => {
+    const workflowId = await newWorkflow();
+    const tracker = trackerFor(workflowId);
+    const emitted = await Promise.all(
+      Array.from({ length: 60 }, (_, index) =>
+        tracker.emit('warning', `emitter-${index % 6}`, 'info', { index }),
+      ),
+    );
+    expect(emitted.map((event) => event.seq).sort((a, b) => a - b)).toEqual(
+      Array.from({ length: 60 }, (_, i) => i + 1),
+    );
+    expect(await storedSeqs(workflowId)).toEqual(Array.from({ length: 60 }, (_, i) => i + 1));
+    const row = await handle.db
+      .selectFrom('workflows')
+      .select('last_seq')
+      .where('id', '=', workflowId)
+      .executeTakeFirstOrThrow();
+    expect(row.last_seq).toBe(60);
+  });
+
+  it('begin and end are transitions: version bumps, status changes and their events commit together', async () => {
+    const workflowId = await newWorkflow();
+    const tracker = trackerFor(workflowId);
+    const begun = await tracker.begin({ mode: 'auto' });
+    expect(begun.workflow).toMatchObject({ status: 'running', version: 2 });
+    expect(begun.events).toEqual([
+      expect.objectContaining({ seq: 1, type: 'workflow_start', status: 'started' }),
+    ]);
+    const ended = await tracker.end({ status: 'completed', answer: 'done' });
+    expect(ended.workflow).toMatchObject({
+      status: 'completed',
+      version: 3,
+      result: { answer: 'done' },
+    });
+    expect(ended.workflow.finishedAt).toBeInstanceOf(Date);
+    expect(ended.events).toEqual([
+      expect.objectContaining({ seq: 2, type: 'workflow_end', status: 'completed' }),
+    ]);
+  });
+
+  it('a transition the state machine forbids is a 409 and appends nothing', async () => {
+    const workflowId = await newWorkflow();
+    const tracker = trackerFor(workflowId);
+    await tracker.begin();
+    await tracker.end({ status: 'cancelled' });
+    await expect(tracker.end({ status: 'completed', answer: 'late' })).rejects.toMatchObject({
+      status: 409,
+      code: 'workflow_finished',
+    });
+    expect(await storedSeqs(workflowId)).toEqual([1, 2]);
+  });
+
+  it('two concurrent transitions from one version: one wins, the other gets 409', async () => {
+    const workflowId = await newWorkflow();
+    const tracker = trackerFor(workflowId);
+    await tracker.begin();
+    await tracker.transition({
+      to: 'awaiting_input',
+      awaitingReason: 'checkpoint',
+      events: [
+        { type: 'checkpoint', step: 'stage-1', status: 'paused', detail: {}, elapsedMs: null },
+      ],
+    });
+    const resume = () =>
+      tracker
+        .transition({
+          to: 'running',
+          expectedVersion: 3,
+          events: [
+            { type: 'stage', step: 'stage-2', status: 'started', detail: {}, elapsedMs: null },
+          ],
+        })
+        .then(
+          () => 'ok',
+          (error: { code?: string }) => error.code,
+        );
+    const outcomes = await Promise.all([resume(), resume()]);
+    expect(outcomes.sort()).toEqual(['invalid_transition', 'ok']);
+  });
+
+  it('a stale version is a 409 stale_version', async () => {
+    const workflowId = await newWorkflow();
+    const tracker = trackerFor(workflowId);
+    await tracker.begin();
+    await expect(
+      tracker.transition({
+        to: 'awaiting_input',
+        awaitingReason: 'clarification',
+        expectedVersion: 1,
+        events: [],
+      }),
+    ).rejects.toMatchObject({ status: 409, code: 'stale_version' });
+  });
+
+  it('tokens are coalesced for live subscribers, not stored, and arrive before the event that follows them', async () => {
+    const workflowId = await newWorkflow();
+    const tracker = trackerFor(workflowId);
+    const seen: string[] = [];
+    const unsubscribe = hub.subscribe(workflowId, {
+      onEvent: (event) => seen.push(`event:${event.type}`),
+      onTokens: (text) => seen.push(`tokens:${text}`),
+    });
+    for (const token of ['Hel', 'lo ', 'wor', 'ld']) tracker.token(token);
+    await tracker.emit('answer', null, 'completed', { text: 'Hello world' });
+    unsubscribe();
+    expect(seen).toEqual(['tokens:Hello world', 'event:answer']);
+    expect(await storedSeqs(workflowId)).toEqual([1]);
+  });
+
+  it('a second replica receives events and tokens emitted on the first through LISTEN/NOTIFY', async () => {
+    const other = createEventHub({
+      db: handle.db,
+      listenUrl: database.url,
+      origin: 'replica-b',
+      log,
+    });
+    await other.start();
+    try {
+      const workflowId = await newWorkflow();
+      const received: WorkflowEvent[] = [];
+      const tokens: string[] = [];
+      other.subscribe(workflowId, {
+        onEvent: (event) => received.push(event),
+        onTokens: (text) => tokens.push(text),
+      });
+      const tracker = trackerFor(workflowId);
+      await tracker.begin();
+      tracker.token('streamed ');
+      tracker.token('text');
+      await tracker.emit('answer', null, 'completed', { text: 'streamed text' });
+      await tracker.end({ status: 'completed', answer: 'streamed text' });
+      await expect.poll(() => received.map((event) => event.seq)).toEqual([1, 2, 3]);
+      expect(tokens.join('')).toBe('streamed text');
+    } finally {
+      await other.close();
+    }
+  });
+
+  it('the listening connection killed mid-stream: the hub reconnects and its subscribers lose nothing', async () => {
+    const other = createEventHub({
+      db: handle.db,
+      listenUrl: database.url,
+      origin: 'replica-c',
+      log,
+      healthCheckIntervalMs: 200,
+    });
+    await other.start();
+    try {
+      const workflowId = await newWorkflow();
+      const received: number[] = [];
+      other.subscribe(workflowId, {
+        onEvent: (event) => received.push(event.seq),
+        onTokens: () => undefined,
+      });
+      const tracker = trackerFor(workflowId);
+      for (let i = 0; i < 5; i++) await tracker.emit('warning', null, 'info', { i });
+      await expect.poll(() => received.length).toBe(5);
+      const pid = other.listenerPid();
+      expect(pid).toBeTypeOf('number');
+      await handle.pool.query('SELECT pg_terminate_backend($1)', [pid]);
+      for (let i = 5; i < 10; i++) await tracker.emit('warning', null, 'info', { i });
+      await expect.poll(() => other.isListening(), { timeout: 10_000 }).toBe(true);
+      await expect
+        .poll(() => received, { timeout: 10_000 })
+        .toEqual([1, 2, 3, 4, 5, 6, 7, 8, 9, 10]);
+      expect(other.listenerPid()).not.toBe(pid);
+    } finally {
+      await other.close();
+    }
+  });
+});
