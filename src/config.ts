@@ -151,6 +151,30 @@ export const configSchema = z.object({
   LLM_BREAKER_PROBE_MS: integer(100, 3_600_000)
     .default(30_000)
     .describe('How often an open circuit probes its provider.'),
+  WORKFLOW_RETENTION_DAYS: integer(0, 36_500)
+    .default(30)
+    .describe(
+      'Finished workflows and their events are deleted this many days after they finish; 0 keeps them forever.',
+    ),
+  RETENTION_SWEEP_INTERVAL_MS: integer(1000, 7 * 86_400_000)
+    .default(3_600_000)
+    .describe('How often each replica sweeps for workflows past their retention.'),
+  SSE_HEARTBEAT_MS: integer(10, 3_600_000)
+    .default(15_000)
+    .describe(
+      'An event stream with nothing to send writes a comment this often, so proxies keep it open.',
+    ),
+  SSE_RETRY_MS: integer(0, 3_600_000)
+    .default(2000)
+    .describe('Reconnection delay an event stream tells its client (the SSE `retry:` field).'),
+  SSE_MAX_BUFFERED_EVENTS: integer(1, 1_000_000)
+    .default(1000)
+    .describe(
+      'Frames an event stream may hold for a client that does not read; past it the client is dropped and resumes with Last-Event-ID.',
+    ),
+  STREAM_TOKEN_TTL_SECONDS: integer(1, 86_400)
+    .default(300)
+    .describe('Lifetime of the signed stream tokens browsers put in `?token=` of an events URL.'),
   TRUST_PROXY: boolean
     .default(false)
     .describe('Trust X-Forwarded-* headers (set behind a load balancer).'),

@@ -30,3 +30,11 @@ export function createLogger(config: Pick<Config, 'LOG_LEVEL'>): Logger {
     timestamp: pino.stdTimeFunctions.isoTime,
   });
 }
+
+/**
+ * A URL as logged: values of query parameters that carry secrets (stream
+ * tokens in `?token=`) are replaced, since request logs record the URL.
+ */
+export function redactUrl(url: string): string {
+  return url.replace(/([?&]token=)[^&#]*/gi, '$1[redacted]');
+}

@@ -77,6 +77,7 @@ async function start(running: Running): Promise<void> {
   log.info({ applied: result.applied, current: result.current }, 'database migrations are current');
   const bootstrap = await running.services.tenancy.bootstrap();
   await running.services.hub.start();
+  running.services.retention.start();
 
   running.app = await buildApp(running.services);
   if (running.stopping) return;
@@ -120,8 +121,9 @@ async function announceBootstrapKey(
 }
 
 /**
- * Stop accepting, let in-flight requests finish within the grace period,
- * then close what is still open, the pool and the embedded database.
+ * Stop accepting, let in-flight requests and workflow runs finish within the
+ * grace period, then close what is still open, the pool and the embedded
+ * database.
  */
 async function shutdown(running: Running, reason: string, exitCode = 0): Promise<void> {
   if (running.stopping) return;
@@ -139,6 +141,13 @@ async function shutdown(running: Running, reason: string, exitCode = 0): Promise
   // until its client hangs up, which would hold the shutdown (and end it
   // "forced") for the whole grace period; so sweep idle ones until closed.
   const idleSweep = setInterval(() => running.app?.server.closeIdleConnections(), 250);
+  // Workflow runs get the same grace as requests, side by side: an event
+  // stream in flight ends when its workflow does. Runs still going after
+  // it are interrupted (failed: shutdown_interrupted).
+  const drained = running.services?.executions.drain(config.SHUTDOWN_GRACE_MS).catch((error) => {
+    log.error({ err: error }, 'draining the workflow runs failed');
+    exitCode = 1;
+  });
   try {
     await running.app?.close();
   } catch (error) {
@@ -148,6 +157,7 @@ async function shutdown(running: Running, reason: string, exitCode = 0): Promise
     clearTimeout(grace);
     clearInterval(idleSweep);
   }
+  await drained;
   if (!(await releaseResources(running))) exitCode = 1;
   log.info({ forced }, 'waymark stopped');
   process.exit(exitCode);

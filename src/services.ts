@@ -3,10 +3,14 @@ import { hostname } from 'node:os';
 import type { Logger } from 'pino';
 import type { Config } from './config.js';
 import { createLlm, type Llm } from './llm/create-llm.js';
+import { createExecutions, type Executions } from './orchestrator/executions.js';
+import { createMinimalExecutor } from './orchestrator/minimal-executor.js';
 import { type DatabaseHandle, openDatabase } from './store/database.js';
 import type { Migration } from './store/migrate.js';
 import { createTenancyService, type TenancyService } from './tenancy/service.js';
 import { createEventHub, type EventHub } from './tracker/event-hub.js';
+import { createRetentionSweeper, type RetentionSweeper } from './workflows/retention.js';
+import { createWorkflowService, type WorkflowService } from './workflows/service.js';
 
 /**
  * Everything the HTTP app needs, built once per process in main.ts (and per
@@ -25,6 +29,12 @@ export interface Services {
   replicaId: string;
   /** Workflow event fan-out; `start()` opens its LISTEN connection. */
   hub: EventHub;
+  /** Create, read, list and cancel workflows. */
+  workflows: WorkflowService;
+  /** The workflow runs on this replica; `drain` at shutdown. */
+  executions: Executions;
+  /** Removes finished workflows past the retention age; `start()` in main.ts. */
+  retention: RetentionSweeper;
 }
 
 /** Builds the services over a database URL. Opens no connection until the first query. */
@@ -42,30 +52,63 @@ export function createServices(options: {
     log: options.log,
   });
   const replicaId = `${hostname()}-${process.pid}-${randomBytes(3).toString('hex')}`;
+  const hub = createEventHub({
+    db: database.db,
+    listenUrl: options.config.DATABASE_LISTEN_URL ?? options.databaseUrl,
+    origin: replicaId,
+    log: options.log,
+  });
+  const llm = createLlm({
+    config: options.config,
+    env: options.env ?? {},
+    db: database.db,
+    log: options.log,
+  });
+  const executions = createExecutions({ log: options.log });
+  const executor = createMinimalExecutor({
+    db: database.db,
+    hub,
+    router: llm.router,
+    executions,
+    replicaId,
+    log: options.log,
+  });
   return {
     replicaId,
-    hub: createEventHub({
-      db: database.db,
-      listenUrl: options.config.DATABASE_LISTEN_URL ?? options.databaseUrl,
-      origin: replicaId,
-      log: options.log,
-    }),
+    hub,
     config: options.config,
     log: options.log,
     database,
     migrations: options.migrations,
     tenancy: createTenancyService(database.db),
-    llm: createLlm({
-      config: options.config,
-      env: options.env ?? {},
+    llm,
+    executions,
+    retention: createRetentionSweeper({
       db: database.db,
       log: options.log,
+      retentionDays: options.config.WORKFLOW_RETENTION_DAYS,
+      intervalMs: options.config.RETENTION_SWEEP_INTERVAL_MS,
+    }),
+    workflows: createWorkflowService({
+      db: database.db,
+      catalogue: llm.catalogue,
+      hub,
+      replicaId,
+      log: options.log,
+      launch: executor.launch,
+      stopLocalRun: (workflowId) => executions.stop(workflowId, 'cancelled'),
     }),
   };
 }
 
-/** Releases what the services hold, in order: the ledger's last rows need the pool. */
+/**
+ * Releases what the services hold, in order: runs still going are
+ * interrupted first (main.ts drains them with a grace period before), and
+ * the ledger's last rows need the pool.
+ */
 export async function closeServices(services: Services): Promise<void> {
+  await services.retention.stop();
+  await services.executions.drain(0);
   await services.hub.close();
   await services.llm.close();
   await services.database.close();

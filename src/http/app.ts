@@ -7,7 +7,9 @@ import Fastify, {
 } from 'fastify';
 import { serializerCompiler, validatorCompiler } from 'fastify-type-provider-zod';
 import { AppError } from '../errors.js';
+import { redactUrl } from '../logger.js';
 import type { Services } from '../services.js';
+import { createStreamTokens } from '../tenancy/stream-tokens.js';
 import { bearerAuth } from './auth.js';
 import { installErrorHandling } from './error-handler.js';
 import { registerOpenApi } from './openapi.js';
@@ -15,6 +17,9 @@ import { apiKeyRoutes } from './routes/api-keys.js';
 import { healthRoutes } from './routes/health.js';
 import { modelRoutes } from './routes/models.js';
 import { tenantRoutes } from './routes/tenants.js';
+import { workflowEventRoutes } from './routes/workflow-events.js';
+import { workflowRoutes } from './routes/workflows.js';
+import { eventStreams } from './sse.js';
 
 const REQUEST_ID_PATTERN = /^[A-Za-z0-9._:-]{1,128}$/;
 
@@ -25,7 +30,14 @@ const REQUEST_ID_PATTERN = /^[A-Za-z0-9._:-]{1,128}$/;
 export async function buildApp(services: Services): Promise<FastifyInstance> {
   const { config } = services;
   // Typed as Fastify's logger so the instance keeps Fastify's default generics.
-  const loggerInstance: FastifyBaseLogger = services.log;
+  const loggerInstance: FastifyBaseLogger = services.log.child(
+    {},
+    { serializers: { req: requestLogFields } },
+  );
+  const streamTokens = createStreamTokens({
+    db: services.database.db,
+    ttlSeconds: config.STREAM_TOKEN_TTL_SECONDS,
+  });
   const app = Fastify({
     loggerInstance,
     bodyLimit: config.BODY_LIMIT_BYTES,
@@ -51,10 +63,16 @@ export async function buildApp(services: Services): Promise<FastifyInstance> {
   });
 
   await registerOpenApi(app);
+  await app.register(eventStreams, {
+    hub: services.hub,
+    db: services.database.db,
+    workflows: services.workflows,
+    config,
+  });
   await app.register(healthRoutes, { services });
   await app.register(
     async (v1) => {
-      await v1.register(bearerAuth, { tenancy: services.tenancy });
+      await v1.register(bearerAuth, { tenancy: services.tenancy, streamTokens });
       await v1.register(rateLimit, {
         // After auth (onRequest), so the limit is per API key, not per address.
         hook: 'preHandler',
@@ -77,8 +95,21 @@ export async function buildApp(services: Services): Promise<FastifyInstance> {
       });
       await v1.register(modelRoutes, { catalogue: services.llm.catalogue });
       await v1.register(apiKeyRoutes, { tenancy: services.tenancy });
+      await v1.register(workflowRoutes, { workflows: services.workflows });
+      await v1.register(workflowEventRoutes, { workflows: services.workflows, streamTokens });
     },
     { prefix: '/v1' },
   );
   return app;
+}
+
+/** Fastify's request fields for the log, with secrets in the query string (stream tokens) redacted. */
+function requestLogFields(request: FastifyRequest) {
+  return {
+    method: request.method,
+    url: redactUrl(request.url),
+    host: request.host,
+    remoteAddress: request.ip,
+    remotePort: request.socket?.remotePort,
+  };
 }

@@ -2,18 +2,26 @@ import type { FastifyInstance, FastifyRequest } from 'fastify';
 import fp from 'fastify-plugin';
 import { forbidden, unauthorized } from '../errors.js';
 import type { TenancyService } from '../tenancy/service.js';
+import type { StreamGrant, StreamTokens } from '../tenancy/stream-tokens.js';
 import { hasScope, type Principal, type Scope } from '../tenancy/types.js';
 
 declare module 'fastify' {
   interface FastifyRequest {
     /** Set by the auth hook on every /v1 request; absent elsewhere. */
     principal: Principal | null;
+    /** Set instead of `principal` when a route accepting stream tokens was called with `?token=`. */
+    streamGrant: StreamGrant | null;
   }
   interface FastifyContextConfig {
     /** Scope a route needs; `member` when unset. */
     scope?: Scope;
     /** Only admins of the operator tenant may call the route. */
     operatorOnly?: boolean;
+    /**
+     * The route also accepts a stream token in `?token=` (browsers' EventSource
+     * cannot send headers). The token must name the workflow in the route's `:id`.
+     */
+    streamToken?: boolean;
   }
 }
 
@@ -21,14 +29,30 @@ declare module 'fastify' {
  * Bearer-key authentication for every route registered in the same scope
  * (the /v1 plugin). Runs at onRequest, before the body is read, so an
  * unauthenticated client cannot make the server parse a large body.
+ * Routes flagged `streamToken` also accept a stream token in `?token=`
+ * when no Authorization header is sent.
  */
 export const bearerAuth = fp(
-  async (app: FastifyInstance, options: { tenancy: TenancyService }) => {
+  async (
+    app: FastifyInstance,
+    options: { tenancy: TenancyService; streamTokens: StreamTokens },
+  ) => {
     app.decorateRequest('principal', null);
+    app.decorateRequest('streamGrant', null);
     app.addHook('onRoute', (route) => {
-      route.schema = { ...route.schema, security: [{ bearerAuth: [] }] };
+      const security: Record<string, string[]>[] = route.config?.streamToken
+        ? [{ bearerAuth: [] }, { streamToken: [] }]
+        : [{ bearerAuth: [] }];
+      route.schema = { ...route.schema, security };
     });
     app.addHook('onRequest', async (request) => {
+      if (request.routeOptions.config.streamToken && !request.headers.authorization) {
+        const token = (request.query as { token?: unknown }).token;
+        if (token !== undefined) {
+          request.streamGrant = await verifyStreamToken(options.streamTokens, request, token);
+          return;
+        }
+      }
       const secret = bearerToken(request);
       const principal = await options.tenancy.authenticate(secret);
       if (!principal) throw unauthorized('invalid_api_key', 'The API key is unknown or revoked');
@@ -46,6 +70,22 @@ export const bearerAuth = fp(
   { name: 'waymark-bearer-auth' },
 );
 
+async function verifyStreamToken(
+  streamTokens: StreamTokens,
+  request: FastifyRequest,
+  token: unknown,
+): Promise<StreamGrant> {
+  // `?token=a&token=b` parses to an array: not a token.
+  if (typeof token !== 'string') {
+    throw unauthorized('invalid_stream_token', 'The stream token is not valid');
+  }
+  const grant = await streamTokens.verify(token);
+  if (grant.workflowId !== (request.params as { id?: unknown }).id) {
+    throw unauthorized('stream_token_scope', 'The stream token is for another workflow');
+  }
+  return grant;
+}
+
 function bearerToken(request: FastifyRequest): string {
   const header = request.headers.authorization;
   if (!header) {
@@ -56,6 +96,13 @@ function bearerToken(request: FastifyRequest): string {
     throw unauthorized('invalid_authorization', 'The Authorization header must be "Bearer <key>"');
   }
   return match[1];
+}
+
+/** The tenant an authenticated request acts for: its API key's, or its stream token's. */
+export function tenantIdOf(request: FastifyRequest): string {
+  const tenantId = request.principal?.tenant.id ?? request.streamGrant?.tenantId;
+  if (!tenantId) throw new Error('tenantIdOf called on a route without bearer auth');
+  return tenantId;
 }
 
 /** The principal of an authenticated request; only for routes behind bearerAuth. */

@@ -22,6 +22,13 @@ export async function registerOpenApi(app: FastifyInstance): Promise<void> {
       components: {
         securitySchemes: {
           bearerAuth: { type: 'http', scheme: 'bearer', description: 'An API key: wmk_...' },
+          streamToken: {
+            type: 'apiKey',
+            in: 'query',
+            name: 'token',
+            description:
+              'A stream token from POST /v1/workflows/{id}/stream-token; opens only that workflow’s events URL',
+          },
         },
       },
     },

@@ -31,6 +31,8 @@ export const modelEntrySchema = z.object({
   fallbacks: z.array(z.string().min(1)).default([]),
   /** Catalogue name with a larger context window, used on a context-length error. */
   largerContext: z.string().min(1).optional(),
+  /** Scripted models only: pause between streamed tokens, to make progress visible in demos and tests. */
+  scriptedTokenDelayMs: z.number().int().min(0).max(60_000).optional(),
 });
 
 export type ModelEntry = z.infer<typeof modelEntrySchema>;

@@ -99,7 +99,8 @@ function adapterFactory(
   const common = { provider: provider.name, idleTimeoutMs: config.LLM_IDLE_TIMEOUT_MS };
   switch (provider.kind) {
     case 'scripted':
-      return (entry) => scriptedModel({ modelId: entry.modelId });
+      return (entry) =>
+        scriptedModel({ modelId: entry.modelId, tokenDelayMs: entry.scriptedTokenDelayMs });
     case 'openai': {
       const client = createOpenAiClient({
         apiKey: apiKeyOf(provider, options, config.OPENAI_API_KEY, config.OPENAI_BASE_URL),

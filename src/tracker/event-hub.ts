@@ -96,7 +96,15 @@ export function createEventHub(options: EventHubOptions) {
     const topic = topics.get(notification.workflowId);
     if (!topic) return;
     if (notification.kind === 'tokens') {
-      for (const subscriber of topic.subscribers) subscriber.onTokens(notification.text);
+      // Queued behind a store read in progress: the events emitted before
+      // these tokens are being read, and the text must not overtake them.
+      topic.reading = topic.reading
+        .then(() => {
+          for (const subscriber of topic.subscribers) subscriber.onTokens(notification.text);
+        })
+        .catch((error: unknown) =>
+          log.error({ err: error, workflowId: notification.workflowId }, 'delivering tokens failed'),
+        );
     } else {
       void catchUp(notification.workflowId, notification.lastSeq);
     }
@@ -215,6 +223,9 @@ export function createEventHub(options: EventHubOptions) {
 
     /** Reads the store for a workflow's subscribers (after a gap is suspected). */
     catchUp,
+
+    /** Subscribers of a workflow on this replica (tests check that closed streams let go). */
+    subscriberCount: (workflowId: string): number => topics.get(workflowId)?.subscribers.size ?? 0,
 
     /** Test hook: the listening connection's backend pid. */
     listenerPid: (): number | undefined =>

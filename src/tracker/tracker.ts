@@ -20,9 +20,15 @@ export interface TrackerOptions {
   log: Logger;
   /**
    * Token chunks are coalesced for this long before they are published.
-   * Every NOTIFY takes a cluster-wide lock at commit; at 50 ms a streaming
-   * workflow costs at most 20 NOTIFYs a second however fast the model
-   * writes, while a reader still sees text appear smoothly.
+   * Every NOTIFY is a commit behind one cluster-wide lock; at 50 ms a
+   * streaming workflow costs at most 20 NOTIFYs a second however fast the
+   * model writes, while a reader still sees text appear smoothly. Measured
+   * (bench/notify-cost, 2026-11-30, 2 cores, embedded PostgreSQL 18, five
+   * runs on a shared machine): beside 8 clients appending events with a
+   * NOTIFY each (1,013-1,852 tx/s), 32 workflows streaming 80 five-byte
+   * tokens/s with a NOTIFY per token (2,560/s) cut those appends by 26-62%
+   * and raised their p99 1.5-3x; coalesced per 50 ms (~530 NOTIFYs/s)
+   * they cost 0-14%.
    */
   tokenFlushMs?: number;
 }

@@ -88,6 +88,7 @@ export async function transitionWorkflow(
       workflowId: input.workflowId,
       tenantId: input.tenantId,
       events: input.events,
+      afterTransition: true,
     });
     const updated = await tx
       .selectFrom('workflows')

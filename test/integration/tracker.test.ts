@@ -122,6 +122,18 @@ describe('WorkflowTracker', () => {
     expect(await storedSeqs(workflowId)).toEqual([1, 2]);
   });
 
+  it('nothing is appended after workflow_end: a late emit is a 409', async () => {
+    const workflowId = await newWorkflow();
+    const tracker = trackerFor(workflowId);
+    await tracker.begin();
+    await tracker.end({ status: 'cancelled' });
+    await expect(tracker.emit('answer', null, 'completed', { text: 'late' })).rejects.toMatchObject({
+      status: 409,
+      code: 'workflow_finished',
+    });
+    expect(await storedSeqs(workflowId)).toEqual([1, 2]);
+  });
+
   it('two concurrent transitions from one version: one wins, the other gets 409', async () => {
     const workflowId = await newWorkflow();
     const tracker = trackerFor(workflowId);

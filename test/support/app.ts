@@ -16,6 +16,24 @@ export interface TestApp {
 /** The real app over a fresh, migrated database, for `inject` tests. */
 export async function startTestApp(env: Record<string, string> = {}): Promise<TestApp> {
   const database = await createTestDatabase();
+  const replica = await startTestAppOn(database, env);
+  return {
+    ...replica,
+    async close() {
+      await replica.close();
+      await database.drop();
+    },
+  };
+}
+
+/**
+ * Another replica over the database of an existing test app: its own
+ * services, hub and LISTEN connection. `close` leaves the database alone.
+ */
+export async function startTestAppOn(
+  database: TestDatabase,
+  env: Record<string, string> = {},
+): Promise<TestApp> {
   const config = loadConfig({ LOG_LEVEL: 'silent', ...env });
   const services = createServices({
     config,
@@ -33,7 +51,6 @@ export async function startTestApp(env: Record<string, string> = {}): Promise<Te
     async close() {
       await app.close();
       await closeServices(services);
-      await database.drop();
     },
   };
 }

@@ -1,0 +1,179 @@
+import { z } from 'zod';
+import {
+  AWAITING_REASONS,
+  WORKFLOW_MODES,
+  WORKFLOW_STATUSES,
+  type Workflow,
+} from '../../workflows/types.js';
+
+/** Wire shapes of the workflow routes; the OpenAPI document names them. */
+
+const MAX_INPUT_CHARS = 100_000;
+const MAX_METADATA_BYTES = 16 * 1024;
+
+/** PostgreSQL rejects NUL in text and in jsonb strings; refusing it here makes it a 400, not a 500. */
+const hasNoNul = (text: string) => !text.includes('\u0000');
+
+export const workflowStatusSchema = z.enum(WORKFLOW_STATUSES).meta({ id: 'WorkflowStatus' });
+
+export const createWorkflowBody = z
+  .object({
+    input: z
+      .string()
+      .min(1)
+      .max(MAX_INPUT_CHARS)
+      .refine(hasNoNul, 'must not contain NUL characters')
+      .refine((text) => /\S/.test(text), 'must not be blank')
+      .describe('The question or task'),
+    sessionId: z
+      .string()
+      .regex(/^[A-Za-z0-9._:-]{1,128}$/, 'letters, digits and . _ : - only, at most 128')
+      .optional()
+      .describe('Groups workflows into one conversation'),
+    mode: z
+      .enum(WORKFLOW_MODES)
+      .default('auto')
+      .describe('auto: classified; simple: tool loop; complex: pipeline'),
+    model: z
+      .string()
+      .min(1)
+      .max(200)
+      .optional()
+      .describe('Catalogue name of the model; the tenant default, then the system default'),
+    tools: z
+      .array(z.string().regex(/^[A-Za-z0-9_.:-]{1,64}$/, 'a tool name'))
+      .max(64)
+      .optional()
+      .describe('Names of the tools the workflow may use'),
+    metadata: z
+      .record(z.string(), z.unknown())
+      .refine(
+        (metadata) => Buffer.byteLength(JSON.stringify(metadata)) <= MAX_METADATA_BYTES,
+        `must be at most ${MAX_METADATA_BYTES} bytes as JSON`,
+      )
+      .refine(
+        (metadata) => !JSON.stringify(metadata).includes('\\u0000'),
+        'must not contain NUL characters',
+      )
+      .optional()
+      .describe('Client data kept with the workflow, at most 16 KiB as JSON'),
+  })
+  .strict();
+
+export const createWorkflowHeaders = z.looseObject({
+  'idempotency-key': z
+    .string()
+    .min(1)
+    .max(255)
+    .regex(/^[\x21-\x7E]+$/, 'printable ASCII without spaces')
+    .optional()
+    .describe('Makes a retried create return the workflow the first attempt made'),
+});
+
+export const workflowLinksSchema = z
+  .object({
+    self: z.string(),
+    events: z.string().describe('Server-sent events of the workflow'),
+    cancel: z.string(),
+  })
+  .meta({ id: 'WorkflowLinks' });
+
+export const createdWorkflowSchema = z
+  .object({
+    id: z.uuid(),
+    status: workflowStatusSchema,
+    version: z.number().int(),
+    links: workflowLinksSchema,
+  })
+  .meta({ id: 'CreatedWorkflow' });
+
+export const workflowSchema = z
+  .object({
+    id: z.uuid(),
+    sessionId: z.string().nullable(),
+    status: workflowStatusSchema,
+    awaitingReason: z
+      .enum(AWAITING_REASONS)
+      .nullable()
+      .describe('Why an awaiting_input workflow waits; null otherwise'),
+    mode: z.enum(WORKFLOW_MODES),
+    kind: z.enum(['simple', 'complex']).nullable().describe('Set by classification'),
+    model: z.string(),
+    input: z.string(),
+    tools: z.array(z.string()),
+    metadata: z.record(z.string(), z.unknown()),
+    version: z
+      .number()
+      .int()
+      .describe('Bumped by every transition; send it back to act on a paused workflow'),
+    lastSeq: z.number().int().describe('Seq of the latest persisted event'),
+    result: z.object({ answer: z.string() }).nullable(),
+    error: z.object({ code: z.string(), message: z.string() }).nullable(),
+    usage: z.object({
+      inputTokens: z.number().int(),
+      outputTokens: z.number().int(),
+      cachedInputTokens: z.number().int(),
+      costUsd: z.number(),
+    }),
+    createdAt: z.iso.datetime(),
+    updatedAt: z.iso.datetime(),
+    startedAt: z.iso.datetime().nullable(),
+    finishedAt: z.iso.datetime().nullable(),
+    links: workflowLinksSchema,
+  })
+  .meta({ id: 'Workflow' });
+
+export const listWorkflowsQuery = z
+  .object({
+    sessionId: z.string().min(1).max(128).optional(),
+    status: workflowStatusSchema.optional(),
+    limit: z.coerce.number().int().min(1).max(100).default(20),
+    cursor: z.string().min(1).max(200).optional().describe('nextCursor of the previous page'),
+  })
+  .strict();
+
+export const workflowPageSchema = z
+  .object({
+    items: z.array(workflowSchema),
+    nextCursor: z.string().nullable().describe('Null on the last page'),
+  })
+  .meta({ id: 'WorkflowPage' });
+
+export function workflowLinks(id: string): z.infer<typeof workflowLinksSchema> {
+  const self = `/v1/workflows/${id}`;
+  return { self, events: `${self}/events`, cancel: `${self}/cancel` };
+}
+
+export function createdWorkflowToWire(workflow: Workflow): z.infer<typeof createdWorkflowSchema> {
+  return {
+    id: workflow.id,
+    status: workflow.status,
+    version: workflow.version,
+    links: workflowLinks(workflow.id),
+  };
+}
+
+export function workflowToWire(workflow: Workflow): z.infer<typeof workflowSchema> {
+  return {
+    id: workflow.id,
+    sessionId: workflow.sessionId,
+    status: workflow.status,
+    awaitingReason: workflow.awaitingReason,
+    mode: workflow.mode,
+    kind: workflow.kind,
+    model: workflow.model,
+    input: workflow.input,
+    tools: workflow.tools,
+    metadata: workflow.metadata,
+    version: workflow.version,
+    lastSeq: workflow.lastSeq,
+    result: workflow.result,
+    error: workflow.error,
+    usage: workflow.usage,
+    createdAt: workflow.createdAt.toISOString(),
+    updatedAt: workflow.updatedAt.toISOString(),
+    startedAt: workflow.startedAt?.toISOString() ?? null,
+    finishedAt: workflow.finishedAt?.toISOString() ?? null,
+    links: workflowLinks(workflow.id),
+  };
+}

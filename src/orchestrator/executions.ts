@@ -1,0 +1,87 @@
+import type { Logger } from 'pino';
+
+/**
+ * Why a run is stopped before it ends by itself:
+ * - `cancelled`: the workflow was cancelled (here or on another replica);
+ * - `shutdown`: this replica is shutting down and the grace period is over;
+ * - `lease_lost`: another runner holds the workflow now.
+ */
+export type StopReason = 'cancelled' | 'shutdown' | 'lease_lost';
+
+/** A workflow run on this replica, as the registry sees it. */
+export interface Execution {
+  readonly workflowId: string;
+  /** Aborts the run's work; what the reason means for the workflow is the run's business. */
+  stop(reason: StopReason): void;
+  /** Settles once the run has cleaned up; never rejects. */
+  readonly done: Promise<void>;
+}
+
+/**
+ * The runs in progress on this replica, so that a cancel can stop one at
+ * once and a shutdown can wait for them. Holds no run state itself: each
+ * run keeps its own.
+ */
+export function createExecutions(options: { log: Logger }) {
+  const log = options.log.child({ component: 'executions' });
+  const running = new Map<string, Execution>();
+  let closed = false;
+
+  return {
+    /**
+     * Registers a run; false when the workflow already runs here or the
+     * registry no longer accepts runs (after `drain`).
+     */
+    add(execution: Execution): boolean {
+      if (closed || running.has(execution.workflowId)) return false;
+      running.set(execution.workflowId, execution);
+      void execution.done.finally(() => {
+        if (running.get(execution.workflowId) === execution) running.delete(execution.workflowId);
+      });
+      return true;
+    },
+
+    /** Stops the workflow's run when it runs here; true when it did. */
+    stop(workflowId: string, reason: StopReason): boolean {
+      const execution = running.get(workflowId);
+      execution?.stop(reason);
+      return execution !== undefined;
+    },
+
+    isRunning: (workflowId: string): boolean => running.has(workflowId),
+
+    size: (): number => running.size,
+
+    /**
+     * For shutdown: lets the runs finish for up to `graceMs` (runs started
+     * meanwhile, by create requests still in flight, are waited for too),
+     * then stops the rest with `shutdown` and waits for their cleanup. No
+     * run is accepted afterwards.
+     */
+    async drain(graceMs: number): Promise<void> {
+      const deadline = Date.now() + graceMs;
+      while (running.size > 0 && Date.now() < deadline) {
+        let timer: NodeJS.Timeout | undefined;
+        const graceOver = new Promise<void>((resolve) => {
+          timer = setTimeout(resolve, deadline - Date.now());
+        });
+        await Promise.race([
+          Promise.all([...running.values()].map((execution) => execution.done)),
+          graceOver,
+        ]);
+        clearTimeout(timer);
+      }
+      closed = true;
+      const left = [...running.values()];
+      if (left.length === 0) return;
+      log.warn(
+        { count: left.length, workflowIds: left.map((execution) => execution.workflowId) },
+        'grace period over; interrupting the workflows still running',
+      );
+      for (const execution of left) execution.stop('shutdown');
+      await Promise.all(left.map((execution) => execution.done));
+    },
+  };
+}
+
+export type Executions = ReturnType<typeof createExecutions>;

@@ -1,0 +1,241 @@
+import { createHash, randomUUID } from 'node:crypto';
+import type { Logger } from 'pino';
+import { badRequest, conflict, notFound } from '../errors.js';
+import type { Catalogue } from '../llm/catalogue.js';
+import { selectModel } from '../llm/model-selection.js';
+import type { Db } from '../store/database.js';
+import { type ListPosition, workflowsRepository } from '../store/workflows.js';
+import type { Principal } from '../tenancy/types.js';
+import type { EventHub } from '../tracker/event-hub.js';
+import { createWorkflowTracker } from '../tracker/tracker.js';
+import { toWorkflow } from './rows.js';
+import type { Workflow, WorkflowMode, WorkflowStatus } from './types.js';
+
+/** What a client asks for when it creates a workflow (already validated at the boundary). */
+export interface NewWorkflow {
+  input: string;
+  sessionId?: string;
+  mode: WorkflowMode;
+  /** Catalogue name; the tenant's or the system default when absent. */
+  model?: string;
+  tools?: string[];
+  metadata?: Record<string, unknown>;
+}
+
+export interface CreatedWorkflow {
+  workflow: Workflow;
+  /** True when an earlier request with the same Idempotency-Key created it. */
+  replayed: boolean;
+}
+
+export interface WorkflowPage {
+  items: Workflow[];
+  /** Opaque; pass it as `cursor` for the next page. Null on the last page. */
+  nextCursor: string | null;
+}
+
+export interface WorkflowServiceOptions {
+  db: Db;
+  catalogue: Catalogue;
+  hub: EventHub;
+  /** This replica's id: the NOTIFY origin of the transitions made here. */
+  replicaId: string;
+  log: Logger;
+  /** Starts a new workflow's run; must not block or throw (the run reports its own failures). */
+  launch: (workflow: Workflow) => void;
+  /** Stops a workflow's run if it runs on this replica. */
+  stopLocalRun: (workflowId: string) => void;
+}
+
+/** The Postgres error code of a unique violation, and the index that makes keys unique per tenant. */
+const UNIQUE_VIOLATION = '23505';
+const IDEMPOTENCY_INDEX = 'workflows_idempotency';
+
+/**
+ * Workflows as the API sees them: create (idempotently), read, list,
+ * cancel. Status changes go through the WorkflowTracker, so each is one
+ * transaction with its events.
+ */
+export function createWorkflowService(options: WorkflowServiceOptions) {
+  const { db, catalogue } = options;
+  const repository = workflowsRepository(db);
+
+  /** The workflow an Idempotency-Key already made, if the request is the same one. */
+  async function replayOf(
+    tenantId: string,
+    key: string,
+    requestHash: string,
+  ): Promise<CreatedWorkflow | undefined> {
+    const existing = await repository.findByIdempotencyKey(tenantId, key);
+    if (!existing) return undefined;
+    if (existing.request_hash !== requestHash) {
+      throw conflict(
+        'idempotency_key_reused',
+        'This Idempotency-Key was used for a different request; use a new key for a new workflow',
+      );
+    }
+    return { workflow: toWorkflow(existing), replayed: true };
+  }
+
+  return {
+    /**
+     * Creates a workflow `queued` at version 1 and launches its run. With an
+     * Idempotency-Key, the same request again returns the workflow it made
+     * (and launches nothing); a different request under the key is a 409.
+     * Concurrent requests with one key race on the unique index: one
+     * inserts, the others read its row.
+     */
+    async create(
+      principal: Principal,
+      input: NewWorkflow,
+      idempotencyKey?: string,
+    ): Promise<CreatedWorkflow> {
+      const tenantId = principal.tenant.id;
+      const requestHash = idempotencyKey === undefined ? null : hashRequest(input);
+      if (idempotencyKey !== undefined && requestHash !== null) {
+        const replay = await replayOf(tenantId, idempotencyKey, requestHash);
+        if (replay) return replay;
+      }
+      const model = selectModel({
+        catalogue,
+        tenant: principal.tenant,
+        requested: input.model ?? null,
+      });
+      let row: Awaited<ReturnType<typeof repository.insert>>;
+      try {
+        row = await repository.insert({
+          id: randomUUID(),
+          tenantId,
+          sessionId: input.sessionId ?? null,
+          mode: input.mode,
+          model,
+          input: input.input,
+          tools: input.tools ?? [],
+          metadata: input.metadata ?? {},
+          idempotencyKey: idempotencyKey ?? null,
+          requestHash,
+        });
+      } catch (error) {
+        if (idempotencyKey === undefined || requestHash === null || !isIdempotencyKeyTaken(error)) {
+          throw error;
+        }
+        const replay = await replayOf(tenantId, idempotencyKey, requestHash);
+        if (!replay) throw error;
+        return replay;
+      }
+      const workflow = toWorkflow(row);
+      options.launch(workflow);
+      return { workflow, replayed: false };
+    },
+
+    async get(tenantId: string, id: string): Promise<Workflow> {
+      const row = await repository.findById(tenantId, id);
+      if (!row) throw notFound('Workflow');
+      return toWorkflow(row);
+    },
+
+    /** Newest first; `cursor` continues after the last item of a previous page. */
+    async list(
+      tenantId: string,
+      query: { sessionId?: string; status?: WorkflowStatus; limit: number; cursor?: string },
+    ): Promise<WorkflowPage> {
+      const rows = await repository.list(tenantId, {
+        sessionId: query.sessionId,
+        status: query.status,
+        // One more than asked tells whether another page follows.
+        limit: query.limit + 1,
+        after: query.cursor === undefined ? undefined : decodeCursor(query.cursor),
+      });
+      const page = rows.slice(0, query.limit);
+      const last = page.at(-1);
+      return {
+        items: page.map(toWorkflow),
+        nextCursor:
+          rows.length > query.limit && last
+            ? encodeCursor({ createdAtUs: last.created_at_us, id: last.id })
+            : null,
+      };
+    },
+
+    /**
+     * Cancels an unfinished workflow: one transaction moves it to
+     * `cancelled` with its workflow_end event (409 when it is finished
+     * already). A run on this replica is stopped at once; a run on another
+     * replica stops when that event reaches its event hub.
+     */
+    async cancel(tenantId: string, id: string): Promise<Workflow> {
+      const tracker = createWorkflowTracker({
+        db,
+        hub: options.hub,
+        tenantId,
+        workflowId: id,
+        origin: options.replicaId,
+        log: options.log.child({ workflowId: id }),
+      });
+      try {
+        const { workflow } = await tracker.end({
+          status: 'cancelled',
+          reason: 'cancelled by request',
+        });
+        options.stopLocalRun(id);
+        return workflow;
+      } finally {
+        tracker.close();
+      }
+    },
+  };
+}
+
+export type WorkflowService = ReturnType<typeof createWorkflowService>;
+
+/**
+ * SHA-256 of the request as validated (defaults applied, object keys
+ * sorted), so that a retry whose JSON differs only in key order or in
+ * spelling out a default counts as the same request.
+ */
+export function hashRequest(input: NewWorkflow): string {
+  const canonical = canonicalJson({
+    input: input.input,
+    sessionId: input.sessionId ?? null,
+    mode: input.mode,
+    model: input.model ?? null,
+    tools: input.tools ?? [],
+    metadata: input.metadata ?? {},
+  });
+  return createHash('sha256').update(canonical).digest('hex');
+}
+
+function canonicalJson(value: unknown): string {
+  if (Array.isArray(value)) return `[${value.map(canonicalJson).join(',')}]`;
+  if (value !== null && typeof value === 'object') {
+    const entries = Object.entries(value as Record<string, unknown>)
+      .filter(([, item]) => item !== undefined)
+      .sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0));
+    return `{${entries.map(([key, item]) => `${JSON.stringify(key)}:${canonicalJson(item)}`).join(',')}}`;
+  }
+  return JSON.stringify(value) ?? 'null';
+}
+
+function isIdempotencyKeyTaken(error: unknown): boolean {
+  if (typeof error !== 'object' || error === null) return false;
+  const { code, constraint } = error as { code?: unknown; constraint?: unknown };
+  return code === UNIQUE_VIOLATION && constraint === IDEMPOTENCY_INDEX;
+}
+
+/** A cursor is the last item's position, base64url-encoded: opaque to clients. */
+function encodeCursor(position: ListPosition): string {
+  return Buffer.from(`${position.createdAtUs}.${position.id}`).toString('base64url');
+}
+
+const CURSOR_PATTERN =
+  /^(\d{1,19})\.([0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12})$/;
+
+function decodeCursor(cursor: string): ListPosition {
+  const match = CURSOR_PATTERN.exec(Buffer.from(cursor, 'base64url').toString('utf8'));
+  if (!match?.[1] || !match[2]) {
+    throw badRequest('invalid_cursor', 'The cursor is not one this service returned', [
+      { field: 'query.cursor', message: 'invalid cursor' },
+    ]);
+  }
+  return { createdAtUs: match[1], id: match[2] };
+}

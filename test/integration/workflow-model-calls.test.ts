@@ -1,0 +1,158 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { startFakeProviderServer } from '../fakes/provider-server.js';
+import type { FakeProviderServer, FakeResponse } from '../fakes/provider-types.js';
+import { startTestApp, type TestApp } from '../support/app.js';
+import {
+  bootstrapOperator,
+  cancelWorkflow,
+  createTenant,
+  getWorkflow,
+  startWorkflow,
+  storedEvents,
+  type TestTenant,
+  waitFor,
+  waitForStatus,
+} from '../support/workflows.js';
+
+/**
+ * The minimal executor's model call through the real OpenAI and Anthropic
+ * SDKs against the fake provider server: retries and fallbacks become
+ * events, usage and cost reach the workflow, a provider failure fails the
+ * workflow with the provider-neutral code, and a cancel aborts the HTTP
+ * request to the provider. Chain: `primary` (OpenAI) -> `secondary` (Anthropic).
+ */
+
+let server: FakeProviderServer;
+let testApp: TestApp;
+let tenant: TestTenant;
+
+beforeAll(async () => {
+  server = await startFakeProviderServer();
+  const model = (name: string, provider: string, pricing: object, extra: object = {}) => ({
+    name,
+    provider,
+    modelId: `${name}-id`,
+    contextWindow: 8000,
+    maxOutputTokens: 256,
+    pricing,
+    ...extra,
+  });
+  testApp = await startTestApp({
+    WAYMARK_MODELS: JSON.stringify({
+      providers: [
+        { name: 'oai', kind: 'openai', baseUrl: server.openaiBaseUrl },
+        { name: 'ant', kind: 'anthropic', baseUrl: server.anthropicBaseUrl },
+      ],
+      models: [
+        model(
+          'primary',
+          'oai',
+          { input: 1, output: 2, cachedInput: 0.5 },
+          { fallbacks: ['secondary'] },
+        ),
+        model('secondary', 'ant', { input: 10, output: 20, cachedInput: 5 }),
+      ],
+      defaultModel: 'primary',
+    }),
+    LLM_BACKOFF_BASE_MS: '5',
+    LLM_BACKOFF_MAX_MS: '20',
+    LLM_MAX_RETRIES_PER_MODEL: '1',
+    LLM_BREAKER_THRESHOLD: '100',
+    RATE_LIMIT_MAX: '100000',
+  });
+  tenant = await createTenant(testApp, await bootstrapOperator(testApp), { name: 'models' });
+});
+afterAll(async () => {
+  await testApp?.close();
+  await server?.close();
+});
+
+const ok: FakeResponse = { kind: 'reply', text: 'Hello there', usage: { input: 10, output: 3 } };
+
+async function run(input: string) {
+  const id = await startWorkflow(testApp, tenant.key, { input });
+  const workflow = await waitForStatus(testApp, tenant.key, id, ['completed', 'failed']);
+  return { workflow, events: await storedEvents(testApp, id) };
+}
+
+describe('the model call of a workflow', () => {
+  it('a retried attempt is an llm_retry event; usage and cost reach the workflow', async () => {
+    server.enqueue({ kind: 'error', status: 500 }, ok);
+    const { workflow, events } = await run('Say hello');
+    expect(workflow).toMatchObject({
+      status: 'completed',
+      result: { answer: 'Hello there' },
+      usage: { inputTokens: 10, outputTokens: 3, cachedInputTokens: 0, costUsd: 16e-6 },
+    });
+    expect(events.map((event) => [event.type, event.status])).toEqual([
+      ['workflow_start', 'started'],
+      ['llm_call', 'started'],
+      ['llm_retry', 'retrying'],
+      ['llm_call', 'completed'],
+      ['answer', 'completed'],
+      ['usage', 'info'],
+      ['workflow_end', 'completed'],
+    ]);
+    expect(events[2]?.detail).toMatchObject({
+      model: 'primary',
+      attempt: 2,
+      error: { code: 'llm_server_error', message: 'The model provider failed' },
+    });
+    // The question reached the provider as the user message.
+    expect(server.requests.at(-1)?.body.messages).toEqual([{ role: 'user', content: 'Say hello' }]);
+  });
+
+  it('a fallback is an llm_fallback event, and the usage is priced at the model that answered', async () => {
+    server.enqueue({ kind: 'error', status: 500 }, { kind: 'error', status: 500 }, ok);
+    const { workflow, events } = await run('Fall back');
+    expect(workflow.status).toBe('completed');
+    const fallback = events.find((event) => event.type === 'llm_fallback');
+    expect(fallback).toMatchObject({
+      status: 'info',
+      detail: { from: 'primary', to: 'secondary', reason: 'error' },
+    });
+    expect(events.find((event) => event.type === 'usage')?.detail).toMatchObject({
+      model: 'secondary',
+      costUsd: (10 * 10 + 3 * 20) / 1e6,
+    });
+    expect(
+      events.find((event) => event.type === 'llm_call' && event.status === 'completed'),
+    ).toMatchObject({ detail: { model: 'secondary' } });
+  });
+
+  it('a provider error that is not retried fails the workflow with a provider-neutral error', async () => {
+    server.enqueue({ kind: 'error', status: 400, type: 'invalid_request' });
+    const { workflow, events } = await run('Bad request');
+    expect(workflow).toMatchObject({
+      status: 'failed',
+      result: null,
+      error: { code: 'llm_invalid_request', message: 'The model provider rejected the request' },
+    });
+    expect(events.map((event) => [event.type, event.status])).toEqual([
+      ['workflow_start', 'started'],
+      ['llm_call', 'started'],
+      ['llm_call', 'failed'],
+      ['workflow_end', 'failed'],
+    ]);
+  });
+
+  it('a cancel aborts the HTTP request to the provider', async () => {
+    const abortedBefore = server.abortedRequests();
+    server.enqueue({ kind: 'stall', afterChunks: ['Thinking'] });
+    const arrived = server.nextRequest();
+    const id = await startWorkflow(testApp, tenant.key, { input: 'Think hard' });
+    await arrived;
+    expect((await cancelWorkflow(testApp, tenant.key, id)).statusCode).toBe(202);
+    await waitFor(
+      () => (server.abortedRequests() > abortedBefore ? true : undefined),
+      'the provider request to be aborted',
+      1_000,
+    );
+    await waitFor(
+      () => (testApp.services.executions.isRunning(id) ? undefined : true),
+      'the run to stop',
+      1_000,
+    );
+    expect((await getWorkflow(testApp, tenant.key, id)).status).toBe('cancelled');
+  });
+});

@@ -1,0 +1,258 @@
+import { randomUUID } from 'node:crypto';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { workflowsRepository } from '../../src/store/workflows.js';
+import { transitionWorkflow } from '../../src/workflows/transitions.js';
+import { startTestApp, type TestApp } from '../support/app.js';
+import {
+  bootstrapOperator,
+  cancelWorkflow,
+  createTenant,
+  getWorkflow,
+  postWorkflow,
+  scriptedCatalogue,
+  startWorkflow,
+  storedEvents,
+  type TestTenant,
+  waitFor,
+  waitForStatus,
+} from '../support/workflows.js';
+
+/**
+ * Runs of the minimal executor: cancel (here and from another replica),
+ * concurrent transitions, shutdown drain, and the leases under them. The
+ * `slow` model pauses 200 ms between tokens, so its answer takes seconds.
+ */
+
+let testApp: TestApp;
+let tenant: TestTenant;
+
+beforeAll(async () => {
+  testApp = await startTestApp({
+    WAYMARK_MODELS: scriptedCatalogue(200),
+    RATE_LIMIT_MAX: '100000',
+  });
+  const operatorKey = await bootstrapOperator(testApp);
+  tenant = await createTenant(testApp, operatorKey, { name: 'runs' });
+});
+afterAll(async () => testApp?.close());
+
+/** Starts a slow workflow and waits until its answer is streaming. */
+async function startStreaming(app: TestApp, key: string): Promise<string> {
+  const response = await postWorkflow(app, key, { input: 'take your time', model: 'slow' });
+  expect(response.statusCode, response.body).toBe(202);
+  const id = response.json().id as string;
+  let streamed = '';
+  const unsubscribe = app.services.hub.subscribe(id, {
+    onEvent: () => undefined,
+    onTokens: (text) => {
+      streamed += text;
+    },
+  });
+  try {
+    await waitFor(() => (streamed.length > 0 ? true : undefined), 'the first tokens');
+  } finally {
+    unsubscribe();
+  }
+  return id;
+}
+
+async function ledgerOutcomes(app: TestApp, workflowId: string): Promise<string[]> {
+  await app.services.llm.ledger.flush();
+  const { rows } = await app.services.database.pool.query<{ outcome: string }>(
+    'SELECT outcome FROM llm_calls WHERE workflow_id = $1 ORDER BY attempt',
+    [workflowId],
+  );
+  return rows.map((row) => row.outcome);
+}
+
+function expectGapFree(events: { seq: number }[]): void {
+  expect(events.map((event) => event.seq)).toEqual(events.map((_, index) => index + 1));
+}
+
+describe('cancel', () => {
+  it('a running workflow ends cancelled within a second and its model call is aborted', async () => {
+    const id = await startStreaming(testApp, tenant.key);
+    const asked = performance.now();
+    const response = await cancelWorkflow(testApp, tenant.key, id);
+    expect(response.statusCode, response.body).toBe(202);
+    expect(response.json()).toMatchObject({ id, status: 'cancelled', result: null });
+
+    await waitFor(
+      () => (testApp.services.executions.isRunning(id) ? undefined : true),
+      'the run to stop',
+      1_000,
+    );
+    expect(performance.now() - asked).toBeLessThan(1_000);
+    expect(await getWorkflow(testApp, tenant.key, id)).toMatchObject({
+      status: 'cancelled',
+      finishedAt: expect.any(String),
+    });
+    expect(await ledgerOutcomes(testApp, id)).toEqual(['cancelled']);
+
+    // Nothing is appended after workflow_end, even once the aborted call has unwound.
+    await sleep(300);
+    const events = await storedEvents(testApp, id);
+    expectGapFree(events);
+    expect(events.map((event) => [event.type, event.status])).toEqual([
+      ['workflow_start', 'started'],
+      ['llm_call', 'started'],
+      ['workflow_end', 'cancelled'],
+    ]);
+  });
+
+  it('a finished workflow answers 409 workflow_finished', async () => {
+    const id = await startWorkflow(testApp, tenant.key, { input: 'quick' });
+    await waitForStatus(testApp, tenant.key, id, ['completed']);
+    const response = await cancelWorkflow(testApp, tenant.key, id);
+    expect(response.statusCode).toBe(409);
+    expect(response.json().code).toBe('workflow_finished');
+    expect((await getWorkflow(testApp, tenant.key, id)).status).toBe('completed');
+  });
+
+  it('two concurrent cancels: one wins with 202, the other gets 409', async () => {
+    const id = await startStreaming(testApp, tenant.key);
+    const responses = await Promise.all([
+      cancelWorkflow(testApp, tenant.key, id),
+      cancelWorkflow(testApp, tenant.key, id),
+    ]);
+    expect(responses.map((response) => response.statusCode).sort()).toEqual([202, 409]);
+    const loser = responses.find((response) => response.statusCode === 409);
+    expect(loser?.json().code).toBe('workflow_finished');
+    const events = await storedEvents(testApp, id);
+    expect(events.filter((event) => event.type === 'workflow_end')).toHaveLength(1);
+  });
+
+  it('a workflow cancelled right after its creation never produces an answer', async () => {
+    const id = await startWorkflow(testApp, tenant.key, { input: 'never mind', model: 'slow' });
+    expect((await cancelWorkflow(testApp, tenant.key, id)).statusCode).toBe(202);
+    await waitFor(
+      () => (testApp.services.executions.isRunning(id) ? undefined : true),
+      'no run of the cancelled workflow',
+      1_000,
+    );
+    await sleep(300);
+    const workflow = await getWorkflow(testApp, tenant.key, id);
+    expect(workflow.status).toBe('cancelled');
+    const events = await storedEvents(testApp, id);
+    expectGapFree(events);
+    expect(events.at(-1)).toMatchObject({ type: 'workflow_end', status: 'cancelled' });
+    expect(events.some((event) => event.type === 'answer')).toBe(false);
+  });
+
+  it('a cancel committed by another replica stops the run here through LISTEN/NOTIFY', async () => {
+    const id = await startStreaming(testApp, tenant.key);
+    // The transition another replica would make: its events are not
+    // published to this replica's hub in-process, only NOTIFYed.
+    await transitionWorkflow(testApp.services.database.db, {
+      tenantId: tenant.id,
+      workflowId: id,
+      to: 'cancelled',
+      events: [
+        {
+          type: 'workflow_end',
+          step: null,
+          status: 'cancelled',
+          detail: { reason: 'cancelled elsewhere' },
+          elapsedMs: null,
+        },
+      ],
+      origin: 'another-replica',
+    });
+    await waitFor(
+      () => (testApp.services.executions.isRunning(id) ? undefined : true),
+      'the run to stop',
+      1_000,
+    );
+    await sleep(300);
+    const events = await storedEvents(testApp, id);
+    expectGapFree(events);
+    expect(events.at(-1)).toMatchObject({ type: 'workflow_end', status: 'cancelled' });
+    expect(events.filter((event) => event.type === 'workflow_end')).toHaveLength(1);
+    expect(await ledgerOutcomes(testApp, id)).toEqual(['cancelled']);
+  });
+});
+
+describe('leases', () => {
+  it('one owner at a time; an expired lease can be claimed; renew and release only by the owner', async () => {
+    const repository = workflowsRepository(testApp.services.database.db);
+    const row = await repository.insert({
+      id: randomUUID(),
+      tenantId: tenant.id,
+      sessionId: null,
+      mode: 'auto',
+      model: 'scripted',
+      input: 'lease me',
+      tools: [],
+      metadata: {},
+      idempotencyKey: null,
+      requestHash: null,
+    });
+    const lease = { tenantId: tenant.id, id: row.id };
+    expect(await repository.claimLease({ ...lease, owner: 'a', leaseMs: 30_000 })).toMatchObject({
+      lease_owner: 'a',
+    });
+    expect(await repository.claimLease({ ...lease, owner: 'b', leaseMs: 30_000 })).toBeUndefined();
+    expect(await repository.renewLease({ ...lease, owner: 'b', leaseMs: 30_000 })).toBe(false);
+    expect(await repository.renewLease({ ...lease, owner: 'a', leaseMs: 1 })).toBe(true);
+    await sleep(20);
+    expect(await repository.claimLease({ ...lease, owner: 'b', leaseMs: 30_000 })).toMatchObject({
+      lease_owner: 'b',
+    });
+    expect(await repository.renewLease({ ...lease, owner: 'a', leaseMs: 30_000 })).toBe(false);
+    await repository.releaseLease({ ...lease, owner: 'a' });
+    expect((await repository.findById(tenant.id, row.id))?.lease_owner).toBe('b');
+    await repository.releaseLease({ ...lease, owner: 'b' });
+    expect(await repository.findById(tenant.id, row.id)).toMatchObject({
+      lease_owner: null,
+      lease_expires_at: null,
+    });
+    // Another tenant's id never matches.
+    expect(
+      await repository.claimLease({ tenantId: randomUUID(), id: row.id, owner: 'c', leaseMs: 1 }),
+    ).toBeUndefined();
+  });
+
+  it('a running workflow holds a lease owned by this replica', async () => {
+    const id = await startStreaming(testApp, tenant.key);
+    const { rows } = await testApp.services.database.pool.query(
+      'SELECT lease_owner, lease_expires_at > now() AS held FROM workflows WHERE id = $1',
+      [id],
+    );
+    expect(rows[0]).toEqual({ lease_owner: testApp.services.replicaId, held: true });
+    expect((await cancelWorkflow(testApp, tenant.key, id)).statusCode).toBe(202);
+  });
+});
+
+describe('shutdown drain', () => {
+  it('lets runs finish within the grace, interrupts the rest, and starts none afterwards', async () => {
+    const app = await startTestApp({ WAYMARK_MODELS: scriptedCatalogue(200) });
+    try {
+      const operatorKey = await bootstrapOperator(app);
+      const owner = await createTenant(app, operatorKey, { name: 'drain' });
+      const slow = await startStreaming(app, owner.key);
+      const quick = await startWorkflow(app, owner.key, { input: 'quick' });
+      await waitForStatus(app, owner.key, quick, ['running', 'completed']);
+
+      await app.services.executions.drain(1_000);
+      expect(app.services.executions.size()).toBe(0);
+      expect((await getWorkflow(app, owner.key, quick)).status).toBe('completed');
+      expect(await getWorkflow(app, owner.key, slow)).toMatchObject({
+        status: 'failed',
+        error: { code: 'shutdown_interrupted' },
+      });
+      const events = await storedEvents(app, slow);
+      expectGapFree(events);
+      expect(events.at(-1)).toMatchObject({ type: 'workflow_end', status: 'failed' });
+
+      const late = await startWorkflow(app, owner.key, { input: 'too late' });
+      const refused = await waitForStatus(app, owner.key, late, ['failed']);
+      expect(refused.error).toEqual({
+        code: 'shutdown_interrupted',
+        message: expect.any(String),
+      });
+    } finally {
+      await app.close();
+    }
+  });
+});

@@ -1,0 +1,424 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { bearer, startTestApp, type TestApp } from '../support/app.js';
+import {
+  bootstrapOperator,
+  countWorkflows,
+  createTenant,
+  getWorkflow,
+  postWorkflow,
+  scriptedCatalogue,
+  startWorkflow,
+  storedEvents,
+  type TestTenant,
+  waitForStatus,
+} from '../support/workflows.js';
+
+let testApp: TestApp;
+let operatorKey: string;
+
+beforeAll(async () => {
+  testApp = await startTestApp({ WAYMARK_MODELS: scriptedCatalogue(), RATE_LIMIT_MAX: '100000' });
+  operatorKey = await bootstrapOperator(testApp);
+});
+afterAll(async () => testApp?.close());
+
+const newTenant = (name: string, settings: Record<string, unknown> = {}) =>
+  createTenant(testApp, operatorKey, { name, ...settings });
+
+describe('creating a workflow', () => {
+  it('answers 202 with links, runs the model once and completes with the answer', async () => {
+    const tenant = await newTenant('create');
+    const response = await postWorkflow(testApp, tenant.key, { input: 'What is Waymark?' });
+    expect(response.statusCode, response.body).toBe(202);
+    const created = response.json();
+    expect(created).toEqual({
+      id: expect.any(String),
+      status: 'queued',
+      version: 1,
+      links: {
+        self: `/v1/workflows/${created.id}`,
+        events: `/v1/workflows/${created.id}/events`,
+        cancel: `/v1/workflows/${created.id}/cancel`,
+      },
+    });
+    expect(response.headers.location).toBe(`/v1/workflows/${created.id}`);
+
+    const done = await waitForStatus(testApp, tenant.key, created.id, ['completed', 'failed']);
+    expect(done).toMatchObject({
+      id: created.id,
+      status: 'completed',
+      mode: 'auto',
+      model: 'scripted',
+      input: 'What is Waymark?',
+      awaitingReason: null,
+      error: null,
+      // queued -> running -> completed
+      version: 3,
+      startedAt: expect.any(String),
+      finishedAt: expect.any(String),
+    });
+    const answer = (done.result as { answer: string }).answer;
+    expect(answer).toMatch(/^\[scripted model\] You asked: "What is Waymark\?"/);
+    const usage = done.usage as { inputTokens: number; outputTokens: number };
+    expect(usage.inputTokens).toBeGreaterThan(0);
+    expect(usage.outputTokens).toBeGreaterThan(0);
+
+    const events = await storedEvents(testApp, created.id);
+    expect(events.map((event) => event.seq)).toEqual(events.map((_, index) => index + 1));
+    expect(done.lastSeq).toBe(events.length);
+    expect(events.map((event) => [event.type, event.status])).toEqual([
+      ['workflow_start', 'started'],
+      ['llm_call', 'started'],
+      ['llm_call', 'completed'],
+      ['answer', 'completed'],
+      ['usage', 'info'],
+      ['workflow_end', 'completed'],
+    ]);
+    const byType = (type: string, status?: string) =>
+      events.find((event) => event.type === type && (!status || event.status === status));
+    expect(byType('llm_call', 'started')?.detail).toEqual({ model: 'scripted' });
+    expect(byType('llm_call', 'completed')?.elapsed_ms).toEqual(expect.any(Number));
+    expect(byType('answer')?.detail).toEqual({ text: answer });
+    expect(byType('usage')?.detail).toMatchObject({
+      model: 'scripted',
+      inputTokens: usage.inputTokens,
+      outputTokens: usage.outputTokens,
+    });
+
+    const { rows } = await testApp.services.database.pool.query(
+      'SELECT lease_owner, lease_expires_at FROM workflows WHERE id = $1',
+      [created.id],
+    );
+    expect(rows[0]).toEqual({ lease_owner: null, lease_expires_at: null });
+  });
+
+  it('with Accept: text/event-stream answers with the new workflow’s event stream', async () => {
+    const tenant = await newTenant('create streaming');
+    const response = await postWorkflow(
+      testApp,
+      tenant.key,
+      { input: 'Stream it' },
+      { accept: 'text/event-stream', 'idempotency-key': 'stream-1' },
+    );
+    expect(response.statusCode).toBe(200);
+    expect(response.headers['content-type']).toMatch(/^text\/event-stream/);
+    const frames = response.body
+      .split('\n\n')
+      .map((block) =>
+        Object.fromEntries(
+          block
+            .split('\n')
+            .map((line) => [line.slice(0, line.indexOf(': ')), line.slice(line.indexOf(': ') + 2)]),
+        ),
+      )
+      .filter((frame) => frame.id !== undefined);
+    expect(frames.map((frame) => Number(frame.id))).toEqual(frames.map((_, index) => index + 1));
+    expect(frames[0]?.event).toBe('workflow_start');
+    expect(frames.at(-1)?.event).toBe('workflow_end');
+    expect(JSON.parse(frames.at(-1)?.data ?? '{}')).toMatchObject({ status: 'completed' });
+    const answer = frames.find((frame) => frame.event === 'answer');
+    expect(JSON.parse(answer?.data ?? '{}').detail.text).toMatch(/^\[scripted model\]/);
+    expect(await countWorkflows(testApp, tenant.id)).toBe(1);
+
+    // A replay streams the same workflow's events again, and says it is one.
+    const replay = await postWorkflow(
+      testApp,
+      tenant.key,
+      { input: 'Stream it' },
+      { accept: 'text/event-stream', 'idempotency-key': 'stream-1' },
+    );
+    expect(replay.headers['idempotent-replayed']).toBe('true');
+    expect(replay.body).toContain('event: workflow_end');
+    expect(await countWorkflows(testApp, tenant.id)).toBe(1);
+  });
+
+  it('a wildcard Accept gets the JSON answer', async () => {
+    const tenant = await newTenant('create wildcard');
+    const response = await postWorkflow(testApp, tenant.key, { input: 'hi' }, { accept: '*/*' });
+    expect(response.statusCode).toBe(202);
+    expect(response.json().status).toBe('queued');
+  });
+
+  it('uses the requested model, else the tenant default', async () => {
+    const tenant = await newTenant('defaults', { defaultModel: 'slow' });
+    const requested = await startWorkflow(testApp, tenant.key, {
+      input: 'quick one',
+      model: 'scripted',
+    });
+    expect((await getWorkflow(testApp, tenant.key, requested)).model).toBe('scripted');
+    const defaulted = await startWorkflow(testApp, tenant.key, { input: 'default one' });
+    expect((await getWorkflow(testApp, tenant.key, defaulted)).model).toBe('slow');
+  });
+
+  it('keeps sessionId, mode, tools and metadata', async () => {
+    const tenant = await newTenant('fields');
+    const id = await startWorkflow(testApp, tenant.key, {
+      input: 'hello',
+      sessionId: 'chat-1',
+      mode: 'simple',
+      tools: ['web_search'],
+      metadata: { origin: 'test', nested: { n: 1 } },
+    });
+    expect(await getWorkflow(testApp, tenant.key, id)).toMatchObject({
+      sessionId: 'chat-1',
+      mode: 'simple',
+      tools: ['web_search'],
+      metadata: { origin: 'test', nested: { n: 1 } },
+    });
+  });
+});
+
+describe('validation', () => {
+  let tenant: TestTenant;
+  beforeAll(async () => {
+    tenant = await newTenant('validation', { allowedModels: ['scripted'] });
+  });
+
+  it.each([
+    ['no input', {}],
+    ['an empty input', { input: '' }],
+    ['a blank input', { input: '   \n' }],
+    ['an input over 100,000 characters', { input: 'x'.repeat(100_001) }],
+    ['a NUL in the input', { input: 'a\u0000b' }],
+    ['an unknown mode', { input: 'hi', mode: 'fast' }],
+    ['an unknown field', { input: 'hi', priority: 1 }],
+    ['metadata over 16 KiB', { input: 'hi', metadata: { blob: 'x'.repeat(16 * 1024) } }],
+    ['a NUL in metadata', { input: 'hi', metadata: { note: 'a\u0000b' } }],
+    ['metadata that is not an object', { input: 'hi', metadata: ['a'] }],
+    ['tools that are not names', { input: 'hi', tools: ['no spaces please'] }],
+  ])('%s answers 400 validation_failed and leaves no row', async (_, payload) => {
+    const response = await postWorkflow(testApp, tenant.key, payload);
+    expect(response.statusCode, response.body).toBe(400);
+    expect(response.json().code).toBe('validation_failed');
+    expect(await countWorkflows(testApp, tenant.id)).toBe(0);
+  });
+
+  it('an unknown model or one the tenant may not use answers 400 and leaves no row', async () => {
+    const unknown = await postWorkflow(testApp, tenant.key, { input: 'hi', model: 'gpt-99' });
+    expect(unknown.statusCode).toBe(400);
+    expect(unknown.json().code).toBe('unknown_model');
+    const forbidden = await postWorkflow(
+      testApp,
+      tenant.key,
+      { input: 'hi', model: 'slow' },
+      { 'idempotency-key': 'not-allowed-model' },
+    );
+    expect(forbidden.statusCode).toBe(400);
+    expect(forbidden.json()).toMatchObject({ code: 'model_not_allowed' });
+    expect(await countWorkflows(testApp, tenant.id)).toBe(0);
+    // The key of a refused request is still free.
+    const retried = await postWorkflow(
+      testApp,
+      tenant.key,
+      { input: 'hi' },
+      { 'idempotency-key': 'not-allowed-model' },
+    );
+    expect(retried.statusCode).toBe(202);
+  });
+
+  it('a malformed Idempotency-Key answers 400', async () => {
+    const response = await postWorkflow(
+      testApp,
+      tenant.key,
+      { input: 'hi' },
+      { 'idempotency-key': 'has spaces' },
+    );
+    expect(response.statusCode).toBe(400);
+    expect(response.json().errors[0].field).toBe('headers.idempotency-key');
+  });
+});
+
+describe('idempotent create', () => {
+  it('the same key and body twice: one workflow; the repeat answers 200 Idempotent-Replayed', async () => {
+    const tenant = await newTenant('idempotent');
+    const headers = { 'idempotency-key': 'order-42' };
+    const body = { input: 'once only', metadata: { a: 1, b: 2 }, mode: 'auto' };
+    const first = await postWorkflow(testApp, tenant.key, body, headers);
+    expect(first.statusCode).toBe(202);
+    expect(first.headers['idempotent-replayed']).toBeUndefined();
+    // Same request: key order and a spelled-out default do not make it another one.
+    const again = await postWorkflow(
+      testApp,
+      tenant.key,
+      { metadata: { b: 2, a: 1 }, input: 'once only' },
+      headers,
+    );
+    expect(again.statusCode).toBe(200);
+    expect(again.headers['idempotent-replayed']).toBe('true');
+    expect(again.json().id).toBe(first.json().id);
+    expect(await countWorkflows(testApp, tenant.id)).toBe(1);
+  });
+
+  it('the same key with a different body answers 409 idempotency_key_reused', async () => {
+    const tenant = await newTenant('reused key');
+    const headers = { 'idempotency-key': 'k-1' };
+    expect((await postWorkflow(testApp, tenant.key, { input: 'first' }, headers)).statusCode).toBe(
+      202,
+    );
+    const different = await postWorkflow(testApp, tenant.key, { input: 'second' }, headers);
+    expect(different.statusCode).toBe(409);
+    expect(different.json().code).toBe('idempotency_key_reused');
+    expect(await countWorkflows(testApp, tenant.id)).toBe(1);
+  });
+
+  it('10 concurrent creates with one key make exactly one workflow', async () => {
+    const tenant = await newTenant('concurrent key');
+    const responses = await Promise.all(
+      Array.from({ length: 10 }, () =>
+        postWorkflow(testApp, tenant.key, { input: 'race' }, { 'idempotency-key': 'race-1' }),
+      ),
+    );
+    const statuses = responses.map((response) => response.statusCode).sort();
+    expect(statuses).toEqual([200, 200, 200, 200, 200, 200, 200, 200, 200, 202]);
+    expect(new Set(responses.map((response) => response.json().id)).size).toBe(1);
+    expect(await countWorkflows(testApp, tenant.id)).toBe(1);
+    // Only the one created is run.
+    const id = responses[0]?.json().id as string;
+    await waitForStatus(testApp, tenant.key, id, ['completed']);
+    const starts = (await storedEvents(testApp, id)).filter(
+      (event) => event.type === 'workflow_start',
+    );
+    expect(starts).toHaveLength(1);
+  });
+
+  it('keys are per tenant: another tenant’s same key makes its own workflow', async () => {
+    const a = await newTenant('key owner a');
+    const b = await newTenant('key owner b');
+    const headers = { 'idempotency-key': 'shared-name' };
+    const fromA = await postWorkflow(testApp, a.key, { input: 'same' }, headers);
+    const fromB = await postWorkflow(testApp, b.key, { input: 'same' }, headers);
+    expect([fromA.statusCode, fromB.statusCode]).toEqual([202, 202]);
+    expect(fromA.json().id).not.toBe(fromB.json().id);
+  });
+});
+
+describe('listing', () => {
+  let tenant: TestTenant;
+  const session1: string[] = [];
+  const session2: string[] = [];
+
+  beforeAll(async () => {
+    tenant = await newTenant('listing');
+    // Created one by one so that creation order is newest-last.
+    for (let index = 0; index < 7; index++) {
+      session1.push(
+        await startWorkflow(testApp, tenant.key, { input: `s1 #${index}`, sessionId: 's1' }),
+      );
+    }
+    for (let index = 0; index < 3; index++) {
+      session2.push(
+        await startWorkflow(testApp, tenant.key, { input: `s2 #${index}`, sessionId: 's2' }),
+      );
+    }
+    for (const id of [...session1, ...session2]) {
+      await waitForStatus(testApp, tenant.key, id, ['completed']);
+    }
+  });
+
+  async function list(query: string, key = tenant.key) {
+    const response = await testApp.app.inject({
+      method: 'GET',
+      url: `/v1/workflows?${query}`,
+      headers: bearer(key),
+    });
+    expect(response.statusCode, response.body).toBe(200);
+    return response.json() as {
+      items: { id: string; status: string }[];
+      nextCursor: string | null;
+    };
+  }
+
+  async function listAll(query: string): Promise<string[][]> {
+    const pages: string[][] = [];
+    let cursor: string | null = null;
+    do {
+      const page = await list(`${query}${cursor ? `&cursor=${cursor}` : ''}`);
+      pages.push(page.items.map((item) => item.id));
+      cursor = page.nextCursor;
+    } while (cursor);
+    return pages;
+  }
+
+  it('pages through a session newest first, with no duplicate and no gap', async () => {
+    const pages = await listAll('sessionId=s1&limit=3');
+    expect(pages.map((page) => page.length)).toEqual([3, 3, 1]);
+    expect(pages.flat()).toEqual([...session1].reverse());
+  });
+
+  it('a limit equal to the count ends with a null cursor and no empty page', async () => {
+    const pages = await listAll('sessionId=s2&limit=3');
+    expect(pages).toEqual([[...session2].reverse()]);
+  });
+
+  it('without filters lists every workflow of the tenant, and only those', async () => {
+    const other = await newTenant('listing other');
+    await startWorkflow(testApp, other.key, { input: 'not yours', sessionId: 's1' });
+    const pages = await listAll('limit=4');
+    expect(pages.flat()).toEqual([...session1, ...session2].reverse());
+    expect((await list('', other.key)).items).toHaveLength(1);
+  });
+
+  it('rows created meanwhile do not shift the pages after the cursor', async () => {
+    const first = await list('sessionId=s1&limit=2');
+    await startWorkflow(testApp, tenant.key, { input: 'late', sessionId: 's-late' });
+    const second = await list(`sessionId=s1&limit=2&cursor=${first.nextCursor}`);
+    expect(second.items.map((item) => item.id)).toEqual([...session1].reverse().slice(2, 4));
+  });
+
+  it('filters by status', async () => {
+    expect((await list('status=completed&sessionId=s2')).items).toHaveLength(3);
+    expect((await list('status=failed')).items).toEqual([]);
+  });
+
+  it('a cursor it did not make, a bad status or limit answer 400', async () => {
+    for (const query of ['cursor=not-a-cursor', 'status=sleeping', 'limit=0', 'limit=101']) {
+      const response = await testApp.app.inject({
+        method: 'GET',
+        url: `/v1/workflows?${query}`,
+        headers: bearer(tenant.key),
+      });
+      expect(response.statusCode, query).toBe(400);
+    }
+    const forged = Buffer.from('123.not-a-uuid').toString('base64url');
+    const response = await testApp.app.inject({
+      method: 'GET',
+      url: `/v1/workflows?cursor=${forged}`,
+      headers: bearer(tenant.key),
+    });
+    expect(response.json().code).toBe('invalid_cursor');
+  });
+});
+
+describe('tenant isolation', () => {
+  it('another tenant’s workflow answers 404 on read and cancel', async () => {
+    const owner = await newTenant('owner');
+    const stranger = await newTenant('stranger');
+    const id = await startWorkflow(testApp, owner.key, { input: 'private' });
+    for (const [method, url] of [
+      ['GET', `/v1/workflows/${id}`],
+      ['POST', `/v1/workflows/${id}/cancel`],
+    ] as const) {
+      const response = await testApp.app.inject({ method, url, headers: bearer(stranger.key) });
+      expect(response.statusCode, `${method} ${url}`).toBe(404);
+      expect(response.json().code).toBe('not_found');
+    }
+    const unknown = await testApp.app.inject({
+      method: 'GET',
+      url: `/v1/workflows/${crypto.randomUUID()}`,
+      headers: bearer(owner.key),
+    });
+    expect(unknown.statusCode).toBe(404);
+    await waitForStatus(testApp, owner.key, id, ['completed']);
+  });
+
+  it('the workflow routes need an API key', async () => {
+    for (const [method, url] of [
+      ['POST', '/v1/workflows'],
+      ['GET', '/v1/workflows'],
+      ['GET', `/v1/workflows/${crypto.randomUUID()}`],
+      ['POST', `/v1/workflows/${crypto.randomUUID()}/cancel`],
+    ] as const) {
+      expect((await testApp.app.inject({ method, url })).statusCode, `${method} ${url}`).toBe(401);
+    }
+  });
+});

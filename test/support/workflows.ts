@@ -1,0 +1,151 @@
+import { setTimeout as sleep } from 'node:timers/promises';
+import { expect } from 'vitest';
+import { bearer, type TestApp } from './app.js';
+
+/** Helpers for tests that drive workflows through the HTTP API of a test app. */
+
+/** An offline catalogue: `scripted` answers at once, `slow` pauses between tokens. */
+export function scriptedCatalogue(slowTokenDelayMs = 200): string {
+  const model = (name: string, extra: Record<string, unknown> = {}) => ({
+    name,
+    provider: 'offline',
+    modelId: name,
+    contextWindow: 32_000,
+    maxOutputTokens: 1_000,
+    ...extra,
+  });
+  return JSON.stringify({
+    providers: [{ name: 'offline', kind: 'scripted' }],
+    models: [model('scripted'), model('slow', { scriptedTokenDelayMs: slowTokenDelayMs })],
+    defaultModel: 'scripted',
+  });
+}
+
+export interface TestTenant {
+  id: string;
+  key: string;
+}
+
+/** The operator's key, from the bootstrap of an empty database. */
+export async function bootstrapOperator(testApp: TestApp): Promise<string> {
+  const created = await testApp.services.tenancy.bootstrap();
+  if (!created) throw new Error('bootstrap created nothing on an empty database');
+  return created.adminKey.secret;
+}
+
+export async function createTenant(
+  testApp: TestApp,
+  operatorKey: string,
+  payload: Record<string, unknown>,
+): Promise<TestTenant> {
+  const response = await testApp.app.inject({
+    method: 'POST',
+    url: '/v1/tenants',
+    headers: bearer(operatorKey),
+    payload,
+  });
+  expect(response.statusCode, response.body).toBe(201);
+  const body = response.json() as { tenant: { id: string }; adminKey: { key: string } };
+  return { id: body.tenant.id, key: body.adminKey.key };
+}
+
+export function postWorkflow(
+  testApp: TestApp,
+  key: string,
+  payload: Record<string, unknown>,
+  headers: Record<string, string> = {},
+) {
+  return testApp.app.inject({
+    method: 'POST',
+    url: '/v1/workflows',
+    headers: { ...bearer(key), ...headers },
+    payload,
+  });
+}
+
+/** Creates a workflow and returns its id (202 expected). */
+export async function startWorkflow(
+  testApp: TestApp,
+  key: string,
+  payload: Record<string, unknown>,
+): Promise<string> {
+  const response = await postWorkflow(testApp, key, payload);
+  expect(response.statusCode, response.body).toBe(202);
+  return (response.json() as { id: string }).id;
+}
+
+export async function getWorkflow(testApp: TestApp, key: string, id: string) {
+  const response = await testApp.app.inject({
+    method: 'GET',
+    url: `/v1/workflows/${id}`,
+    headers: bearer(key),
+  });
+  expect(response.statusCode, response.body).toBe(200);
+  return response.json() as Record<string, unknown> & { status: string; version: number };
+}
+
+export function cancelWorkflow(testApp: TestApp, key: string, id: string) {
+  return testApp.app.inject({
+    method: 'POST',
+    url: `/v1/workflows/${id}/cancel`,
+    headers: bearer(key),
+  });
+}
+
+/** Polls until `check` returns a value other than undefined, or fails after `timeoutMs`. */
+export async function waitFor<T>(
+  check: () => Promise<T | undefined> | T | undefined,
+  what: string,
+  timeoutMs = 10_000,
+): Promise<T> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const value = await check();
+    if (value !== undefined) return value;
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+    await sleep(20);
+  }
+}
+
+export async function waitForStatus(
+  testApp: TestApp,
+  key: string,
+  id: string,
+  statuses: string[],
+  timeoutMs = 10_000,
+) {
+  return waitFor(
+    async () => {
+      const workflow = await getWorkflow(testApp, key, id);
+      return statuses.includes(workflow.status) ? workflow : undefined;
+    },
+    `workflow ${id} to be ${statuses.join(' or ')}`,
+    timeoutMs,
+  );
+}
+
+export interface StoredEvent {
+  seq: number;
+  type: string;
+  step: string | null;
+  status: string;
+  detail: Record<string, unknown>;
+  elapsed_ms: number | null;
+}
+
+/** The persisted events of a workflow, in seq order, straight from the store. */
+export async function storedEvents(testApp: TestApp, workflowId: string): Promise<StoredEvent[]> {
+  const { rows } = await testApp.services.database.pool.query<StoredEvent>(
+    'SELECT seq, type, step, status, detail, elapsed_ms FROM workflow_events WHERE workflow_id = $1 ORDER BY seq',
+    [workflowId],
+  );
+  return rows;
+}
+
+export async function countWorkflows(testApp: TestApp, tenantId: string): Promise<number> {
+  const { rows } = await testApp.services.database.pool.query<{ count: string }>(
+    'SELECT count(*) AS count FROM workflows WHERE tenant_id = $1',
+    [tenantId],
+  );
+  return Number(rows[0]?.count ?? 0);
+}
