@@ -103,7 +103,10 @@ export function createEventHub(options: EventHubOptions) {
           for (const subscriber of topic.subscribers) subscriber.onTokens(notification.text);
         })
         .catch((error: unknown) =>
-          log.error({ err: error, workflowId: notification.workflowId }, 'delivering tokens failed'),
+          log.error(
+            { err: error, workflowId: notification.workflowId },
+            'delivering tokens failed',
+          ),
         );
     } else {
       void catchUp(notification.workflowId, notification.lastSeq);

@@ -3,6 +3,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { WorkflowEvent } from '../../src/workflows/types.js';
 import { startTestApp, type TestApp } from '../support/app.js';
 import {
+  closeTestApp,
   eventually,
   insertWorkflow,
   listen,
@@ -26,7 +27,6 @@ const SEED = Number(process.env.REPLAY_SEED ?? 20_261_130);
 const WORKFLOWS = 20;
 
 let testApp: TestApp;
-const sockets = new Set<import('node:net').Socket>();
 let baseUrl: string;
 let tenantId: string;
 let key: string;
@@ -38,22 +38,11 @@ beforeAll(async () => {
     DATABASE_POOL_MAX: '20',
   });
   baseUrl = await listen(testApp);
-  testApp.app.server.on('connection', (socket) => sockets.add(socket));
   ({ tenantId, key } = await operatorTenant(testApp));
 });
 
 afterAll(async () => {
-  const count = await new Promise((r) => testApp.app.server.getConnections((_e, n) => r(n)));
-  console.log('connections before close', count, testApp.app.eventStreams.open.size);
-  for (const socket of sockets) {
-    if (socket.destroyed) continue;
-    const message = (socket as unknown as { _httpMessage?: { req?: { url?: string }; writableEnded?: boolean; writableFinished?: boolean; statusCode?: number } })._httpMessage;
-    console.log('open socket', socket.bytesWritten, message ? [message.req?.url, message.statusCode, message.writableEnded, message.writableFinished] : 'idle', socket.readyState);
-  }
-  const started = Date.now();
-  await testApp.app.close();
-  console.log('app closed in', Date.now() - started);
-  await testApp?.close();
+  if (testApp) await closeTestApp(testApp);
 });
 
 type ClientMode =

@@ -2,8 +2,12 @@ import { once } from 'node:events';
 import net from 'node:net';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { WorkflowEventRow } from '../../src/store/schema.js';
+import { workflowEventsRepository } from '../../src/store/workflow-events.js';
+import { toEvent } from '../../src/workflows/rows.js';
 import { bearer, startTestApp, startTestAppOn, type TestApp } from '../support/app.js';
 import {
+  closeTestApp,
   eventually,
   insertWorkflow,
   listen,
@@ -30,7 +34,7 @@ beforeAll(async () => {
 });
 
 afterAll(async () => {
-  await testApp?.close();
+  if (testApp) await closeTestApp(testApp);
 });
 
 interface ParsedFrame {
@@ -141,6 +145,35 @@ describe('GET /v1/workflows/:id/events', () => {
     );
   });
 
+  it('a live event that arrives after a gap is preceded by the missing events, read from the store', async () => {
+    const workflowId = await insertWorkflow(testApp, tenantId);
+    const stream = await openRaw(`/v1/workflows/${workflowId}/events`);
+    const tracker = trackerOn(testApp, { tenantId, workflowId });
+    await tracker.begin();
+    await eventually(() => stream.text().includes('id: 1\n'), 2_000, 'event 1 arrives');
+    // Two events committed, and only the second one published: what a
+    // subscriber sees when the publishes of concurrent emitters cross.
+    const rows = await testApp.services.database.db.transaction().execute((tx) =>
+      workflowEventsRepository(tx).append({
+        workflowId,
+        tenantId,
+        events: ['a', 'b'].map((step) => ({
+          type: 'tool_call',
+          step,
+          status: 'completed',
+          detail: {},
+          elapsedMs: null,
+        })),
+      }),
+    );
+    testApp.services.hub.publish([toEvent(rows[1] as WorkflowEventRow)]);
+    await eventually(() => stream.text().includes('id: 3\n'), 2_000, 'event 3 arrives');
+    await tracker.end({ status: 'completed', answer: 'done' });
+    await within(stream.finished, 5_000, 'the stream ends');
+    const ids = parseFrames(stream.text()).flatMap((frame) => frame.id ?? []);
+    expect(ids).toEqual(['1', '2', '3', '4']);
+  });
+
   it('a finished workflow is replayed at once and the stream ends; reconnecting after its last event answers 204', async () => {
     const workflowId = await finishedWorkflow(5);
     const stream = await openRaw(`/v1/workflows/${workflowId}/events`);
@@ -153,6 +186,22 @@ describe('GET /v1/workflows/:id/events', () => {
     });
     expect(again.status).toBe(204);
     expect(await again.text()).toBe('');
+  });
+
+  it('a history far longer than SSE_MAX_BUFFERED_EVENTS replays whole to a client that reads: pages wait for the socket', async () => {
+    const replica = await startTestAppOn(testApp.database, { SSE_MAX_BUFFERED_EVENTS: '10' });
+    try {
+      const replicaUrl = await listen(replica);
+      const workflowId = await finishedWorkflow(300);
+      const response = await fetch(`${replicaUrl}/v1/workflows/${workflowId}/events`, {
+        headers: bearer(key),
+      });
+      const text = await within(response.text(), 10_000, 'the replay ends');
+      const ids = parseFrames(text).flatMap((frame) => (frame.id ? [Number(frame.id)] : []));
+      expect(ids).toEqual(Array.from({ length: 300 }, (_, index) => index + 1));
+    } finally {
+      await replica.close();
+    }
   });
 
   it('replays after ?after=, and Last-Event-ID wins over ?after= (a browser reconnecting sends the newer position in it)', async () => {

@@ -127,10 +127,12 @@ describe('WorkflowTracker', () => {
     const tracker = trackerFor(workflowId);
     await tracker.begin();
     await tracker.end({ status: 'cancelled' });
-    await expect(tracker.emit('answer', null, 'completed', { text: 'late' })).rejects.toMatchObject({
-      status: 409,
-      code: 'workflow_finished',
-    });
+    await expect(tracker.emit('answer', null, 'completed', { text: 'late' })).rejects.toMatchObject(
+      {
+        status: 409,
+        code: 'workflow_finished',
+      },
+    );
     expect(await storedSeqs(workflowId)).toEqual([1, 2]);
   });
 

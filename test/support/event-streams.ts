@@ -16,6 +16,18 @@ export async function listen(testApp: TestApp): Promise<string> {
   return testApp.app.listen({ port: 0, host: '127.0.0.1' });
 }
 
+/**
+ * Closes a test app whose streams are over. Undici opens a fresh socket
+ * after a fetch is aborted mid-body (as EventSource.close() does); one that
+ * never carried a request counts as busy for Node until its headersTimeout
+ * (a minute), which would hold app.close() that long. So every connection
+ * left is closed first.
+ */
+export async function closeTestApp(testApp: TestApp): Promise<void> {
+  testApp.app.server.closeAllConnections();
+  await testApp.close();
+}
+
 /** The operator tenant and its admin key, from the bootstrap of the empty test database. */
 export async function operatorTenant(testApp: TestApp): Promise<{ tenantId: string; key: string }> {
   const created = await testApp.services.tenancy.bootstrap();

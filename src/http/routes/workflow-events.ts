@@ -76,7 +76,8 @@ export const workflowEventRoutes: FastifyPluginAsyncZod<{
         headers: eventsHeaders,
         response: {
           200: {
-            description: 'The event stream',
+            description:
+              'The event stream: a `retry:` field, then one frame per event (`id:` seq, `event:` type, `data:` JSON), `event: token` chunks without id, and `: heartbeat` comments',
             content: { 'text/event-stream': { schema: z.string() } },
           },
           204: z
