@@ -141,9 +141,10 @@ async function shutdown(running: Running, reason: string, exitCode = 0): Promise
   // until its client hangs up, which would hold the shutdown (and end it
   // "forced") for the whole grace period; so sweep idle ones until closed.
   const idleSweep = setInterval(() => running.app?.server.closeIdleConnections(), 250);
-  // Workflow runs get the same grace as requests, side by side: an event
-  // stream in flight ends when its workflow does. Runs still going after
-  // it are interrupted (failed: shutdown_interrupted).
+  // Workflow runs get the same grace as requests, side by side. Event
+  // streams end at once with a `retry:` hint (closing the app does that) and
+  // their clients resume on another replica with Last-Event-ID. Runs still
+  // going after the grace are interrupted (failed: shutdown_interrupted).
   const drained = running.services?.executions.drain(config.SHUTDOWN_GRACE_MS).catch((error) => {
     log.error({ err: error }, 'draining the workflow runs failed');
     exitCode = 1;
