@@ -1,5 +1,6 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import fp from 'fastify-plugin';
+import type { Workflow } from '../workflows/types.js';
 import { isFinished } from '../workflows/types.js';
 import { tenantIdOf } from './auth.js';
 import { type EventStreams, type OpenStream, openEventStream } from './event-stream.js';
@@ -55,12 +56,22 @@ export const eventStreams = fp(
 export async function streamWorkflowEvents(
   request: FastifyRequest,
   reply: FastifyReply,
-  options: { workflowId: string; afterSeq: number },
+  options: {
+    workflowId: string;
+    afterSeq: number;
+    /**
+     * The workflow as the caller just read or created it. Given, the stream
+     * subscribes without a database round trip first: a create that streams
+     * is subscribed before its run (scheduled with setImmediate) can emit,
+     * so not even the first token chunk is missed.
+     */
+    workflow?: Workflow;
+  },
 ): Promise<void> {
   const streams = request.server.eventStreams;
   if (!streams) throw new Error('register the eventStreams plugin before streaming events');
   const tenantId = tenantIdOf(request);
-  const workflow = await streams.workflows.get(tenantId, options.workflowId);
+  const workflow = options.workflow ?? (await streams.workflows.get(tenantId, options.workflowId));
   if (isFinished(workflow.status) && options.afterSeq >= workflow.lastSeq) {
     reply.code(204).send();
     return;

@@ -102,7 +102,7 @@ describe('creating a workflow', () => {
     );
     expect(response.statusCode).toBe(200);
     expect(response.headers['content-type']).toMatch(/^text\/event-stream/);
-    const frames = response.body
+    const allFrames = response.body
       .split('\n\n')
       .map((block) =>
         Object.fromEntries(
@@ -110,14 +110,20 @@ describe('creating a workflow', () => {
             .split('\n')
             .map((line) => [line.slice(0, line.indexOf(': ')), line.slice(line.indexOf(': ') + 2)]),
         ),
-      )
-      .filter((frame) => frame.id !== undefined);
+      );
+    const frames = allFrames.filter((frame) => frame.id !== undefined);
+    // Subscribed before the run starts: every token chunk of the answer is on the stream.
+    const streamedText = allFrames
+      .filter((frame) => frame.event === 'token')
+      .map((frame) => JSON.parse(frame.data ?? '{}').detail.text)
+      .join('');
     expect(frames.map((frame) => Number(frame.id))).toEqual(frames.map((_, index) => index + 1));
     expect(frames[0]?.event).toBe('workflow_start');
     expect(frames.at(-1)?.event).toBe('workflow_end');
     expect(JSON.parse(frames.at(-1)?.data ?? '{}')).toMatchObject({ status: 'completed' });
     const answer = frames.find((frame) => frame.event === 'answer');
     expect(JSON.parse(answer?.data ?? '{}').detail.text).toMatch(/^\[scripted model\]/);
+    expect(streamedText).toBe(JSON.parse(answer?.data ?? '{}').detail.text);
     expect(await countWorkflows(testApp, tenant.id)).toBe(1);
 
     // A replay streams the same workflow's events again, and says it is one.

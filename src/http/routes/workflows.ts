@@ -58,7 +58,11 @@ export const workflowRoutes: FastifyPluginAsyncZod<{ workflows: WorkflowService 
       );
       if (replayed) reply.header('Idempotent-Replayed', 'true');
       if (wantsEventStream(request)) {
-        await streamWorkflowEvents(request, reply, { workflowId: workflow.id, afterSeq: 0 });
+        await streamWorkflowEvents(request, reply, {
+          workflowId: workflow.id,
+          afterSeq: 0,
+          workflow,
+        });
         return;
       }
       return reply
