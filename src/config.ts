@@ -1,6 +1,8 @@
 import path from 'node:path';
 import { z } from 'zod';
 import { type Catalogue, catalogueSchema } from './llm/catalogue.js';
+import { DEFAULT_COMPLEX_KEYWORDS, parseKeywordList } from './orchestrator/classify-keywords.js';
+import { isHostPattern, parseHostPatterns } from './tools/host-allowlist.js';
 
 /**
  * Every setting of the service, read from the environment through this one
@@ -151,6 +153,27 @@ export const configSchema = z.object({
   LLM_BREAKER_PROBE_MS: integer(100, 3_600_000)
     .default(30_000)
     .describe('How often an open circuit probes its provider.'),
+  CLASSIFY_COMPLEX_KEYWORDS: z
+    .string()
+    .transform(parseKeywordList)
+    .pipe(z.array(z.string()).min(1, 'expected at least one keyword, comma-separated'))
+    .optional()
+    .describe(
+      `Words and phrases that make a question complex, comma-separated, matched as whole words, case-insensitively, a space or hyphen matching either; replaces the default list (${DEFAULT_COMPLEX_KEYWORDS.join(', ')}).`,
+    ),
+  CLASSIFY_WITH_MODEL: boolean
+    .default(false)
+    .describe(
+      'After the keywords, ask a cheap model whether a question is simple or complex; its answer decides, the keywords remain the fallback.',
+    ),
+  CLASSIFY_MODEL: z
+    .string()
+    .trim()
+    .min(1)
+    .optional()
+    .describe(
+      'Catalogue name of the model asked when CLASSIFY_WITH_MODEL is on; unset: the system default model.',
+    ),
   WORKFLOW_RETENTION_DAYS: integer(0, 36_500)
     .default(30)
     .describe(
@@ -159,6 +182,16 @@ export const configSchema = z.object({
   RETENTION_SWEEP_INTERVAL_MS: integer(1000, 7 * 86_400_000)
     .default(3_600_000)
     .describe('How often each replica sweeps for workflows past their retention.'),
+  SESSION_HISTORY_MAX_TOKENS: integer(0, 10_000_000)
+    .default(8000)
+    .describe(
+      'Estimated tokens of session history a workflow sees before its input; the oldest question-and-answer pairs are dropped first.',
+    ),
+  SESSION_HISTORY_FLOOR_TURNS: integer(0, 1000)
+    .default(2)
+    .describe(
+      'The latest question-and-answer pairs of a session a workflow always sees, even over SESSION_HISTORY_MAX_TOKENS.',
+    ),
   SSE_HEARTBEAT_MS: integer(10, 3_600_000)
     .default(15_000)
     .describe(
@@ -178,6 +211,52 @@ export const configSchema = z.object({
   TRUST_PROXY: boolean
     .default(false)
     .describe('Trust X-Forwarded-* headers (set behind a load balancer).'),
+  HTTP_TOOLS_ALLOWED_HOSTS: z
+    .string()
+    .transform(parseHostPatterns)
+    .pipe(
+      z.array(
+        z.string().refine(isHostPattern, {
+          error: (issue) =>
+            `"${String(issue.input)}" is not a host name, a *.domain wildcard or an IP`,
+        }),
+      ),
+    )
+    .default([])
+    .describe(
+      'Hosts HTTP tools may call, comma-separated; `*.example.com` matches its subdomains. Empty: any public host.',
+    ),
+  HTTP_TOOLS_ALLOW_PRIVATE: boolean
+    .default(false)
+    .describe(
+      'Let HTTP tools call loopback and private addresses (a tool server beside the service).',
+    ),
+  HTTP_FETCH_ALLOWED_HOSTS: z
+    .string()
+    .transform(parseHostPatterns)
+    .pipe(
+      z.array(
+        z.string().refine(isHostPattern, {
+          error: (issue) =>
+            `"${String(issue.input)}" is not a host name, a *.domain wildcard or an IP`,
+        }),
+      ),
+    )
+    .default([])
+    .describe(
+      'Hosts the built-in http_fetch tool may fetch, comma-separated; `*.example.com` matches its subdomains. Empty: the tool is not offered.',
+    ),
+  HTTP_FETCH_MAX_BYTES: integer(1024, 100 * 1024 * 1024)
+    .default(1024 * 1024)
+    .describe('Bytes of a response body http_fetch reads; the rest is cut with a note.'),
+  HTTP_FETCH_TIMEOUT_MS: integer(100, 600_000)
+    .default(15_000)
+    .describe('Time one http_fetch call may take, redirects and body included.'),
+  TOOL_OUTPUT_MAX_CHARS: integer(1000, 10_000_000)
+    .default(20_000)
+    .describe(
+      'Characters of one tool result put into the prompt; longer ones keep their head and tail with a note.',
+    ),
 });
 
 export type Config = z.infer<typeof configSchema>;

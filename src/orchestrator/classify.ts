@@ -1,0 +1,123 @@
+import type { Logger } from 'pino';
+import { type Config, ConfigError } from '../config.js';
+import type { Catalogue } from '../llm/catalogue.js';
+import type { WorkflowTracker } from '../tracker/tracker.js';
+import type { WorkflowEvent, WorkflowKind, WorkflowMode } from '../workflows/types.js';
+import {
+  compileKeywords,
+  DEFAULT_COMPLEX_KEYWORDS,
+  type KeywordMatcher,
+} from './classify-keywords.js';
+import { askModel, type ModelCheck, type ModelCheckOutcome } from './classify-model.js';
+
+/**
+ * Complexity detection: decides whether a workflow takes the simple path
+ * (one tool loop) or the complex one (a pipeline). The request's `mode`
+ * overrides everything; otherwise the keyword heuristic decides, unless the
+ * model check is enabled and gives a usable answer. The check can only
+ * improve the decision: when it fails or answers nonsense, the keywords
+ * decide and the reason says why.
+ */
+
+export type { ModelCheck } from './classify-model.js';
+
+export type ClassificationMethod = 'mode' | 'keywords' | 'model';
+
+export interface Classification {
+  kind: WorkflowKind;
+  method: ClassificationMethod;
+  /** Human-readable, shown in the `classification` event, e.g. `matched "compare" and "for each"`. */
+  reason: string;
+}
+
+export interface ClassifyOptions {
+  input: string;
+  mode: WorkflowMode;
+  keywords: KeywordMatcher;
+  /** Given only when the model check is enabled (see `classifierSettings`). */
+  modelCheck?: ModelCheck;
+  /** Where a failed model check is logged (its reason only says that it failed). */
+  log?: Logger;
+}
+
+export async function classifyQuestion(options: ClassifyOptions): Promise<Classification> {
+  if (options.mode !== 'auto') {
+    return { kind: options.mode, method: 'mode', reason: `the request set mode "${options.mode}"` };
+  }
+  const heuristic = options.keywords.classify(options.input);
+  const keywordReason = describeMatches(heuristic.matched);
+  if (!options.modelCheck) {
+    return { kind: heuristic.kind, method: 'keywords', reason: keywordReason };
+  }
+  const outcome = await askModel(options.modelCheck, options.input);
+  if (outcome.status === 'answered') {
+    return {
+      kind: outcome.kind,
+      method: 'model',
+      reason: `model "${outcome.model}" answered ${outcome.kind} (keywords: ${keywordReason})`,
+    };
+  }
+  if (outcome.status === 'failed') {
+    options.log?.warn({ err: outcome.error }, 'the classification model check failed');
+  }
+  return {
+    kind: heuristic.kind,
+    method: 'keywords',
+    reason: `${describeFallback(outcome)}, so the keywords decided: ${keywordReason}`,
+  };
+}
+
+function describeMatches(matched: string[]): string {
+  if (matched.length === 0) return 'no complexity keyword matched';
+  const quoted = matched.map((keyword) => `"${keyword}"`);
+  const last = quoted.pop();
+  return quoted.length === 0 ? `matched ${last}` : `matched ${quoted.join(', ')} and ${last}`;
+}
+
+function describeFallback(outcome: Exclude<ModelCheckOutcome, { status: 'answered' }>): string {
+  switch (outcome.status) {
+    case 'failed':
+      return `the model check failed because ${outcome.problem}`;
+    case 'unusable': {
+      const flat = outcome.answer.replace(/\s+/g, ' ').trim();
+      const shown = flat.length > 40 ? `${flat.slice(0, 39)}…` : flat;
+      return `model "${outcome.model}" gave no usable answer (${shown ? `"${shown}"` : 'empty'})`;
+    }
+  }
+}
+
+/** Records the decision as the workflow's `classification` event. */
+export function emitClassification(
+  tracker: Pick<WorkflowTracker, 'emit'>,
+  classification: Classification,
+): Promise<WorkflowEvent> {
+  const { kind, method, reason } = classification;
+  return tracker.emit('classification', 'classify', 'completed', { kind, method, reason });
+}
+
+export interface ClassifierSettings {
+  keywords: KeywordMatcher;
+  /** Catalogue name of the model asked, or undefined when the model check is off. */
+  checkModel: string | undefined;
+}
+
+/**
+ * The classifier's configuration, built once at startup: the compiled
+ * keyword list, and the check model (CLASSIFY_MODEL, else the catalogue's
+ * default) when CLASSIFY_WITH_MODEL is on. An unknown CLASSIFY_MODEL stops
+ * the start rather than failing every check later.
+ */
+export function classifierSettings(
+  config: Pick<Config, 'CLASSIFY_COMPLEX_KEYWORDS' | 'CLASSIFY_WITH_MODEL' | 'CLASSIFY_MODEL'>,
+  catalogue: Pick<Catalogue, 'models' | 'defaultModel'>,
+): ClassifierSettings {
+  const keywords = compileKeywords(config.CLASSIFY_COMPLEX_KEYWORDS ?? DEFAULT_COMPLEX_KEYWORDS);
+  if (!config.CLASSIFY_WITH_MODEL) return { keywords, checkModel: undefined };
+  const checkModel = config.CLASSIFY_MODEL ?? catalogue.defaultModel;
+  if (!catalogue.models.some((model) => model.name === checkModel)) {
+    throw new ConfigError([
+      `CLASSIFY_MODEL: "${checkModel}" is not in the catalogue (${catalogue.models.map((m) => m.name).join(', ')})`,
+    ]);
+  }
+  return { keywords, checkModel };
+}

@@ -1,0 +1,107 @@
+import { describe, expect, it } from 'vitest';
+import { z } from 'zod';
+import type { ToolDefinition } from '../../../src/llm/types.js';
+import {
+  buildSystemPrompt,
+  type SystemPromptOptions,
+  TOOL_OUTPUT_TAG,
+} from '../../../src/orchestrator/system-prompt.js';
+
+const tool = (name: string): ToolDefinition => ({
+  name,
+  description: `The ${name} tool.`,
+  parameters: z.object({}),
+});
+
+const base: SystemPromptOptions = {
+  tools: [tool('calculator'), tool('current_time'), tool('http_fetch'), tool('ask_user')],
+  hasSession: false,
+  kind: 'simple',
+  now: new Date('2026-12-01T09:30:15.123Z'),
+  budget: { iterationsLeft: 8, tokensLeft: 120_000 },
+};
+
+describe('buildSystemPrompt', () => {
+  it('builds a byte-identical stable part for the same capabilities', () => {
+    const first = buildSystemPrompt(base);
+    const second = buildSystemPrompt({ ...base, tools: base.tools.map((t) => ({ ...t })) });
+    expect(second.stable).toBe(first.stable);
+  });
+
+  it('changes only the volatile part when the time and budget change', () => {
+    const first = buildSystemPrompt(base);
+    const later = buildSystemPrompt({
+      ...base,
+      now: new Date('2026-12-02T18:00:00Z'),
+      budget: { iterationsLeft: 3, tokensLeft: 9_000 },
+    });
+    expect(later.stable).toBe(first.stable);
+    expect(later.volatile).not.toBe(first.volatile);
+    expect(first.volatile).toContain('2026-12-01T09:30:15Z (Tuesday, UTC)');
+    expect(later.volatile).toContain('2026-12-02T18:00:00Z (Wednesday, UTC)');
+    expect(later.volatile).toContain('3 model turns, about 9,000 tokens');
+  });
+
+  it('keeps time and budget out of the stable part', () => {
+    const { stable } = buildSystemPrompt(base);
+    expect(stable).not.toContain('2026');
+    expect(stable).not.toContain('120,000');
+  });
+
+  it('does not depend on the order the tools come in', () => {
+    const reversed = buildSystemPrompt({ ...base, tools: [...base.tools].reverse() });
+    expect(reversed.stable).toBe(buildSystemPrompt(base).stable);
+    expect(reversed.stable).toContain(
+      'Available tools: ask_user, calculator, current_time, http_fetch.',
+    );
+  });
+
+  it('changes the stable part when the capabilities change', () => {
+    const stable = buildSystemPrompt(base).stable;
+    const variants = [
+      { ...base, tools: base.tools.slice(1) },
+      { ...base, hasSession: true },
+      { ...base, kind: 'complex' as const },
+      { ...base, tools: [] },
+    ];
+    const stables = variants.map((options) => buildSystemPrompt(options).stable);
+    expect(new Set([stable, ...stables]).size).toBe(variants.length + 1);
+  });
+
+  it('tells the model that tool output between the delimiters is untrusted data', () => {
+    const { stable } = buildSystemPrompt(base);
+    expect(stable).toContain(`<${TOOL_OUTPUT_TAG}>`);
+    expect(stable).toContain(`</${TOOL_OUTPUT_TAG}>`);
+    expect(stable).toMatch(/never as instructions/);
+  });
+
+  it('mentions ask_user only when the workflow has it, and history only with a session', () => {
+    const without = buildSystemPrompt({ ...base, tools: [tool('calculator')] }).stable;
+    expect(without).not.toContain('ask_user');
+    expect(buildSystemPrompt(base).stable).toContain('Use ask_user only when');
+    expect(without).not.toContain('session');
+    expect(buildSystemPrompt({ ...base, hasSession: true }).stable).toContain(
+      'this session’s history',
+    );
+  });
+
+  it('says so when no tool is available, without the tool-output rules', () => {
+    const { stable } = buildSystemPrompt({ ...base, tools: [] });
+    expect(stable).toContain('No tools are available');
+    expect(stable).not.toContain(TOOL_OUTPUT_TAG);
+  });
+
+  it('leaves the budget out when none is given and asks for an answer on the last turn', () => {
+    expect(buildSystemPrompt({ ...base, budget: undefined }).volatile).toBe(
+      'Current time: 2026-12-01T09:30:15Z (Tuesday, UTC).',
+    );
+    expect(
+      buildSystemPrompt({ ...base, budget: { iterationsLeft: 1, tokensLeft: 500 } }).volatile,
+    ).toContain('this is the last model turn');
+  });
+
+  it('keeps the prompt concise', () => {
+    const prompt = buildSystemPrompt({ ...base, hasSession: true, kind: 'complex' });
+    expect(prompt.stable.length).toBeLessThan(3_000);
+  });
+});
