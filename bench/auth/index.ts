@@ -1,14 +1,12 @@
-import { mkdtemp, rm } from 'node:fs/promises';
 import http from 'node:http';
-import os from 'node:os';
-import path from 'node:path';
 import { parseArgs } from 'node:util';
-import { loadConfig } from '../../src/config.js';
 import { buildApp } from '../../src/http/app.js';
-import { createLogger } from '../../src/logger.js';
-import { closeServices, createServices } from '../../src/services.js';
-import { startEmbeddedPostgres } from '../../src/store/embedded-postgres.js';
-import { migrate, readMigrations } from '../../src/store/migrate.js';
+import {
+  type Cleanup,
+  runBenchmark,
+  startBenchDatabase,
+  startBenchServices,
+} from '../support/harness.js';
 
 /**
  * Authenticated `GET /v1/me` over real HTTP on keep-alive connections: the
@@ -60,60 +58,24 @@ export async function run(args: string[]): Promise<void> {
   const concurrency = wholeNumber('--concurrency', values.concurrency, 1);
   const warmup = wholeNumber('--warmup', values.warmup, 0);
 
-  // Ctrl-C stops the load, then the cleanup below still stops PostgreSQL,
-  // which runs in its own process group and would otherwise outlive us.
-  const interrupt = new AbortController();
-  const onSignal = () => interrupt.abort(new Error('interrupted'));
-  process.on('SIGINT', onSignal);
-  process.on('SIGTERM', onSignal);
-
-  // Undone in reverse order, each one even when an earlier one failed.
-  const cleanups: (() => Promise<unknown>)[] = [];
-  const failures: unknown[] = [];
-  let summary: Summary | undefined;
-  try {
-    summary = await benchmark({ requests, concurrency, warmup }, interrupt.signal, cleanups);
-  } catch (error) {
-    failures.push(error);
-  }
-  for (const cleanup of cleanups.reverse()) {
-    await cleanup().catch((error: unknown) => failures.push(error));
-  }
-  process.off('SIGINT', onSignal);
-  process.off('SIGTERM', onSignal);
-  if (failures.length === 1) throw failures[0];
-  if (failures.length > 1) throw new AggregateError(failures, 'bench auth failed');
-  // Printed once everything is stopped, so the summary line really is the last one.
-  if (summary) printSummary(summary, warmup);
+  await runBenchmark(
+    'auth',
+    (signal, cleanups) => benchmark({ requests, concurrency, warmup }, signal, cleanups),
+    (summary) => printSummary(summary, warmup),
+  );
 }
 
 async function benchmark(
   plan: { requests: number; concurrency: number; warmup: number },
   signal: AbortSignal,
-  cleanups: (() => Promise<unknown>)[],
+  cleanups: Cleanup[],
 ): Promise<Summary> {
-  const dataDir = await mkdtemp(path.join(os.tmpdir(), 'waymark-bench-auth-'));
-  cleanups.push(() => rm(dataDir, { recursive: true, force: true }));
-  const embedded = await startEmbeddedPostgres({
-    dataDir,
-    port: 0,
-    // Not 'warn': pg's pool.end() resolves before the server has seen its
-    // connections close, so the stop below logs one FATAL "terminating
-    // connection" per pooled connection. A failed start still throws with
-    // PostgreSQL's own output.
-    log: createLogger({ LOG_LEVEL: 'error' }),
+  const embedded = await startBenchDatabase(cleanups, 'auth');
+  const { services, bootstrap } = await startBenchServices(cleanups, {
+    databaseUrl: embedded.url,
+    // 1,000,000 is the most RATE_LIMIT_MAX accepts, far above what one run sends.
+    env: { RATE_LIMIT_MAX: '1000000' },
   });
-  cleanups.push(() => embedded.stop());
-
-  // 1,000,000 is the most RATE_LIMIT_MAX accepts, far above what one run sends.
-  const config = loadConfig({ LOG_LEVEL: 'silent', RATE_LIMIT_MAX: '1000000' });
-  const log = createLogger(config);
-  const migrations = await readMigrations();
-  const services = createServices({ config, log, databaseUrl: embedded.url, migrations });
-  cleanups.push(() => closeServices(services));
-  await migrate(services.database.pool, log, migrations);
-  const bootstrap = await services.tenancy.bootstrap();
-  if (!bootstrap) throw new Error('the fresh database already had a tenant; no key was issued');
 
   const app = await buildApp(services);
   cleanups.push(() => app.close());

@@ -1,20 +1,18 @@
-import { mkdtemp, rm } from 'node:fs/promises';
-import os from 'node:os';
-import path from 'node:path';
 import { parseArgs } from 'node:util';
 import { sql } from 'kysely';
 import type OpenAI from 'openai';
-import { loadConfig } from '../../src/config.js';
-import { createLlm, type Llm } from '../../src/llm/create-llm.js';
+import type { Llm } from '../../src/llm/create-llm.js';
 import { createOpenAiClient } from '../../src/llm/openai/index.js';
 import type { ModelRequest } from '../../src/llm/types.js';
-import { createLogger } from '../../src/logger.js';
-import { type Db, openDatabase } from '../../src/store/database.js';
-import { startEmbeddedPostgres } from '../../src/store/embedded-postgres.js';
-import { migrate, readMigrations } from '../../src/store/migrate.js';
-import { createTenancyService } from '../../src/tenancy/service.js';
+import type { Db } from '../../src/store/database.js';
 import { startFakeProviderServer } from '../../test/fakes/provider-server.js';
 import type { FakeReply } from '../../test/fakes/provider-types.js';
+import {
+  type Cleanup,
+  runBenchmark,
+  startBenchDatabase,
+  startBenchServices,
+} from '../support/harness.js';
 
 /**
  * What the model router costs on top of the OpenAI SDK it wraps: the same
@@ -74,87 +72,48 @@ export async function run(args: string[]): Promise<void> {
   const calls = wholeNumber('--calls', values.calls, 1);
   const warmup = wholeNumber('--warmup', values.warmup, 0);
 
-  // Ctrl-C ends the router call in flight (it gets this signal) or stops
-  // before the next call, then the cleanup below still stops PostgreSQL,
-  // which runs in its own process group and would otherwise outlive us.
-  const interrupt = new AbortController();
-  const onSignal = () => interrupt.abort(new Error('interrupted'));
-  process.on('SIGINT', onSignal);
-  process.on('SIGTERM', onSignal);
-
-  // Undone in reverse order, each one even when an earlier one failed.
-  const cleanups: (() => Promise<unknown>)[] = [];
-  const failures: unknown[] = [];
-  let summary: Summary | undefined;
-  try {
-    summary = await benchmark({ calls, warmup }, interrupt.signal, cleanups);
-  } catch (error) {
-    failures.push(error);
-  }
-  for (const cleanup of cleanups.reverse()) {
-    await cleanup().catch((error: unknown) => failures.push(error));
-  }
-  process.off('SIGINT', onSignal);
-  process.off('SIGTERM', onSignal);
-  if (failures.length === 1) throw failures[0];
-  if (failures.length > 1) throw new AggregateError(failures, 'bench llm-router failed');
-  // Printed once everything is stopped, so the summary line really is the last one.
-  if (summary) printSummary(summary);
+  await runBenchmark(
+    'llm-router',
+    (signal, cleanups) => benchmark({ calls, warmup }, signal, cleanups),
+    printSummary,
+  );
 }
 
 async function benchmark(
   plan: { calls: number; warmup: number },
   signal: AbortSignal,
-  cleanups: (() => Promise<unknown>)[],
+  cleanups: Cleanup[],
 ): Promise<Summary> {
-  const dataDir = await mkdtemp(path.join(os.tmpdir(), 'waymark-bench-llm-router-'));
-  cleanups.push(() => rm(dataDir, { recursive: true, force: true }));
-  const embedded = await startEmbeddedPostgres({
-    dataDir,
-    port: 0,
-    // Not 'warn': the pool's end logs one FATAL "terminating connection" per
-    // pooled connection at the stop below. A failed start still throws.
-    log: createLogger({ LOG_LEVEL: 'error' }),
-  });
-  cleanups.push(() => embedded.stop());
-
+  const embedded = await startBenchDatabase(cleanups, 'llm-router');
   const server = await startFakeProviderServer();
   cleanups.push(() => server.close());
 
-  const config = loadConfig({
-    LOG_LEVEL: 'silent',
-    WAYMARK_MODELS: JSON.stringify({
-      providers: [
-        { name: 'fake', kind: 'openai', baseUrl: server.openaiBaseUrl, apiKeyEnv: 'FAKE_KEY' },
-      ],
-      models: [
-        {
-          name: MODEL_NAME,
-          provider: 'fake',
-          modelId: MODEL_ID,
-          contextWindow: 128_000,
-          maxOutputTokens: MAX_OUTPUT_TOKENS,
-          pricing: { input: 0.15, output: 0.6, cachedInput: 0.075 },
-        },
-      ],
-      defaultModel: MODEL_NAME,
-    }),
+  const apiKey = 'sk-fake';
+  const { services, bootstrap } = await startBenchServices(cleanups, {
+    databaseUrl: embedded.url,
+    env: {
+      FAKE_KEY: apiKey,
+      WAYMARK_MODELS: JSON.stringify({
+        providers: [
+          { name: 'fake', kind: 'openai', baseUrl: server.openaiBaseUrl, apiKeyEnv: 'FAKE_KEY' },
+        ],
+        models: [
+          {
+            name: MODEL_NAME,
+            provider: 'fake',
+            modelId: MODEL_ID,
+            contextWindow: 128_000,
+            maxOutputTokens: MAX_OUTPUT_TOKENS,
+            pricing: { input: 0.15, output: 0.6, cachedInput: 0.075 },
+          },
+        ],
+        defaultModel: MODEL_NAME,
+      }),
+    },
   });
-  const log = createLogger(config);
-  const database = openDatabase({
-    url: embedded.url,
-    poolMax: config.DATABASE_POOL_MAX,
-    log,
-  });
-  cleanups.push(() => database.close());
-  await migrate(database.pool, log, await readMigrations());
-  const bootstrap = await createTenancyService(database.db).bootstrap();
-  if (!bootstrap) throw new Error('the fresh database already had a tenant');
+  const { llm, database, config } = services;
   const tenantId = bootstrap.tenant.id;
 
-  const apiKey = 'sk-fake';
-  const llm = createLlm({ config, env: { FAKE_KEY: apiKey }, db: database.db, log });
-  cleanups.push(() => llm.close());
   // The options createLlm gives the router's own client.
   const client = createOpenAiClient({
     apiKey,

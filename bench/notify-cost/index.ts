@@ -1,19 +1,19 @@
 import { randomUUID } from 'node:crypto';
-import { mkdtemp, rm } from 'node:fs/promises';
 import os from 'node:os';
-import path from 'node:path';
 import { parseArgs } from 'node:util';
 import pg from 'pg';
 import type { Logger } from 'pino';
-import { createLogger } from '../../src/logger.js';
 import { type Db, openDatabase } from '../../src/store/database.js';
-import { startEmbeddedPostgres } from '../../src/store/embedded-postgres.js';
-import { migrate, readMigrations } from '../../src/store/migrate.js';
 import { EVENTS_CHANNEL, workflowEventsRepository } from '../../src/store/workflow-events.js';
-import { createTenancyService } from '../../src/tenancy/service.js';
 import { createEventHub } from '../../src/tracker/event-hub.js';
 import { notificationPayload, parseNotification } from '../../src/tracker/notification.js';
 import { createWorkflowTracker, type WorkflowTracker } from '../../src/tracker/tracker.js';
+import {
+  type Cleanup,
+  runBenchmark,
+  startBenchDatabase,
+  startBenchServices,
+} from '../support/harness.js';
 
 /**
  * What NOTIFY costs the event log. PostgreSQL serialises the commits of
@@ -125,50 +125,23 @@ export async function run(args: string[]): Promise<void> {
   };
   if (plan.workflows < plan.clients) throw new Error('--workflows must be at least --clients');
 
-  const interrupt = new AbortController();
-  const onSignal = () => interrupt.abort(new Error('interrupted'));
-  process.on('SIGINT', onSignal);
-  process.on('SIGTERM', onSignal);
-
-  // Undone in reverse order, each one even when an earlier one failed.
-  const cleanups: (() => Promise<unknown>)[] = [];
-  const failures: unknown[] = [];
-  let results: Results | undefined;
-  try {
-    results = await benchmark(plan, interrupt.signal, cleanups);
-  } catch (error) {
-    failures.push(error);
-  }
-  for (const cleanup of cleanups.reverse()) {
-    await cleanup().catch((error: unknown) => failures.push(error));
-  }
-  process.off('SIGINT', onSignal);
-  process.off('SIGTERM', onSignal);
-  if (failures.length === 1) throw failures[0];
-  if (failures.length > 1) throw new AggregateError(failures, 'bench notify-cost failed');
-  if (results) printSummary(plan, results);
+  await runBenchmark(
+    'notify-cost',
+    (signal, cleanups) => benchmark(plan, signal, cleanups),
+    (results) => printSummary(plan, results),
+  );
 }
 
-async function benchmark(
-  plan: Plan,
-  signal: AbortSignal,
-  cleanups: (() => Promise<unknown>)[],
-): Promise<Results> {
-  const dataDir = await mkdtemp(path.join(os.tmpdir(), 'waymark-bench-notify-'));
-  cleanups.push(() => rm(dataDir, { recursive: true, force: true }));
-  const log = createLogger({ LOG_LEVEL: 'error' });
-  // 'error', not 'warn': stopping logs a FATAL "terminating connection" per pooled connection.
-  const embedded = await startEmbeddedPostgres({ dataDir, port: 0, log });
-  cleanups.push(() => embedded.stop());
-
-  const quiet = createLogger({ LOG_LEVEL: 'silent' });
-  const database = openDatabase({ url: embedded.url, poolMax: plan.clients, log: quiet });
-  cleanups.push(() => database.close());
-  const tokenDatabase = openDatabase({ url: embedded.url, poolMax: plan.streams, log: quiet });
+async function benchmark(plan: Plan, signal: AbortSignal, cleanups: Cleanup[]): Promise<Results> {
+  const embedded = await startBenchDatabase(cleanups, 'notify');
+  // The services' pool is the append clients' pool: one connection each.
+  const { services, bootstrap } = await startBenchServices(cleanups, {
+    databaseUrl: embedded.url,
+    env: { DATABASE_POOL_MAX: String(plan.clients) },
+  });
+  const { database, log } = services;
+  const tokenDatabase = openDatabase({ url: embedded.url, poolMax: plan.streams, log });
   cleanups.push(() => tokenDatabase.close());
-  await migrate(database.pool, quiet, await readMigrations());
-  const bootstrap = await createTenancyService(database.db).bootstrap();
-  if (!bootstrap) throw new Error('the fresh database already had a tenant');
   const tenantId = bootstrap.tenant.id;
 
   const workflowIds = await insertRunningWorkflows(database.db, tenantId, plan.workflows);
@@ -186,7 +159,7 @@ async function benchmark(
     clientWorkflows,
     streamWorkflows,
     listener,
-    log: quiet,
+    log,
   };
   // Warm-up: connections opened, plans cached, first WAL segments written.
   await runPhase(fixture, plan, 'notify', 1_000);

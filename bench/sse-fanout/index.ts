@@ -1,16 +1,16 @@
 import { type ChildProcess, spawn } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
-import { mkdtemp, rm } from 'node:fs/promises';
 import net from 'node:net';
 import os from 'node:os';
-import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
-import { createLogger } from '../../src/logger.js';
-import { type Db, openDatabase } from '../../src/store/database.js';
-import { startEmbeddedPostgres } from '../../src/store/embedded-postgres.js';
-import { migrate, readMigrations } from '../../src/store/migrate.js';
-import { createTenancyService } from '../../src/tenancy/service.js';
+import type { Db } from '../../src/store/database.js';
+import {
+  type Cleanup,
+  runBenchmark,
+  startBenchDatabase,
+  startBenchServices,
+} from '../support/harness.js';
 import type { FromServer, ServerOptions, ToServer } from './server.js';
 
 /**
@@ -107,53 +107,31 @@ export async function run(args: string[]): Promise<void> {
     transports,
   };
 
-  const interrupt = new AbortController();
-  const onSignal = () => interrupt.abort(new Error('interrupted'));
-  process.on('SIGINT', onSignal);
-  process.on('SIGTERM', onSignal);
-
-  // Undone in reverse order, each one even when an earlier one failed.
-  const cleanups: (() => Promise<unknown>)[] = [];
-  const failures: unknown[] = [];
-  const results: SizeResult[] = [];
-  try {
-    const fixture = await setUp(cleanups);
-    for (const size of plan.sizes) {
-      if (interrupt.signal.aborted) throw interrupt.signal.reason;
-      results.push(await measureSize(fixture, plan, size, interrupt.signal));
-    }
-  } catch (error) {
-    failures.push(error);
-  }
-  for (const cleanup of cleanups.reverse()) {
-    await cleanup().catch((error: unknown) => failures.push(error));
-  }
-  process.off('SIGINT', onSignal);
-  process.off('SIGTERM', onSignal);
-  if (failures.length === 1) throw failures[0];
-  if (failures.length > 1) throw new AggregateError(failures, 'bench sse-fanout failed');
-  printSummary(plan, results);
+  await runBenchmark(
+    'sse-fanout',
+    async (signal, cleanups) => {
+      const fixture = await setUp(cleanups);
+      const results: SizeResult[] = [];
+      for (const size of plan.sizes) {
+        if (signal.aborted) throw signal.reason;
+        results.push(await measureSize(fixture, plan, size, signal));
+      }
+      return results;
+    },
+    (results) => printSummary(plan, results),
+  );
 }
 
-async function setUp(cleanups: (() => Promise<unknown>)[]): Promise<Fixture> {
-  const dataDir = await mkdtemp(path.join(os.tmpdir(), 'waymark-bench-sse-'));
-  cleanups.push(() => rm(dataDir, { recursive: true, force: true }));
-  // 'error', not 'warn': stopping logs a FATAL "terminating connection" per pooled connection.
-  const embedded = await startEmbeddedPostgres({
-    dataDir,
-    port: 0,
-    log: createLogger({ LOG_LEVEL: 'error' }),
+async function setUp(cleanups: Cleanup[]): Promise<Fixture> {
+  const embedded = await startBenchDatabase(cleanups, 'sse');
+  // This process only inserts a workflow per size; the server process has its own pool.
+  const { services, bootstrap } = await startBenchServices(cleanups, {
+    databaseUrl: embedded.url,
+    env: { DATABASE_POOL_MAX: '2' },
   });
-  cleanups.push(() => embedded.stop());
-  const quiet = createLogger({ LOG_LEVEL: 'silent' });
-  const database = openDatabase({ url: embedded.url, poolMax: 2, log: quiet });
-  cleanups.push(() => database.close());
-  await migrate(database.pool, quiet, await readMigrations());
-  const bootstrap = await createTenancyService(database.db).bootstrap();
-  if (!bootstrap) throw new Error('the fresh database already had a tenant; no key was issued');
   return {
     databaseUrl: embedded.url,
-    db: database.db,
+    db: services.database.db,
     tenantId: bootstrap.tenant.id,
     adminSecret: bootstrap.adminKey.secret,
   };
