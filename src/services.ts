@@ -5,9 +5,11 @@ import type { Config } from './config.js';
 import { createLlm, type Llm } from './llm/create-llm.js';
 import { createExecutions, type Executions } from './orchestrator/executions.js';
 import { createMinimalExecutor } from './orchestrator/minimal-executor.js';
+import { createSessionService, type SessionService } from './sessions/service.js';
 import { type DatabaseHandle, openDatabase } from './store/database.js';
 import type { Migration } from './store/migrate.js';
 import { createTenancyService, type TenancyService } from './tenancy/service.js';
+import { createHttpToolsService, type HttpToolsService } from './tools/http-tools-service.js';
 import { createEventHub, type EventHub } from './tracker/event-hub.js';
 import { createRetentionSweeper, type RetentionSweeper } from './workflows/retention.js';
 import { createWorkflowService, type WorkflowService } from './workflows/service.js';
@@ -31,6 +33,10 @@ export interface Services {
   hub: EventHub;
   /** Create, read, list and cancel workflows. */
   workflows: WorkflowService;
+  /** Sessions: conversations whose history later workflows see. */
+  sessions: SessionService;
+  /** Tenants' HTTP tools: registration, listing, and their `Tool`s for a workflow. */
+  httpTools: HttpToolsService;
   /** The workflow runs on this replica; `drain` at shutdown. */
   executions: Executions;
   /** Removes finished workflows past the retention age; `start()` in main.ts. */
@@ -65,11 +71,18 @@ export function createServices(options: {
     log: options.log,
   });
   const executions = createExecutions({ log: options.log });
+  const sessions = createSessionService({ db: database.db });
   const executor = createMinimalExecutor({
     db: database.db,
     hub,
     router: llm.router,
+    catalogue: llm.catalogue,
     executions,
+    sessions,
+    sessionHistory: {
+      budgetTokens: options.config.SESSION_HISTORY_MAX_TOKENS,
+      floorTurns: options.config.SESSION_HISTORY_FLOOR_TURNS,
+    },
     replicaId,
     log: options.log,
   });
@@ -81,8 +94,17 @@ export function createServices(options: {
     database,
     migrations: options.migrations,
     tenancy: createTenancyService(database.db),
+    httpTools: createHttpToolsService({
+      db: database.db,
+      policy: {
+        allowedHosts: options.config.HTTP_TOOLS_ALLOWED_HOSTS,
+        allowPrivate: options.config.HTTP_TOOLS_ALLOW_PRIVATE,
+      },
+      log: options.log,
+    }),
     llm,
     executions,
+    sessions,
     retention: createRetentionSweeper({
       db: database.db,
       log: options.log,
@@ -93,6 +115,7 @@ export function createServices(options: {
       db: database.db,
       catalogue: llm.catalogue,
       hub,
+      sessions,
       replicaId,
       log: options.log,
       launch: executor.launch,

@@ -10,13 +10,16 @@ import { AppError } from '../errors.js';
 import { redactUrl } from '../logger.js';
 import type { Services } from '../services.js';
 import { createStreamTokens } from '../tenancy/stream-tokens.js';
+import { builtinTools } from '../tools/registry.js';
 import { bearerAuth } from './auth.js';
 import { installErrorHandling } from './error-handler.js';
 import { registerOpenApi } from './openapi.js';
 import { apiKeyRoutes } from './routes/api-keys.js';
 import { healthRoutes } from './routes/health.js';
 import { modelRoutes } from './routes/models.js';
+import { sessionRoutes } from './routes/sessions.js';
 import { tenantRoutes } from './routes/tenants.js';
+import { toolRoutes } from './routes/tools.js';
 import { workflowEventRoutes } from './routes/workflow-events.js';
 import { workflowRoutes } from './routes/workflows.js';
 import { eventStreams } from './sse.js';
@@ -97,6 +100,11 @@ export async function buildApp(services: Services): Promise<FastifyInstance> {
       await v1.register(apiKeyRoutes, { tenancy: services.tenancy });
       await v1.register(workflowRoutes, { workflows: services.workflows });
       await v1.register(workflowEventRoutes, { workflows: services.workflows, streamTokens });
+      await v1.register(toolRoutes, {
+        httpTools: services.httpTools,
+        builtins: builtinTools(config),
+      });
+      await v1.register(sessionRoutes, { sessions: services.sessions });
     },
     { prefix: '/v1' },
   );

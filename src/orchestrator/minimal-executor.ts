@@ -1,11 +1,14 @@
+import type { Transaction } from 'kysely';
 import type { Logger } from 'pino';
 import { AppError } from '../errors.js';
-import { costOf } from '../llm/catalogue.js';
+import { type Catalogue, costOf, type ProviderKind } from '../llm/catalogue.js';
 import type { LlmError } from '../llm/errors.js';
 import type { ModelRouter } from '../llm/router/router.js';
 import type { RouterEvent } from '../llm/router/types.js';
-import type { FinishReason, Usage } from '../llm/types.js';
+import type { FinishReason, Message, Usage } from '../llm/types.js';
+import type { SessionService } from '../sessions/service.js';
 import type { Db } from '../store/database.js';
+import type { Database } from '../store/schema.js';
 import { type WorkflowsRepository, workflowsRepository } from '../store/workflows.js';
 import type { EventHub } from '../tracker/event-hub.js';
 import { createWorkflowTracker, type WorkflowTracker } from '../tracker/tracker.js';
@@ -23,7 +26,13 @@ export interface MinimalExecutorOptions {
   db: Db;
   hub: EventHub;
   router: ModelRouter;
+  /** Whose tokeniser estimates the session history of a workflow's model. */
+  catalogue: Catalogue;
   executions: Executions;
+  /** A workflow with a session sees its history and adds its question and answer to it. */
+  sessions: Pick<SessionService, 'historyFor' | 'appendExchange'>;
+  /** How much session history a workflow sees (SESSION_HISTORY_* settings). */
+  sessionHistory: { budgetTokens: number; floorTurns: number };
   /** Lease owner and NOTIFY origin. */
   replicaId: string;
   log: Logger;
@@ -221,13 +230,15 @@ function leaseMsOf(options: MinimalExecutorOptions): number {
 async function answerWithOneModelCall(run: Run): Promise<void> {
   const { tracker, workflow } = run;
   throwIfStopped(run);
+  const history = await sessionHistoryOf(run);
+  throwIfStopped(run);
   await tracker.emit('llm_call', MODEL_STEP, 'started', { model: run.model });
   const callStarted = performance.now();
   let finishReason: FinishReason | undefined;
   let failure: LlmError | undefined;
   for await (const part of run.options.router.stream({
     model: workflow.model,
-    request: { messages: [{ role: 'user', content: workflow.input }] },
+    request: { messages: [...history, { role: 'user', content: workflow.input }] },
     signal: run.controller.signal,
     context: { tenantId: workflow.tenantId, workflowId: workflow.id },
     onEvent: (event) => report(run, event),
@@ -286,7 +297,50 @@ async function answerWithOneModelCall(run: Run): Promise<void> {
   await tracker.emit('answer', null, 'completed', { text: run.answer });
   await recordUsage(run);
   throwIfStopped(run);
-  await tracker.end({ status: 'completed', answer: run.answer }, performance.now() - run.startedAt);
+  await tracker.end(
+    { status: 'completed', answer: run.answer },
+    performance.now() - run.startedAt,
+    (tx) => appendToSession(run, tx),
+  );
+}
+
+/** The session's earlier questions and answers, trimmed to the history budget; none without a session. */
+async function sessionHistoryOf(run: Run): Promise<Message[]> {
+  const { options, workflow } = run;
+  if (workflow.sessionId === null) return [];
+  return options.sessions.historyFor(workflow.tenantId, workflow.sessionId, {
+    ...options.sessionHistory,
+    kind: providerKindOf(options.catalogue, workflow.model),
+  });
+}
+
+/**
+ * Adds the question and answer to the workflow's session, in the
+ * completion's transaction: whoever sees the workflow completed (its
+ * `workflow_end` event, a GET) and starts the next workflow of the session
+ * finds them in its history.
+ */
+async function appendToSession(run: Run, tx: Transaction<Database>): Promise<void> {
+  const { workflow } = run;
+  if (workflow.sessionId === null) return;
+  const appended = await run.options.sessions.appendExchange(
+    {
+      tenantId: workflow.tenantId,
+      sessionId: workflow.sessionId,
+      workflowId: workflow.id,
+      question: workflow.input,
+      answer: run.answer,
+    },
+    tx,
+  );
+  if (!appended) run.log.warn('the workflow’s session no longer exists; its answer is not added');
+}
+
+/** The provider kind behind a catalogue model; the scripted estimate when it is unknown. */
+function providerKindOf(catalogue: Catalogue, model: string): ProviderKind {
+  const entry = catalogue.models.find((candidate) => candidate.name === model);
+  const provider = catalogue.providers.find((candidate) => candidate.name === entry?.provider);
+  return provider?.kind ?? 'scripted';
 }
 
 /**

@@ -8,6 +8,9 @@ export interface Database {
   workflows: WorkflowsTable;
   workflow_events: WorkflowEventsTable;
   service_secrets: ServiceSecretsTable;
+  http_tools: HttpToolsTable;
+  sessions: SessionsTable;
+  session_messages: SessionMessagesTable;
 }
 
 export interface TenantsTable {
@@ -100,6 +103,41 @@ export interface ServiceSecretsTable {
   created_at: ColumnType<Date, never, never>;
 }
 
+export interface HttpToolsTable {
+  id: string;
+  tenant_id: string;
+  name: string;
+  description: string;
+  /** A JSON Schema object; written as a JSON string. */
+  parameters: ColumnType<Record<string, unknown>, string, never>;
+  url: string;
+  /** Header name -> value. The values are secrets: never returned by the API. */
+  headers: ColumnType<Record<string, string>, string, never>;
+  timeout_ms: number;
+  sequential: boolean;
+  created_at: ColumnType<Date, never, never>;
+}
+
+export interface SessionsTable {
+  id: string;
+  tenant_id: string;
+  title: string | null;
+  metadata: ColumnType<Record<string, unknown>, string, string>;
+  last_seq: Generated<number>;
+  created_at: ColumnType<Date, never, never>;
+  updated_at: ColumnType<Date, never, Date>;
+}
+
+export interface SessionMessagesTable {
+  session_id: string;
+  seq: number;
+  tenant_id: string;
+  role: string;
+  content: string;
+  workflow_id: string | null;
+  created_at: ColumnType<Date, never, never>;
+}
+
 export type WorkflowRow = Selectable<WorkflowsTable>;
 export type WorkflowEventRow = Selectable<WorkflowEventsTable>;
 
@@ -108,3 +146,7 @@ export type NewTenantRow = Insertable<TenantsTable>;
 export type ApiKeyRow = Selectable<ApiKeysTable>;
 export type NewApiKeyRow = Insertable<ApiKeysTable>;
 export type NewLlmCallRow = Insertable<LlmCallsTable>;
+export type HttpToolRow = Selectable<HttpToolsTable>;
+export type NewHttpToolRow = Insertable<HttpToolsTable>;
+export type SessionRow = Selectable<SessionsTable>;
+export type SessionMessageRow = Selectable<SessionMessagesTable>;

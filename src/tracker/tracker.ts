@@ -163,13 +163,17 @@ export function createWorkflowTracker(options: TrackerOptions) {
       });
     },
 
-    /** The final transition, with the `workflow_end` event; nothing is emitted after it. */
+    /**
+     * The final transition, with the `workflow_end` event; nothing is
+     * emitted after it. `alsoInTransaction` writes commit with it.
+     */
     end(
       outcome:
         | { status: 'completed'; answer: string }
         | { status: 'failed'; error: { code: string; message: string } }
         | { status: 'cancelled'; reason?: string },
       elapsedMs?: number,
+      alsoInTransaction?: Transition['alsoInTransaction'],
     ): Promise<TransitionResult> {
       const detail =
         outcome.status === 'failed'
@@ -190,6 +194,7 @@ export function createWorkflowTracker(options: TrackerOptions) {
             elapsedMs: elapsedMs ?? null,
           },
         ],
+        alsoInTransaction,
       });
     },
 

@@ -3,6 +3,7 @@ import type { Logger } from 'pino';
 import { badRequest, conflict, notFound } from '../errors.js';
 import type { Catalogue } from '../llm/catalogue.js';
 import { selectModel } from '../llm/model-selection.js';
+import type { SessionService } from '../sessions/service.js';
 import type { Db } from '../store/database.js';
 import { type ListPosition, workflowsRepository } from '../store/workflows.js';
 import type { Principal } from '../tenancy/types.js';
@@ -38,6 +39,8 @@ export interface WorkflowServiceOptions {
   db: Db;
   catalogue: Catalogue;
   hub: EventHub;
+  /** Checks that a workflow's sessionId names a session of its tenant. */
+  sessions: Pick<SessionService, 'exists'>;
   /** This replica's id: the NOTIFY origin of the transitions made here. */
   replicaId: string;
   log: Logger;
@@ -101,6 +104,17 @@ export function createWorkflowService(options: WorkflowServiceOptions) {
         tenant: principal.tenant,
         requested: input.model ?? null,
       });
+      if (
+        input.sessionId !== undefined &&
+        !(await options.sessions.exists(tenantId, input.sessionId))
+      ) {
+        throw badRequest('unknown_session', 'The sessionId names no session of this tenant', [
+          {
+            field: 'body.sessionId',
+            message: 'unknown session; create one with POST /v1/sessions',
+          },
+        ]);
+      }
       let row: Awaited<ReturnType<typeof repository.insert>>;
       try {
         row = await repository.insert({

@@ -1,7 +1,7 @@
-import { sql } from 'kysely';
+import { sql, type Transaction } from 'kysely';
 import { conflict, notFound } from '../errors.js';
 import type { Db } from '../store/database.js';
-import type { WorkflowRow } from '../store/schema.js';
+import type { Database, WorkflowRow } from '../store/schema.js';
 import { type NewEventRow, workflowEventsRepository } from '../store/workflow-events.js';
 import { notificationPayload } from '../tracker/notification.js';
 import { toEvent, toWorkflow } from './rows.js';
@@ -28,6 +28,11 @@ export interface TransitionInput {
   error?: WorkflowError;
   /** Events appended in the same transaction. */
   events: NewEventRow[];
+  /**
+   * More writes that commit or roll back with the transition, made once it
+   * has passed its checks (a completed workflow's messages in its session).
+   */
+  alsoInTransaction?: (tx: Transaction<Database>) => Promise<void>;
   /** Replica id, carried in the NOTIFY so the origin can skip its own echo. */
   origin: string;
 }
@@ -83,6 +88,7 @@ export async function transitionWorkflow(
       })
       .where('id', '=', input.workflowId)
       .execute();
+    await input.alsoInTransaction?.(tx);
     const events = workflowEventsRepository(tx);
     const appended = await events.append({
       workflowId: input.workflowId,

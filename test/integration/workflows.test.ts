@@ -3,6 +3,7 @@ import { bearer, startTestApp, type TestApp } from '../support/app.js';
 import {
   bootstrapOperator,
   countWorkflows,
+  createSession,
   createTenant,
   getWorkflow,
   postWorkflow,
@@ -158,15 +159,16 @@ describe('creating a workflow', () => {
 
   it('keeps sessionId, mode, tools and metadata', async () => {
     const tenant = await newTenant('fields');
+    const sessionId = await createSession(testApp, tenant.key);
     const id = await startWorkflow(testApp, tenant.key, {
       input: 'hello',
-      sessionId: 'chat-1',
+      sessionId,
       mode: 'simple',
       tools: ['web_search'],
       metadata: { origin: 'test', nested: { n: 1 } },
     });
     expect(await getWorkflow(testApp, tenant.key, id)).toMatchObject({
-      sessionId: 'chat-1',
+      sessionId,
       mode: 'simple',
       tools: ['web_search'],
       metadata: { origin: 'test', nested: { n: 1 } },
@@ -300,20 +302,24 @@ describe('idempotent create', () => {
 
 describe('listing', () => {
   let tenant: TestTenant;
+  let s1: string;
+  let s2: string;
   const session1: string[] = [];
   const session2: string[] = [];
 
   beforeAll(async () => {
     tenant = await newTenant('listing');
+    s1 = await createSession(testApp, tenant.key);
+    s2 = await createSession(testApp, tenant.key);
     // Created one by one so that creation order is newest-last.
     for (let index = 0; index < 7; index++) {
       session1.push(
-        await startWorkflow(testApp, tenant.key, { input: `s1 #${index}`, sessionId: 's1' }),
+        await startWorkflow(testApp, tenant.key, { input: `s1 #${index}`, sessionId: s1 }),
       );
     }
     for (let index = 0; index < 3; index++) {
       session2.push(
-        await startWorkflow(testApp, tenant.key, { input: `s2 #${index}`, sessionId: 's2' }),
+        await startWorkflow(testApp, tenant.key, { input: `s2 #${index}`, sessionId: s2 }),
       );
     }
     for (const id of [...session1, ...session2]) {
@@ -346,33 +352,34 @@ describe('listing', () => {
   }
 
   it('pages through a session newest first, with no duplicate and no gap', async () => {
-    const pages = await listAll('sessionId=s1&limit=3');
+    const pages = await listAll(`sessionId=${s1}&limit=3`);
     expect(pages.map((page) => page.length)).toEqual([3, 3, 1]);
     expect(pages.flat()).toEqual([...session1].reverse());
   });
 
   it('a limit equal to the count ends with a null cursor and no empty page', async () => {
-    const pages = await listAll('sessionId=s2&limit=3');
+    const pages = await listAll(`sessionId=${s2}&limit=3`);
     expect(pages).toEqual([[...session2].reverse()]);
   });
 
   it('without filters lists every workflow of the tenant, and only those', async () => {
     const other = await newTenant('listing other');
-    await startWorkflow(testApp, other.key, { input: 'not yours', sessionId: 's1' });
+    const theirs = await createSession(testApp, other.key);
+    await startWorkflow(testApp, other.key, { input: 'not yours', sessionId: theirs });
     const pages = await listAll('limit=4');
     expect(pages.flat()).toEqual([...session1, ...session2].reverse());
     expect((await list('', other.key)).items).toHaveLength(1);
   });
 
   it('rows created meanwhile do not shift the pages after the cursor', async () => {
-    const first = await list('sessionId=s1&limit=2');
-    await startWorkflow(testApp, tenant.key, { input: 'late', sessionId: 's-late' });
-    const second = await list(`sessionId=s1&limit=2&cursor=${first.nextCursor}`);
+    const first = await list(`sessionId=${s1}&limit=2`);
+    await startWorkflow(testApp, tenant.key, { input: 'late', sessionId: s1 });
+    const second = await list(`sessionId=${s1}&limit=2&cursor=${first.nextCursor}`);
     expect(second.items.map((item) => item.id)).toEqual([...session1].reverse().slice(2, 4));
   });
 
   it('filters by status', async () => {
-    expect((await list('status=completed&sessionId=s2')).items).toHaveLength(3);
+    expect((await list(`status=completed&sessionId=${s2}`)).items).toHaveLength(3);
     expect((await list('status=failed')).items).toEqual([]);
   });
 

@@ -149,3 +149,19 @@ export async function countWorkflows(testApp: TestApp, tenantId: string): Promis
   );
   return Number(rows[0]?.count ?? 0);
 }
+
+/** Creates a session of the key's tenant and returns its id. */
+export async function createSession(
+  testApp: TestApp,
+  key: string,
+  payload: Record<string, unknown> = {},
+): Promise<string> {
+  const response = await testApp.app.inject({
+    method: 'POST',
+    url: '/v1/sessions',
+    headers: bearer(key),
+    payload,
+  });
+  expect(response.statusCode, response.body).toBe(201);
+  return (response.json() as { id: string }).id;
+}

@@ -29,7 +29,9 @@ export const createWorkflowBody = z
       .string()
       .regex(/^[A-Za-z0-9._:-]{1,128}$/, 'letters, digits and . _ : - only, at most 128')
       .optional()
-      .describe('Groups workflows into one conversation'),
+      .describe(
+        'Id of a session of the tenant (POST /v1/sessions): the workflow sees its history, and its question and answer are appended when it completes',
+      ),
     mode: z
       .enum(WORKFLOW_MODES)
       .default('auto')

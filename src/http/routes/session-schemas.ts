@@ -1,0 +1,105 @@
+import { z } from 'zod';
+import type { SessionWithMessages } from '../../sessions/service.js';
+import { SESSION_ROLES, type Session } from '../../sessions/types.js';
+import { nameSchema } from './schemas.js';
+
+/** Wire shapes of the session routes; the OpenAPI document names them. */
+
+const MAX_METADATA_BYTES = 16 * 1024;
+
+export const createSessionBody = z
+  .object({
+    title: nameSchema.optional().describe('A name for people, at most 200 characters'),
+    metadata: z
+      .record(z.string(), z.unknown())
+      .refine(
+        (metadata) => Buffer.byteLength(JSON.stringify(metadata)) <= MAX_METADATA_BYTES,
+        `must be at most ${MAX_METADATA_BYTES} bytes as JSON`,
+      )
+      .refine(
+        // PostgreSQL rejects NUL in jsonb strings; refusing it here makes it a 400, not a 500.
+        (metadata) => !JSON.stringify(metadata).includes('\\u0000'),
+        'must not contain NUL characters',
+      )
+      .optional()
+      .describe('Client data kept with the session, at most 16 KiB as JSON'),
+  })
+  .strict();
+
+export const sessionMessagesQuery = z
+  .object({
+    after: z.coerce
+      .number()
+      .int()
+      .min(0)
+      // seq is a PostgreSQL integer.
+      .max(2_147_483_647)
+      .default(0)
+      .describe('Seq of the last message already read (nextAfter of the previous page)'),
+    limit: z.coerce.number().int().min(1).max(200).default(50),
+  })
+  .strict();
+
+export const sessionMessageSchema = z
+  .object({
+    seq: z.number().int().describe('1, 2, 3... without gaps'),
+    role: z.enum(SESSION_ROLES),
+    content: z.string(),
+    workflowId: z.uuid().nullable().describe('The workflow whose question or answer this is'),
+    createdAt: z.iso.datetime(),
+  })
+  .meta({ id: 'SessionMessage' });
+
+const sessionFields = {
+  id: z.uuid(),
+  title: z.string().nullable(),
+  metadata: z.record(z.string(), z.unknown()),
+  lastSeq: z.number().int().describe('Seq of the latest message; 0 while there is none'),
+  createdAt: z.iso.datetime(),
+  updatedAt: z.iso.datetime(),
+};
+
+export const sessionSchema = z.object(sessionFields).meta({ id: 'Session' });
+
+export const sessionWithMessagesSchema = z
+  .object({
+    ...sessionFields,
+    messages: z
+      .array(sessionMessageSchema)
+      .describe(
+        'A page of the messages, oldest first: each completed workflow’s question and answer',
+      ),
+    nextAfter: z
+      .number()
+      .int()
+      .nullable()
+      .describe('Pass as `after` for the next page; null on the last page'),
+  })
+  .meta({ id: 'SessionWithMessages' });
+
+export function sessionToWire(session: Session): z.infer<typeof sessionSchema> {
+  return {
+    id: session.id,
+    title: session.title,
+    metadata: session.metadata,
+    lastSeq: session.lastSeq,
+    createdAt: session.createdAt.toISOString(),
+    updatedAt: session.updatedAt.toISOString(),
+  };
+}
+
+export function sessionWithMessagesToWire(
+  page: SessionWithMessages,
+): z.infer<typeof sessionWithMessagesSchema> {
+  return {
+    ...sessionToWire(page.session),
+    messages: page.messages.map((message) => ({
+      seq: message.seq,
+      role: message.role,
+      content: message.content,
+      workflowId: message.workflowId,
+      createdAt: message.createdAt.toISOString(),
+    })),
+    nextAfter: page.nextAfter,
+  };
+}

@@ -1,0 +1,227 @@
+import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
+import { z } from 'zod';
+import { toolParametersJsonSchema } from '../../llm/tool-arguments.js';
+import type { HttpToolInfo, HttpToolsService } from '../../tools/http-tools-service.js';
+import type { Tool } from '../../tools/types.js';
+import { principalOf } from '../auth.js';
+import { problemResponses } from '../problem.js';
+import { idParamsSchema } from './schemas.js';
+
+/**
+ * Tools of the caller's tenant: its HTTP tools (registered here) and the
+ * built-ins every tenant has. One HTTP tool is addressed by its id, like
+ * every other resource; built-ins have no id and are only listed.
+ */
+
+const MAX_HEADERS = 32;
+/** Set by the service on every call; a stored value would be overridden or clash. */
+const RESERVED_HEADERS = new Set([
+  'content-type',
+  'content-length',
+  'transfer-encoding',
+  'idempotency-key',
+  'host',
+  'connection',
+]);
+const HEADER_NAME = /^[!#$%&'*+.^_`|~0-9A-Za-z-]{1,100}$/;
+/** RFC 9110 field values: no CR, LF or NUL, which would split or end the header. */
+const HEADER_VALUE = /^[\t\x20-\x7e\x80-\xff]{0,8192}$/;
+
+const toolNameSchema = z
+  .string()
+  .regex(
+    /^[a-zA-Z][a-zA-Z0-9_-]{0,63}$/,
+    'a letter, then letters, digits, _ or -, at most 64 characters',
+  );
+
+const parametersSchema = z
+  .record(z.string(), z.unknown())
+  .describe('JSON Schema of the arguments: an object schema, offered to the model as given');
+
+const headersSchema = z
+  .record(
+    z.string().regex(HEADER_NAME, 'not a valid header name'),
+    z.string().regex(HEADER_VALUE, 'must not contain line breaks or NUL, at most 8192 characters'),
+  )
+  .refine((headers) => Object.keys(headers).length <= MAX_HEADERS, `at most ${MAX_HEADERS} headers`)
+  .refine(
+    (headers) => Object.keys(headers).every((name) => !RESERVED_HEADERS.has(name.toLowerCase())),
+    `must not set ${[...RESERVED_HEADERS].join(', ')}: the service sets them`,
+  )
+  .refine((headers) => {
+    const names = Object.keys(headers).map((name) => name.toLowerCase());
+    return new Set(names).size === names.length;
+  }, 'names a header twice (header names are case-insensitive)');
+
+const createToolBody = z
+  .object({
+    name: toolNameSchema.describe('What the model calls the tool; unique in the tenant'),
+    description: z
+      .string()
+      .trim()
+      .min(1)
+      .max(4000)
+      .refine((text) => !text.includes('\u0000'), 'must not contain NUL characters')
+      .describe('What the tool does and when to use it, for the model'),
+    parameters: parametersSchema.refine(
+      (schema) => !JSON.stringify(schema).includes('\\u0000'),
+      'must not contain NUL characters',
+    ),
+    url: z
+      .url({ protocol: /^https?$/, error: 'must be an http or https URL' })
+      .max(2048)
+      .describe('Called with POST and the arguments as a JSON body'),
+    headers: headersSchema
+      .default({})
+      .describe('Sent with every call, e.g. Authorization. Values are secrets: never shown again'),
+    timeoutMs: z.number().int().min(100).max(120_000).default(15_000),
+    sequential: z
+      .boolean()
+      .default(false)
+      .describe('Run one at a time, never alongside other tool calls of the same turn'),
+  })
+  .strict();
+
+const httpToolSchema = z
+  .object({
+    builtin: z.literal(false),
+    id: z.uuid(),
+    name: z.string(),
+    description: z.string(),
+    parameters: parametersSchema,
+    url: z.string(),
+    headerNames: z
+      .array(z.string())
+      .describe('Names of the stored headers; their values are never returned'),
+    timeoutMs: z.number().int(),
+    sequential: z.boolean(),
+    createdAt: z.iso.datetime(),
+  })
+  .meta({ id: 'HttpTool' });
+
+const builtinToolSchema = z
+  .object({
+    builtin: z.literal(true),
+    name: z.string(),
+    description: z.string(),
+    parameters: parametersSchema,
+    timeoutMs: z.number().int(),
+    sequential: z.boolean(),
+  })
+  .meta({ id: 'BuiltinTool' });
+
+const toolSchema = z
+  .discriminatedUnion('builtin', [httpToolSchema, builtinToolSchema])
+  .meta({ id: 'Tool' });
+
+function httpToolToWire(tool: HttpToolInfo): z.infer<typeof httpToolSchema> {
+  return {
+    builtin: false,
+    id: tool.id,
+    name: tool.name,
+    description: tool.description,
+    parameters: tool.parameters,
+    url: tool.url,
+    headerNames: tool.headerNames,
+    timeoutMs: tool.timeoutMs,
+    sequential: tool.sequential,
+    createdAt: tool.createdAt.toISOString(),
+  };
+}
+
+function builtinToolToWire(tool: Tool): z.infer<typeof builtinToolSchema> {
+  return {
+    builtin: true,
+    name: tool.name,
+    description: tool.description,
+    parameters: toolParametersJsonSchema(tool),
+    timeoutMs: tool.timeoutMs,
+    sequential: tool.sequential ?? false,
+  };
+}
+
+export const toolRoutes: FastifyPluginAsyncZod<{
+  httpTools: HttpToolsService;
+  builtins: readonly Tool[];
+}> = async (app, { httpTools, builtins }) => {
+  app.post(
+    '/tools',
+    {
+      config: { scope: 'admin' },
+      schema: {
+        tags: ['tools'],
+        summary: 'Register an HTTP tool for the caller’s tenant',
+        description:
+          'A call POSTs the arguments as JSON with the stored headers and an `Idempotency-Key` ' +
+          'of workflow, step and call. The URL’s host must be allowed (`HTTP_TOOLS_ALLOWED_HOSTS`; ' +
+          '400 `host_not_allowed`) and not a private address (400 `private_address`); the name ' +
+          'must not be a built-in’s (400 `reserved_tool_name`) nor another tool’s of the tenant ' +
+          '(409 `tool_name_taken`).',
+        body: createToolBody,
+        response: { 201: httpToolSchema, ...problemResponses(400, 401, 403, 409, 413, 415, 429) },
+      },
+    },
+    async (request, reply) => {
+      const { tenant } = principalOf(request);
+      const tool = await httpTools.create(tenant.id, request.body);
+      return reply.code(201).send(httpToolToWire(tool));
+    },
+  );
+
+  app.get(
+    '/tools',
+    {
+      schema: {
+        tags: ['tools'],
+        summary: 'List the built-in tools and the HTTP tools of the caller’s tenant',
+        description: 'Built-ins first (`builtin: true`), then HTTP tools by name.',
+        response: {
+          200: z.object({ items: z.array(toolSchema) }),
+          ...problemResponses(401, 403, 429),
+        },
+      },
+    },
+    async (request) => {
+      const { tenant } = principalOf(request);
+      const registered = await httpTools.list(tenant.id);
+      return { items: [...builtins.map(builtinToolToWire), ...registered.map(httpToolToWire)] };
+    },
+  );
+
+  app.get(
+    '/tools/:id',
+    {
+      schema: {
+        tags: ['tools'],
+        summary: 'Get one HTTP tool of the caller’s tenant',
+        params: idParamsSchema,
+        response: { 200: httpToolSchema, ...problemResponses(400, 401, 403, 404, 429) },
+      },
+    },
+    async (request) => {
+      const { tenant } = principalOf(request);
+      return httpToolToWire(await httpTools.get(tenant.id, request.params.id));
+    },
+  );
+
+  app.delete(
+    '/tools/:id',
+    {
+      config: { scope: 'admin' },
+      schema: {
+        tags: ['tools'],
+        summary: 'Delete an HTTP tool; workflows started afterwards no longer see it',
+        params: idParamsSchema,
+        response: {
+          204: z.null().describe('Deleted'),
+          ...problemResponses(400, 401, 403, 404, 429),
+        },
+      },
+    },
+    async (request, reply) => {
+      const { tenant } = principalOf(request);
+      await httpTools.delete(tenant.id, request.params.id);
+      return reply.code(204).send(null);
+    },
+  );
+};

@@ -1,0 +1,181 @@
+import { randomUUID } from 'node:crypto';
+import type { Transaction } from 'kysely';
+import { notFound } from '../errors.js';
+import type { Message } from '../llm/types.js';
+import type { Db } from '../store/database.js';
+import type { Database, SessionMessageRow, SessionRow } from '../store/schema.js';
+import { sessionsRepository } from '../store/sessions.js';
+import {
+  extendReach,
+  type HistoryMessage,
+  type HistoryOptions,
+  type HistoryReach,
+  historyIsComplete,
+  trimHistory,
+} from './history.js';
+import type { Session, SessionMessage, SessionRole } from './types.js';
+
+/** What a client gives when it creates a session (already validated at the boundary). */
+export interface NewSession {
+  title?: string;
+  metadata?: Record<string, unknown>;
+}
+
+export interface SessionWithMessages {
+  session: Session;
+  messages: SessionMessage[];
+  /** Pass as `after` for the next page; null on the last page. */
+  nextAfter: number | null;
+}
+
+/** A completed workflow's question and answer, appended to its session. */
+export interface Exchange {
+  tenantId: string;
+  sessionId: string;
+  workflowId: string;
+  question: string;
+  answer: string;
+}
+
+/**
+ * Rows read per round trip when history is read backwards. A pair of a
+ * typical chat is a few hundred tokens, so one page covers the default
+ * 8,000-token budget in most sessions.
+ */
+const HISTORY_PAGE_ROWS = 64;
+
+/** workflows.session_id is text; only a uuid can name a session (comparing another text to a uuid column is an error). */
+const UUID_PATTERN = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
+
+/** Sessions as the API and the orchestrator see them: create, read, append, history. */
+export function createSessionService(options: { db: Db }) {
+  const { db } = options;
+  const repository = sessionsRepository(db);
+
+  return {
+    async create(tenantId: string, input: NewSession): Promise<Session> {
+      const row = await repository.insert({
+        id: randomUUID(),
+        tenantId,
+        title: input.title ?? null,
+        metadata: input.metadata ?? {},
+      });
+      return toSession(row);
+    },
+
+    /** The session with a page of its messages, oldest first, after seq `after`. */
+    async get(
+      tenantId: string,
+      id: string,
+      page: { after: number; limit: number },
+    ): Promise<SessionWithMessages> {
+      const row = await repository.findById(tenantId, id);
+      if (!row) throw notFound('Session');
+      const rows = await repository.listAfter({
+        tenantId,
+        sessionId: id,
+        afterSeq: page.after,
+        // One more than asked tells whether another page follows.
+        limit: page.limit + 1,
+      });
+      const messages = rows.slice(0, page.limit).map(toSessionMessage);
+      const last = messages.at(-1);
+      return {
+        session: toSession(row),
+        messages,
+        nextAfter: rows.length > page.limit && last ? last.seq : null,
+      };
+    },
+
+    /** Whether the tenant has a session with this id (any text: workflows name sessions as text). */
+    async exists(tenantId: string, id: string): Promise<boolean> {
+      if (!UUID_PATTERN.test(id)) return false;
+      return (await repository.findById(tenantId, id)) !== undefined;
+    },
+
+    /**
+     * Appends a completed workflow's question and answer, in `tx` when
+     * given (the completion's, so that a client who sees
+     * the workflow completed finds the exchange in the session). At most
+     * once per workflow; false when the session no longer exists.
+     */
+    async appendExchange(exchange: Exchange, tx?: Transaction<Database>): Promise<boolean> {
+      const append = async (within: Transaction<Database>) =>
+        sessionsRepository(within).append({
+          tenantId: exchange.tenantId,
+          sessionId: exchange.sessionId,
+          workflowId: exchange.workflowId,
+          messages: [
+            { role: 'user', content: exchange.question },
+            { role: 'assistant', content: exchange.answer },
+          ],
+        });
+      // The append's row lock must be held until its insert commits: a transaction either way.
+      const appended = await (tx ? append(tx) : db.transaction().execute(append));
+      return appended !== undefined;
+    },
+
+    /**
+     * The history a workflow of the session sees before its own input: the
+     * latest messages that fit the budget (see trimHistory). Read backwards
+     * a page at a time, only as far back as the budget and floor reach.
+     */
+    async historyFor(
+      tenantId: string,
+      sessionId: string,
+      historyOptions: HistoryOptions,
+    ): Promise<Message[]> {
+      const newestFirst: HistoryMessage[] = [];
+      let reach: HistoryReach = { pairs: 0, tokens: 0 };
+      let beforeSeq: number | undefined;
+      let readToStart = false;
+      while (!historyIsComplete(reach, historyOptions)) {
+        const rows = await repository.listBefore({
+          tenantId,
+          sessionId,
+          beforeSeq,
+          limit: HISTORY_PAGE_ROWS,
+        });
+        const page = rows.map((row) => ({ role: row.role as SessionRole, content: row.content }));
+        newestFirst.push(...page);
+        reach = extendReach(reach, page, historyOptions.kind);
+        const oldest = rows.at(-1);
+        if (!oldest || rows.length < HISTORY_PAGE_ROWS) {
+          readToStart = true;
+          break;
+        }
+        beforeSeq = oldest.seq;
+      }
+      const messages = newestFirst.reverse();
+      // A page may begin with an answer whose question lies before it; such an answer is not history on its own.
+      const firstQuestion = messages.findIndex((message) => message.role === 'user');
+      const whole = readToStart ? messages : firstQuestion < 0 ? [] : messages.slice(firstQuestion);
+      return trimHistory(whole, historyOptions);
+    },
+  };
+}
+
+export type SessionService = ReturnType<typeof createSessionService>;
+
+function toSession(row: SessionRow): Session {
+  return {
+    id: row.id,
+    tenantId: row.tenant_id,
+    title: row.title,
+    metadata: row.metadata,
+    lastSeq: row.last_seq,
+    createdAt: row.created_at,
+    updatedAt: row.updated_at,
+  };
+}
+
+/** Rows are written only through this module, so `role` holds a SessionRole. */
+function toSessionMessage(row: SessionMessageRow): SessionMessage {
+  return {
+    seq: row.seq,
+    role: row.role as SessionRole,
+    content: row.content,
+    workflowId: row.workflow_id,
+    createdAt: row.created_at,
+  };
+}

@@ -1,0 +1,185 @@
+import { randomUUID } from 'node:crypto';
+import { isIP } from 'node:net';
+import type { Logger } from 'pino';
+import { badRequest, conflict, notFound } from '../errors.js';
+import type { Db } from '../store/database.js';
+import { httpToolsRepository } from '../store/http-tools.js';
+import type { HttpToolRow } from '../store/schema.js';
+import { type HttpToolPolicy, isHostAllowed, toHttpTool } from './http-tool.js';
+import {
+  InvalidParametersSchema,
+  type JsonSchemaObject,
+  parametersFromJsonSchema,
+} from './json-schema-parameters.js';
+import { nonPublicRange, stripBrackets } from './network-guard.js';
+import { BUILTIN_TOOL_NAMES } from './registry.js';
+import type { Tool } from './types.js';
+
+/**
+ * HTTP tools of a tenant: registration (checked against the host policy
+ * and the built-ins' names), listing without secrets, and the `Tool`s the
+ * registry offers a workflow of that tenant.
+ */
+
+export interface NewHttpTool {
+  name: string;
+  description: string;
+  parameters: JsonSchemaObject;
+  url: string;
+  /** Header values are secrets: stored, sent with each call, never shown again. */
+  headers: Record<string, string>;
+  timeoutMs: number;
+  sequential: boolean;
+}
+
+/** An HTTP tool as the API shows it: header names only. */
+export interface HttpToolInfo {
+  id: string;
+  name: string;
+  description: string;
+  parameters: JsonSchemaObject;
+  url: string;
+  headerNames: string[];
+  timeoutMs: number;
+  sequential: boolean;
+  createdAt: Date;
+}
+
+export function createHttpToolsService(options: { db: Db; policy: HttpToolPolicy; log: Logger }) {
+  const { db, policy } = options;
+  return {
+    async create(tenantId: string, input: NewHttpTool): Promise<HttpToolInfo> {
+      if ((BUILTIN_TOOL_NAMES as readonly string[]).includes(input.name)) {
+        throw badRequest('reserved_tool_name', `"${input.name}" is the name of a built-in tool`, [
+          { field: 'body.name', message: 'must not be the name of a built-in tool' },
+        ]);
+      }
+      checkParameters(input.parameters);
+      const url = checkDestination(input.url, policy);
+      const row = await httpToolsRepository(db).insert({
+        id: randomUUID(),
+        tenant_id: tenantId,
+        name: input.name,
+        description: input.description,
+        parameters: JSON.stringify(input.parameters),
+        url: url.href,
+        headers: JSON.stringify(input.headers),
+        timeout_ms: input.timeoutMs,
+        sequential: input.sequential,
+      });
+      if (!row) {
+        throw conflict('tool_name_taken', `The tenant already has a tool named "${input.name}"`);
+      }
+      return toInfo(row);
+    },
+
+    async list(tenantId: string): Promise<HttpToolInfo[]> {
+      return (await httpToolsRepository(db).listByTenant(tenantId)).map(toInfo);
+    },
+
+    async get(tenantId: string, id: string): Promise<HttpToolInfo> {
+      const row = await httpToolsRepository(db).findById(tenantId, id);
+      if (!row) throw notFound('Tool');
+      return toInfo(row);
+    },
+
+    async delete(tenantId: string, id: string): Promise<void> {
+      if (!(await httpToolsRepository(db).delete(tenantId, id))) throw notFound('Tool');
+    },
+
+    /**
+     * The tenant's HTTP tools as `Tool`s for a workflow. A stored schema
+     * that no longer converts (a zod upgrade changed what it accepts) drops
+     * that one tool with a warning instead of failing the workflow.
+     */
+    async toolsFor(tenantId: string): Promise<Tool[]> {
+      const tools: Tool[] = [];
+      for (const row of await httpToolsRepository(db).listByTenant(tenantId)) {
+        try {
+          tools.push(toHttpTool(row, policy));
+        } catch (error) {
+          if (!(error instanceof InvalidParametersSchema)) throw error;
+          options.log.warn(
+            { tenantId, tool: row.name, reason: error.message },
+            'HTTP tool skipped: its parameters schema no longer converts',
+          );
+        }
+      }
+      return tools;
+    },
+  };
+}
+
+export type HttpToolsService = ReturnType<typeof createHttpToolsService>;
+
+/** Large enough for any real tool; every byte of it is sent to the model at each turn. */
+const MAX_PARAMETERS_SCHEMA_CHARS = 32 * 1024;
+
+function checkParameters(parameters: JsonSchemaObject): void {
+  const problem = (message: string) =>
+    badRequest('invalid_parameters_schema', `The parameters schema is not usable: ${message}`, [
+      { field: 'body.parameters', message },
+    ]);
+  if (JSON.stringify(parameters).length > MAX_PARAMETERS_SCHEMA_CHARS) {
+    throw problem(`longer than ${MAX_PARAMETERS_SCHEMA_CHARS} characters as JSON`);
+  }
+  try {
+    parametersFromJsonSchema(parameters);
+  } catch (error) {
+    if (error instanceof InvalidParametersSchema) throw problem(error.message);
+    throw error;
+  }
+}
+
+/**
+ * The host policy at registration, so a tool that could never be called is
+ * refused now. A host name's addresses are checked again at each call
+ * (DNS changes); a literal private IP or `localhost` is refused here already.
+ */
+function checkDestination(text: string, policy: HttpToolPolicy): URL {
+  const refuse = (code: string, message: string) =>
+    badRequest(code, message, [{ field: 'body.url', message }]);
+  const url = new URL(text);
+  if (url.protocol !== 'http:' && url.protocol !== 'https:') {
+    throw refuse('invalid_url', 'The URL must be http or https');
+  }
+  if (url.username !== '' || url.password !== '') {
+    throw refuse(
+      'invalid_url',
+      'The URL must not hold credentials (they would be shown in listings); send them in headers',
+    );
+  }
+  if (!isHostAllowed(url.hostname, policy)) {
+    throw refuse('host_not_allowed', `${url.hostname} is not among the hosts HTTP tools may call`);
+  }
+  if (!policy.allowPrivate) {
+    const host = stripBrackets(url.hostname).replace(/\.$/, '');
+    const range =
+      isIP(host) !== 0
+        ? nonPublicRange(host)
+        : host === 'localhost' || host.endsWith('.localhost')
+          ? 'loopback'
+          : undefined;
+    if (range !== undefined) {
+      throw refuse(
+        'private_address',
+        `${url.hostname} is a ${range} address, which tools may not reach`,
+      );
+    }
+  }
+  return url;
+}
+
+function toInfo(row: HttpToolRow): HttpToolInfo {
+  return {
+    id: row.id,
+    name: row.name,
+    description: row.description,
+    parameters: row.parameters,
+    url: row.url,
+    headerNames: Object.keys(row.headers).sort(),
+    timeoutMs: row.timeout_ms,
+    sequential: row.sequential,
+    createdAt: row.created_at,
+  };
+}

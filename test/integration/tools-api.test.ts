@@ -1,0 +1,401 @@
+import { randomUUID } from 'node:crypto';
+import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import { bearer, startTestApp, startTestAppOn, type TestApp } from '../support/app.js';
+import { startToolServer, type ToolServer } from '../support/tool-server.js';
+
+/**
+ * The local tool server is on 127.0.0.1, a private address: the main app
+ * allows private addresses; `strict` (same database) keeps the default,
+ * and `allowlisted` only allows *.example.com.
+ */
+let testApp: TestApp;
+let strict: TestApp;
+let allowlisted: TestApp;
+let server: ToolServer;
+let adminKey: string;
+let memberKey: string;
+let otherTenantKey: string;
+let tenantId: string;
+
+const SECRET = 'Bearer very-secret-token-4711';
+
+beforeAll(async () => {
+  server = await startToolServer();
+  testApp = await startTestApp({ HTTP_TOOLS_ALLOW_PRIVATE: 'true' });
+  strict = await startTestAppOn(testApp.database);
+  allowlisted = await startTestAppOn(testApp.database, {
+    HTTP_TOOLS_ALLOWED_HOSTS: '*.example.com, tools.internal',
+  });
+  const created = await testApp.services.tenancy.bootstrap();
+  if (!created) throw new Error('bootstrap created nothing on an empty database');
+  adminKey = created.adminKey.secret;
+  tenantId = created.tenant.id;
+  memberKey = (
+    await testApp.services.tenancy.issueKey(tenantId, { name: 'member', scopes: ['member'] })
+  ).secret;
+  otherTenantKey = (await testApp.services.tenancy.createTenant({ name: 'other' })).adminKey.secret;
+});
+afterAll(async () => {
+  await allowlisted?.close();
+  await strict?.close();
+  await testApp?.close();
+  await server?.close();
+});
+beforeEach(() => {
+  server.calls.length = 0;
+});
+
+const weatherParameters = {
+  type: 'object',
+  properties: { city: { type: 'string', description: 'City name' } },
+  required: ['city'],
+};
+
+function toolBody(overrides: Record<string, unknown> = {}) {
+  return {
+    name: `weather_${randomUUID().slice(0, 8)}`,
+    description: 'Current weather of a city',
+    parameters: weatherParameters,
+    url: `${server.origin}/weather`,
+    headers: { Authorization: SECRET, 'X-Team': 'core' },
+    ...overrides,
+  };
+}
+
+async function createTool(
+  payload: Record<string, unknown>,
+  options: { app?: TestApp; key?: string } = {},
+) {
+  return (options.app ?? testApp).app.inject({
+    method: 'POST',
+    url: '/v1/tools',
+    headers: bearer(options.key ?? adminKey),
+    payload,
+  });
+}
+
+async function get(url: string, key = adminKey) {
+  return testApp.app.inject({ method: 'GET', url, headers: bearer(key) });
+}
+
+async function remove(id: string, key = adminKey) {
+  return testApp.app.inject({ method: 'DELETE', url: `/v1/tools/${id}`, headers: bearer(key) });
+}
+
+describe('registering an HTTP tool', () => {
+  it('answers 201 with the tool, its header names and defaults, never the header values', async () => {
+    const body = toolBody();
+    const response = await createTool(body);
+    expect(response.statusCode).toBe(201);
+    expect(response.json()).toEqual({
+      builtin: false,
+      id: expect.any(String),
+      name: body.name,
+      description: 'Current weather of a city',
+      parameters: weatherParameters,
+      url: `${server.origin}/weather`,
+      headerNames: ['Authorization', 'X-Team'],
+      timeoutMs: 15_000,
+      sequential: false,
+      createdAt: expect.any(String),
+    });
+    expect(response.body).not.toContain('very-secret-token');
+  });
+
+  it('stores the header values, which the listing, get and OpenAPI never show', async () => {
+    const created = (await createTool(toolBody())).json();
+    const { rows } = await testApp.services.database.pool.query(
+      'SELECT headers FROM http_tools WHERE id = $1',
+      [created.id],
+    );
+    expect(rows[0].headers).toEqual({ Authorization: SECRET, 'X-Team': 'core' });
+    for (const url of ['/v1/tools', `/v1/tools/${created.id}`]) {
+      const response = await get(url);
+      expect(response.statusCode, url).toBe(200);
+      expect(response.body, url).not.toContain('very-secret-token');
+    }
+  });
+
+  it('keeps the parameters schema as given, key order included (the model fills arguments in that order)', async () => {
+    const parameters = {
+      type: 'object',
+      properties: {
+        street: { type: 'string' },
+        city: { type: 'string' },
+        zip: { type: 'string', pattern: '^[0-9]{4}$' },
+      },
+      required: ['street', 'city'],
+    };
+    const created = (await createTool(toolBody({ parameters }))).json();
+    const fetched = (await get(`/v1/tools/${created.id}`)).json();
+    expect(JSON.stringify(fetched.parameters)).toBe(JSON.stringify(parameters));
+  });
+
+  it('keeps timeoutMs and sequential when given', async () => {
+    const response = await createTool(toolBody({ timeoutMs: 500, sequential: true }));
+    expect(response.json()).toMatchObject({ timeoutMs: 500, sequential: true });
+  });
+
+  it('a second tool of the same name in the tenant is a 409; another tenant may use the name', async () => {
+    const body = toolBody();
+    expect((await createTool(body)).statusCode).toBe(201);
+    const again = await createTool({ ...body, url: `${server.origin}/other` });
+    expect(again.statusCode).toBe(409);
+    expect(again.json().code).toBe('tool_name_taken');
+    expect((await createTool(body, { key: otherTenantKey })).statusCode).toBe(201);
+  });
+
+  it('needs the admin scope', async () => {
+    const response = await createTool(toolBody(), { key: memberKey });
+    expect(response.statusCode).toBe(403);
+    expect(response.json().code).toBe('insufficient_scope');
+  });
+});
+
+describe('validation of a new HTTP tool', () => {
+  it.each([
+    ['starts with a digit', '1tool'],
+    ['has a space', 'my tool'],
+    ['has a dot', 'my.tool'],
+    ['is longer than 64 characters', `t${'x'.repeat(64)}`],
+    ['is empty', ''],
+  ])('a name that %s is a 400 naming body.name', async (_what, name) => {
+    const response = await createTool(toolBody({ name }));
+    expect(response.statusCode).toBe(400);
+    expect(response.json()).toMatchObject({ code: 'validation_failed' });
+    expect(response.json().errors.map((error: { field: string }) => error.field)).toContain(
+      'body.name',
+    );
+  });
+
+  it.each(['ask_user', 'current_time', 'calculator', 'http_fetch'])(
+    'the name of the built-in %s is refused',
+    async (name) => {
+      const response = await createTool(toolBody({ name }));
+      expect(response.statusCode).toBe(400);
+      expect(response.json()).toMatchObject({
+        code: 'reserved_tool_name',
+        errors: [{ field: 'body.name' }],
+      });
+    },
+  );
+
+  it.each([
+    ['a root that is not an object schema', { type: 'string' }],
+    ['a root without a type', { properties: { a: { type: 'string' } } }],
+    ['properties that are not schemas', { type: 'object', properties: 3 }],
+    ['required that is not a list', { type: 'object', required: 'city' }],
+    ['an unknown type', { type: 'object', properties: { a: { type: 'strin' } } }],
+    ['a bad regular expression', { type: 'object', properties: { a: { pattern: '(' } } }],
+    ['an unresolvable $ref', { type: 'object', properties: { a: { $ref: '#/$defs/missing' } } }],
+    ['a draft-4 id', { type: 'object', properties: { a: { type: 'string', id: 'a' } } }],
+    ['a malformed $defs entry', { type: 'object', $defs: { a: { type: 'strin' } } }],
+  ])('parameters with %s are a 400', async (_what, parameters) => {
+    const response = await createTool(toolBody({ parameters }));
+    expect(response.statusCode).toBe(400);
+    expect(response.json()).toMatchObject({
+      code: 'invalid_parameters_schema',
+      errors: [{ field: 'body.parameters' }],
+    });
+  });
+
+  it('parameters that are not an object at all fail validation', async () => {
+    const response = await createTool(toolBody({ parameters: ['a'] }));
+    expect(response.statusCode).toBe(400);
+    expect(response.json().code).toBe('validation_failed');
+  });
+
+  it.each([
+    ['not a URL', 'weather'],
+    ['an ftp URL', 'ftp://tools.example.com/x'],
+    ['a javascript URL', 'javascript:alert(1)'],
+  ])('a url that is %s fails validation', async (_what, url) => {
+    const response = await createTool(toolBody({ url }));
+    expect(response.statusCode).toBe(400);
+    expect(response.json().errors.map((error: { field: string }) => error.field)).toContain(
+      'body.url',
+    );
+  });
+
+  it('a url with credentials is refused: listings show the URL', async () => {
+    const response = await createTool(toolBody({ url: 'https://user:pw@tools.example.com/x' }));
+    expect(response.statusCode).toBe(400);
+    expect(response.json()).toMatchObject({ code: 'invalid_url', errors: [{ field: 'body.url' }] });
+  });
+
+  it.each([
+    ['Content-Type', 'text/plain'],
+    ['idempotency-key', 'x'],
+    ['Host', 'evil.example'],
+    ['X-Bad', 'line\r\nInjected: yes'],
+    ['Bad Name', 'x'],
+  ])('the header %s: %j is refused', async (name, value) => {
+    const response = await createTool(toolBody({ headers: { [name]: value } }));
+    expect(response.statusCode).toBe(400);
+    expect(response.json().code).toBe('validation_failed');
+  });
+
+  it.each([99, 120_001, 1.5])('timeoutMs %d is refused', async (timeoutMs) => {
+    const response = await createTool(toolBody({ timeoutMs }));
+    expect(response.statusCode).toBe(400);
+    expect(response.json().errors[0].field).toBe('body.timeoutMs');
+  });
+
+  it('unknown fields are refused', async () => {
+    const response = await createTool(toolBody({ method: 'GET' }));
+    expect(response.statusCode).toBe(400);
+  });
+});
+
+describe('allowed hosts and private addresses at registration', () => {
+  it('a host outside HTTP_TOOLS_ALLOWED_HOSTS is a 400 host_not_allowed', async () => {
+    for (const url of [
+      'https://example.com/x',
+      'https://evil.com/x',
+      'https://example.com.evil.com/',
+    ]) {
+      const response = await createTool(toolBody({ url }), { app: allowlisted });
+      expect(response.statusCode, url).toBe(400);
+      expect(response.json(), url).toMatchObject({
+        code: 'host_not_allowed',
+        errors: [{ field: 'body.url' }],
+      });
+    }
+  });
+
+  it('an allowed host or subdomain is accepted', async () => {
+    for (const url of [
+      'https://api.example.com/x',
+      'https://a.b.example.com/x',
+      'http://tools.internal:8080/',
+    ]) {
+      const response = await createTool(toolBody({ url }), { app: allowlisted });
+      expect(response.statusCode, url).toBe(201);
+    }
+  });
+
+  it.each([
+    'http://127.0.0.1:9000/x',
+    'http://10.1.2.3/x',
+    'http://192.168.0.10/x',
+    'http://169.254.169.254/latest/meta-data',
+    'http://[::1]:9000/x',
+    'http://[::ffff:127.0.0.1]/x',
+    'http://localhost:9000/x',
+  ])('%s is refused unless HTTP_TOOLS_ALLOW_PRIVATE is set', async (url) => {
+    const refused = await createTool(toolBody({ url }), { app: strict });
+    expect(refused.statusCode).toBe(400);
+    expect(refused.json()).toMatchObject({
+      code: 'private_address',
+      errors: [{ field: 'body.url' }],
+    });
+    expect((await createTool(toolBody({ url }))).statusCode).toBe(201);
+  });
+});
+
+describe('listing, getting and deleting tools', () => {
+  it('the listing has the built-ins marked builtin, then the tenant’s HTTP tools', async () => {
+    const created = (await createTool(toolBody())).json();
+    const response = await get('/v1/tools', memberKey);
+    expect(response.statusCode).toBe(200);
+    const items: { builtin: boolean; name: string; parameters: unknown }[] = response.json().items;
+    const builtins = items.filter((item) => item.builtin);
+    expect(builtins.map((item) => item.name)).toEqual(
+      expect.arrayContaining(['ask_user', 'calculator', 'current_time']),
+    );
+    for (const builtin of builtins) expect(builtin.parameters).toMatchObject({ type: 'object' });
+    expect(items.findIndex((item) => !item.builtin)).toBeGreaterThan(builtins.length - 1);
+    expect(items.find((item) => item.name === created.name)).toEqual(created);
+  });
+
+  it('get by id answers the tool to a member key', async () => {
+    const created = (await createTool(toolBody())).json();
+    const response = await get(`/v1/tools/${created.id}`, memberKey);
+    expect(response.statusCode).toBe(200);
+    expect(response.json()).toEqual(created);
+  });
+
+  it('delete answers 204, then the tool is gone from get, listing and a second delete', async () => {
+    const created = (await createTool(toolBody())).json();
+    expect((await remove(created.id)).statusCode).toBe(204);
+    expect((await get(`/v1/tools/${created.id}`)).statusCode).toBe(404);
+    const names = (await get('/v1/tools')).json().items.map((item: { name: string }) => item.name);
+    expect(names).not.toContain(created.name);
+    expect((await remove(created.id)).statusCode).toBe(404);
+  });
+
+  it('delete needs the admin scope', async () => {
+    const created = (await createTool(toolBody())).json();
+    expect((await remove(created.id, memberKey)).statusCode).toBe(403);
+  });
+
+  it('another tenant’s tool answers 404 to get and delete and is not in its listing', async () => {
+    const created = (await createTool(toolBody())).json();
+    expect((await get(`/v1/tools/${created.id}`, otherTenantKey)).statusCode).toBe(404);
+    expect((await remove(created.id, otherTenantKey)).statusCode).toBe(404);
+    const listing = (await get('/v1/tools', otherTenantKey)).json();
+    expect(listing.items.map((item: { id?: string }) => item.id)).not.toContain(created.id);
+    expect((await get(`/v1/tools/${created.id}`)).statusCode).toBe(200);
+  });
+
+  it('a malformed id is a 400, an unknown one a 404', async () => {
+    expect((await get('/v1/tools/not-a-uuid')).statusCode).toBe(400);
+    const unknown = await get(`/v1/tools/${randomUUID()}`);
+    expect(unknown.statusCode).toBe(404);
+    expect(unknown.json().code).toBe('not_found');
+  });
+});
+
+describe('a registered tool in a workflow', () => {
+  it('is among the tenant’s tools and, called, reaches the tool server with its stored headers and Idempotency-Key', async () => {
+    const created = (await createTool(toolBody({ sequential: true }))).json();
+    const tools = await testApp.services.httpTools.toolsFor(tenantId);
+    const tool = tools.find((candidate) => candidate.name === created.name);
+    expect(tool).toMatchObject({ sequential: true, description: 'Current weather of a city' });
+    const result = await tool?.execute(
+      { city: 'Oslo' },
+      {
+        tenantId,
+        workflowId: 'wf-9',
+        step: 'turn-1',
+        callId: 'call_a',
+        signal: new AbortController().signal,
+      },
+    );
+    expect(result).toEqual({ content: '{"received":{"city":"Oslo"}}' });
+    expect(server.calls[0]?.headers).toMatchObject({
+      authorization: SECRET,
+      'x-team': 'core',
+      'idempotency-key': 'wf-9:turn-1:call_a',
+    });
+  });
+
+  it('another tenant’s tools do not include it', async () => {
+    const created = (await createTool(toolBody())).json();
+    const other = await testApp.services.tenancy.authenticate(otherTenantKey);
+    const tools = await testApp.services.httpTools.toolsFor(other?.tenant.id ?? '');
+    expect(tools.map((tool) => tool.name)).not.toContain(created.name);
+  });
+
+  it('registered while private addresses were allowed, it is refused at call time once they are not', async () => {
+    const created = (await createTool(toolBody())).json();
+    const tool = (await strict.services.httpTools.toolsFor(tenantId)).find(
+      (candidate) => candidate.name === created.name,
+    );
+    const result = await tool?.execute(
+      { city: 'Oslo' },
+      {
+        tenantId,
+        workflowId: 'wf-9',
+        step: 'turn-1',
+        callId: 'call_b',
+        signal: new AbortController().signal,
+      },
+    );
+    expect(result).toEqual({
+      isError: true,
+      content: 'refused: 127.0.0.1 is a loopback address, which tools may not reach',
+    });
+    expect(server.calls).toHaveLength(0);
+  });
+});
