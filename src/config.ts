@@ -252,6 +252,11 @@ export const configSchema = z.object({
   HTTP_FETCH_TIMEOUT_MS: integer(100, 600_000)
     .default(15_000)
     .describe('Time one http_fetch call may take, redirects and body included.'),
+  LOOP_MAX_ITERATIONS: integer(1, 100)
+    .default(10)
+    .describe(
+      'Model turns with tools a tool loop may take; at the cap one last turn without tools gives a best-effort answer.',
+    ),
   TOOL_OUTPUT_MAX_CHARS: integer(1000, 10_000_000)
     .default(20_000)
     .describe(

@@ -3,6 +3,7 @@ import { hostname } from 'node:os';
 import type { Logger } from 'pino';
 import type { Config } from './config.js';
 import { createLlm, type Llm } from './llm/create-llm.js';
+import { classifierSettings } from './orchestrator/classify.js';
 import { createExecutions, type Executions } from './orchestrator/executions.js';
 import { createMinimalExecutor } from './orchestrator/minimal-executor.js';
 import { createSessionService, type SessionService } from './sessions/service.js';
@@ -10,6 +11,8 @@ import { type DatabaseHandle, openDatabase } from './store/database.js';
 import type { Migration } from './store/migrate.js';
 import { createTenancyService, type TenancyService } from './tenancy/service.js';
 import { createHttpToolsService, type HttpToolsService } from './tools/http-tools-service.js';
+import { createMcpServersService, type McpServersService } from './tools/mcp-servers-service.js';
+import { builtinTools } from './tools/registry.js';
 import { createEventHub, type EventHub } from './tracker/event-hub.js';
 import { createRetentionSweeper, type RetentionSweeper } from './workflows/retention.js';
 import { createWorkflowService, type WorkflowService } from './workflows/service.js';
@@ -37,6 +40,8 @@ export interface Services {
   sessions: SessionService;
   /** Tenants' HTTP tools: registration, listing, and their `Tool`s for a workflow. */
   httpTools: HttpToolsService;
+  /** Tenants' MCP servers: registration, listing, and their connected `Tool`s for one run. */
+  mcpServers: McpServersService;
   /** The workflow runs on this replica; `drain` at shutdown. */
   executions: Executions;
   /** Removes finished workflows past the retention age; `start()` in main.ts. */
@@ -72,6 +77,14 @@ export function createServices(options: {
   });
   const executions = createExecutions({ log: options.log });
   const sessions = createSessionService({ db: database.db });
+  const httpTools = createHttpToolsService({
+    db: database.db,
+    policy: {
+      allowedHosts: options.config.HTTP_TOOLS_ALLOWED_HOSTS,
+      allowPrivate: options.config.HTTP_TOOLS_ALLOW_PRIVATE,
+    },
+    log: options.log,
+  });
   const executor = createMinimalExecutor({
     db: database.db,
     hub,
@@ -82,6 +95,13 @@ export function createServices(options: {
     sessionHistory: {
       budgetTokens: options.config.SESSION_HISTORY_MAX_TOKENS,
       floorTurns: options.config.SESSION_HISTORY_FLOOR_TURNS,
+    },
+    orchestrator: {
+      classifier: classifierSettings(options.config, llm.catalogue),
+      builtinTools: builtinTools(options.config),
+      tenantTools: (tenantId) => httpTools.toolsFor(tenantId),
+      maxIterations: options.config.LOOP_MAX_ITERATIONS,
+      toolOutputMaxChars: options.config.TOOL_OUTPUT_MAX_CHARS,
     },
     replicaId,
     log: options.log,
@@ -94,7 +114,8 @@ export function createServices(options: {
     database,
     migrations: options.migrations,
     tenancy: createTenancyService(database.db),
-    httpTools: createHttpToolsService({
+    httpTools,
+    mcpServers: createMcpServersService({
       db: database.db,
       policy: {
         allowedHosts: options.config.HTTP_TOOLS_ALLOWED_HOSTS,

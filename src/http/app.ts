@@ -16,6 +16,7 @@ import { installErrorHandling } from './error-handler.js';
 import { registerOpenApi } from './openapi.js';
 import { apiKeyRoutes } from './routes/api-keys.js';
 import { healthRoutes } from './routes/health.js';
+import { mcpServerRoutes } from './routes/mcp-servers.js';
 import { modelRoutes } from './routes/models.js';
 import { sessionRoutes } from './routes/sessions.js';
 import { tenantRoutes } from './routes/tenants.js';
@@ -104,6 +105,7 @@ export async function buildApp(services: Services): Promise<FastifyInstance> {
         httpTools: services.httpTools,
         builtins: builtinTools(config),
       });
+      await v1.register(mcpServerRoutes, { mcpServers: services.mcpServers });
       await v1.register(sessionRoutes, { sessions: services.sessions });
     },
     { prefix: '/v1' },

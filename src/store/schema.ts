@@ -11,6 +11,8 @@ export interface Database {
   http_tools: HttpToolsTable;
   sessions: SessionsTable;
   session_messages: SessionMessagesTable;
+  mcp_servers: McpServersTable;
+  workflow_turns: WorkflowTurnsTable;
 }
 
 export interface TenantsTable {
@@ -118,6 +120,26 @@ export interface HttpToolsTable {
   created_at: ColumnType<Date, never, never>;
 }
 
+export interface McpServersTable {
+  id: string;
+  tenant_id: string;
+  name: string;
+  url: string;
+  /** Header name -> value. The values are secrets: never returned by the API. */
+  headers: ColumnType<Record<string, string>, string, never>;
+  timeout_ms: number;
+  /** The tools listed at registration; written as a JSON string. */
+  tools: ColumnType<McpToolSnapshot[], string, never>;
+  created_at: ColumnType<Date, never, never>;
+}
+
+/** One tool of an MCP server as its `tools/list` gave it. */
+export interface McpToolSnapshot {
+  name: string;
+  description?: string;
+  inputSchema: Record<string, unknown>;
+}
+
 export interface SessionsTable {
   id: string;
   tenant_id: string;
@@ -148,5 +170,16 @@ export type NewApiKeyRow = Insertable<ApiKeysTable>;
 export type NewLlmCallRow = Insertable<LlmCallsTable>;
 export type HttpToolRow = Selectable<HttpToolsTable>;
 export type NewHttpToolRow = Insertable<HttpToolsTable>;
+export type McpServerRow = Selectable<McpServersTable>;
+export type NewMcpServerRow = Insertable<McpServersTable>;
 export type SessionRow = Selectable<SessionsTable>;
 export type SessionMessageRow = Selectable<SessionMessagesTable>;
+
+export interface WorkflowTurnsTable {
+  workflow_id: string;
+  turn: number;
+  tenant_id: string;
+  /** Versioned loop state of one turn; written as a JSON string. */
+  state: ColumnType<unknown, string, never>;
+  created_at: ColumnType<Date, never, never>;
+}

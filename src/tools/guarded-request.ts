@@ -107,7 +107,7 @@ function discard(response: IncomingMessage): { body: Buffer; truncated: boolean 
   return { body: Buffer.alloc(0), truncated: false };
 }
 
-function untilAborted<T>(work: Promise<T>, signal: AbortSignal): Promise<T> {
+export function untilAborted<T>(work: Promise<T>, signal: AbortSignal): Promise<T> {
   signal.throwIfAborted();
   return new Promise<T>((resolve, reject) => {
     const onAbort = () => reject(signal.reason);

@@ -136,7 +136,7 @@ function checkParameters(parameters: JsonSchemaObject): void {
  * refused now. A host name's addresses are checked again at each call
  * (DNS changes); a literal private IP or `localhost` is refused here already.
  */
-function checkDestination(text: string, policy: HttpToolPolicy): URL {
+export function checkDestination(text: string, policy: HttpToolPolicy): URL {
   const refuse = (code: string, message: string) =>
     badRequest(code, message, [{ field: 'body.url', message }]);
   const url = new URL(text);

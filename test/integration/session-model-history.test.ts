@@ -69,14 +69,17 @@ async function ask(
   return request;
 }
 
-/** Role and text of each message, whichever vendor's shape it came in. */
+/** Role and text of each message, whichever vendor's shape it came in; OpenAI's system message left out. */
 function conversation(request: RecordedRequest): [string, string][] {
-  return request.body.messages.map((message: { role: string; content: unknown }) => [
-    message.role,
-    typeof message.content === 'string'
-      ? message.content
-      : (message.content as { text: string }[]).map((block) => block.text).join(''),
-  ]);
+  const messages: { role: string; content: unknown }[] = request.body.messages;
+  return messages
+    .filter((message) => message.role !== 'system')
+    .map((message) => [
+      message.role,
+      typeof message.content === 'string'
+        ? message.content
+        : (message.content as { text: string }[]).map((block) => block.text).join(''),
+    ]);
 }
 
 describe.each(['gpt', 'claude'])('session history sent to %s', (model) => {

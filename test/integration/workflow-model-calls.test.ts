@@ -86,6 +86,7 @@ describe('the model call of a workflow', () => {
     });
     expect(events.map((event) => [event.type, event.status])).toEqual([
       ['workflow_start', 'started'],
+      ['classification', 'completed'],
       ['llm_call', 'started'],
       ['llm_retry', 'retrying'],
       ['llm_call', 'completed'],
@@ -93,13 +94,16 @@ describe('the model call of a workflow', () => {
       ['usage', 'info'],
       ['workflow_end', 'completed'],
     ]);
-    expect(events[2]?.detail).toMatchObject({
+    expect(events[3]?.detail).toMatchObject({
       model: 'primary',
       attempt: 2,
       error: { code: 'llm_server_error', message: 'The model provider failed' },
     });
     // The question reached the provider as the user message.
-    expect(server.requests.at(-1)?.body.messages).toEqual([{ role: 'user', content: 'Say hello' }]);
+    expect(server.requests.at(-1)?.body.messages.at(-1)).toEqual({
+      role: 'user',
+      content: 'Say hello',
+    });
   });
 
   it('a fallback is an llm_fallback event, and the usage is priced at the model that answered', async () => {
@@ -130,6 +134,7 @@ describe('the model call of a workflow', () => {
     });
     expect(events.map((event) => [event.type, event.status])).toEqual([
       ['workflow_start', 'started'],
+      ['classification', 'completed'],
       ['llm_call', 'started'],
       ['llm_call', 'failed'],
       ['workflow_end', 'failed'],

@@ -96,6 +96,7 @@ describe('cancel', () => {
     expectGapFree(events);
     expect(events.map((event) => [event.type, event.status])).toEqual([
       ['workflow_start', 'started'],
+      ['classification', 'completed'],
       ['llm_call', 'started'],
       ['workflow_end', 'cancelled'],
     ]);

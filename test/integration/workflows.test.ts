@@ -69,6 +69,7 @@ describe('creating a workflow', () => {
     expect(done.lastSeq).toBe(events.length);
     expect(events.map((event) => [event.type, event.status])).toEqual([
       ['workflow_start', 'started'],
+      ['classification', 'completed'],
       ['llm_call', 'started'],
       ['llm_call', 'completed'],
       ['answer', 'completed'],
@@ -77,7 +78,11 @@ describe('creating a workflow', () => {
     ]);
     const byType = (type: string, status?: string) =>
       events.find((event) => event.type === type && (!status || event.status === status));
-    expect(byType('llm_call', 'started')?.detail).toEqual({ model: 'scripted' });
+    expect(byType('llm_call', 'started')?.detail).toEqual({
+      model: 'scripted',
+      turn: 1,
+      tools: true,
+    });
     expect(byType('llm_call', 'completed')?.elapsed_ms).toEqual(expect.any(Number));
     expect(byType('answer')?.detail).toEqual({ text: answer });
     expect(byType('usage')?.detail).toMatchObject({

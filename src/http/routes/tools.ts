@@ -5,6 +5,7 @@ import type { HttpToolInfo, HttpToolsService } from '../../tools/http-tools-serv
 import type { Tool } from '../../tools/types.js';
 import { principalOf } from '../auth.js';
 import { problemResponses } from '../problem.js';
+import { storedHeadersSchema } from './header-schemas.js';
 import { idParamsSchema } from './schemas.js';
 
 /**
@@ -13,7 +14,6 @@ import { idParamsSchema } from './schemas.js';
  * every other resource; built-ins have no id and are only listed.
  */
 
-const MAX_HEADERS = 32;
 /** Set by the service on every call; a stored value would be overridden or clash. */
 const RESERVED_HEADERS = new Set([
   'content-type',
@@ -23,9 +23,6 @@ const RESERVED_HEADERS = new Set([
   'host',
   'connection',
 ]);
-const HEADER_NAME = /^[!#$%&'*+.^_`|~0-9A-Za-z-]{1,100}$/;
-/** RFC 9110 field values: no CR, LF or NUL, which would split or end the header. */
-const HEADER_VALUE = /^[\t\x20-\x7e\x80-\xff]{0,8192}$/;
 
 const toolNameSchema = z
   .string()
@@ -38,20 +35,7 @@ const parametersSchema = z
   .record(z.string(), z.unknown())
   .describe('JSON Schema of the arguments: an object schema, offered to the model as given');
 
-const headersSchema = z
-  .record(
-    z.string().regex(HEADER_NAME, 'not a valid header name'),
-    z.string().regex(HEADER_VALUE, 'must not contain line breaks or NUL, at most 8192 characters'),
-  )
-  .refine((headers) => Object.keys(headers).length <= MAX_HEADERS, `at most ${MAX_HEADERS} headers`)
-  .refine(
-    (headers) => Object.keys(headers).every((name) => !RESERVED_HEADERS.has(name.toLowerCase())),
-    `must not set ${[...RESERVED_HEADERS].join(', ')}: the service sets them`,
-  )
-  .refine((headers) => {
-    const names = Object.keys(headers).map((name) => name.toLowerCase());
-    return new Set(names).size === names.length;
-  }, 'names a header twice (header names are case-insensitive)');
+const headersSchema = storedHeadersSchema(RESERVED_HEADERS);
 
 const createToolBody = z
   .object({

@@ -1,0 +1,154 @@
+import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
+import { z } from 'zod';
+import type { McpServerInfo, McpServersService } from '../../tools/mcp-servers-service.js';
+import { principalOf } from '../auth.js';
+import { problemResponses } from '../problem.js';
+import { storedHeadersSchema } from './header-schemas.js';
+import { idParamsSchema } from './schemas.js';
+
+/**
+ * MCP servers of the caller's tenant (streamable HTTP transport). Their
+ * tools are offered to the tenant's workflows as `<server name>__<tool name>`.
+ */
+
+/** Set by the MCP transport on every request; a stored value would clash. */
+const RESERVED_HEADERS = new Set([
+  'accept',
+  'content-type',
+  'content-length',
+  'transfer-encoding',
+  'host',
+  'connection',
+  'mcp-session-id',
+  'mcp-protocol-version',
+  'last-event-id',
+]);
+
+const createMcpServerBody = z
+  .object({
+    name: z
+      .string()
+      .regex(
+        /^[a-z][a-z0-9_]{0,31}$/,
+        'a lower-case letter, then lower-case letters, digits or _, at most 32 characters',
+      )
+      .describe('Unique in the tenant; the prefix of its tools’ names (`<name>__<tool>`)'),
+    url: z
+      .url({ protocol: /^https?$/, error: 'must be an http or https URL' })
+      .max(2048)
+      .describe('The server’s streamable HTTP endpoint, e.g. https://mcp.example.com/mcp'),
+    headers: storedHeadersSchema(RESERVED_HEADERS)
+      .default({})
+      .describe(
+        'Sent with every request, e.g. Authorization. Values are secrets: never shown again',
+      ),
+    timeoutMs: z
+      .number()
+      .int()
+      .min(100)
+      .max(120_000)
+      .default(30_000)
+      .describe('For connecting, listing the tools, and each tool call'),
+  })
+  .strict();
+
+const mcpServerToolSchema = z.object({
+  name: z.string().describe('The server’s name for the tool'),
+  toolName: z
+    .string()
+    .nullable()
+    .describe('What the model calls it; null when it cannot be offered (see `problem`)'),
+  description: z.string().nullable(),
+  inputSchema: z.record(z.string(), z.unknown()),
+  problem: z.string().nullable(),
+});
+
+const mcpServerSchema = z
+  .object({
+    id: z.uuid(),
+    name: z.string(),
+    url: z.string(),
+    headerNames: z
+      .array(z.string())
+      .describe('Names of the stored headers; their values are never returned'),
+    timeoutMs: z.number().int(),
+    tools: z
+      .array(mcpServerToolSchema)
+      .describe('As the server listed them at registration; workflows list them live'),
+    createdAt: z.iso.datetime(),
+  })
+  .meta({ id: 'McpServer' });
+
+function toWire(server: McpServerInfo): z.infer<typeof mcpServerSchema> {
+  return { ...server, createdAt: server.createdAt.toISOString() };
+}
+
+export const mcpServerRoutes: FastifyPluginAsyncZod<{ mcpServers: McpServersService }> = async (
+  app,
+  { mcpServers },
+) => {
+  app.post(
+    '/mcp-servers',
+    {
+      config: { scope: 'admin' },
+      schema: {
+        tags: ['tools'],
+        summary: 'Register an MCP server for the caller’s tenant',
+        description:
+          'The URL is checked like an HTTP tool’s (400 `host_not_allowed`, `private_address`), ' +
+          'then the server is connected once to list its tools: 400 `mcp_unreachable` with the ' +
+          'reason when that fails. The name must not be another server’s of the tenant ' +
+          '(409 `mcp_server_name_taken`).',
+        body: createMcpServerBody,
+        response: { 201: mcpServerSchema, ...problemResponses(400, 401, 403, 409, 413, 415, 429) },
+      },
+    },
+    async (request, reply) => {
+      const { tenant } = principalOf(request);
+      const server = await mcpServers.create(tenant.id, request.body);
+      return reply.code(201).send(toWire(server));
+    },
+  );
+
+  app.get(
+    '/mcp-servers',
+    {
+      schema: {
+        tags: ['tools'],
+        summary: 'List the MCP servers of the caller’s tenant, by name',
+        description:
+          'Each server’s tools are shown as listed at registration (no connection is made); ' +
+          'workflows list them live.',
+        response: {
+          200: z.object({ items: z.array(mcpServerSchema) }),
+          ...problemResponses(401, 403, 429),
+        },
+      },
+    },
+    async (request) => {
+      const { tenant } = principalOf(request);
+      return { items: (await mcpServers.list(tenant.id)).map(toWire) };
+    },
+  );
+
+  app.delete(
+    '/mcp-servers/:id',
+    {
+      config: { scope: 'admin' },
+      schema: {
+        tags: ['tools'],
+        summary: 'Delete an MCP server; workflows started afterwards no longer see its tools',
+        params: idParamsSchema,
+        response: {
+          204: z.null().describe('Deleted'),
+          ...problemResponses(400, 401, 403, 404, 429),
+        },
+      },
+    },
+    async (request, reply) => {
+      const { tenant } = principalOf(request);
+      await mcpServers.delete(tenant.id, request.params.id);
+      return reply.code(204).send(null);
+    },
+  );
+};

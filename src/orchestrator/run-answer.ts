@@ -1,0 +1,193 @@
+import type { Transaction } from 'kysely';
+import { type Catalogue, costOf, type ProviderKind } from '../llm/catalogue.js';
+import type { RouterEvent } from '../llm/router/types.js';
+import type { Message } from '../llm/types.js';
+import type { Database } from '../store/schema.js';
+import type { WorkflowUsage } from '../workflows/types.js';
+import { answerWorkflow } from './answer-workflow.js';
+import { workflowTurnsRepository } from './tool-loop/turns-repository.js';
+import type { ClarificationRequest } from './tool-loop/types.js';
+import { type Run, throwIfStopped } from './workflow-run.js';
+
+/**
+ * The answering part of a workflow run: the session history, the
+ * orchestrator (classify, then the tool loop), and the workflow ended, or
+ * paused for a clarification, with its outcome, usage and events.
+ */
+
+/** The step name of the router's retry and fallback events. */
+const MODEL_STEP = 'model';
+
+/** Classify, then the tool loop (answer-workflow.ts); ends the workflow with its outcome. */
+export async function answerWithToolLoop(run: Run): Promise<void> {
+  const { tracker, workflow, options } = run;
+  throwIfStopped(run);
+  const history = await sessionHistoryOf(run);
+  throwIfStopped(run);
+  const turns = workflowTurnsRepository(options.db);
+  const outcome = await answerWorkflow({
+    settings: options.orchestrator,
+    workflow,
+    history,
+    limits: {
+      contextWindow: contextWindowOf(options.catalogue, workflow.model),
+      kind: providerKindOf(options.catalogue, workflow.model),
+    },
+    router: options.router,
+    tracker,
+    signal: run.controller.signal,
+    log: run.log,
+    onRouterEvent: (event) => report(run, event),
+    flushRouterEvents: async () => {
+      await run.reports;
+      if (run.reportFailure) throw run.reportFailure;
+    },
+    persistTurn: (state) =>
+      turns.append({ tenantId: workflow.tenantId, workflowId: workflow.id, state }),
+    pause: (request) => pauseForClarification(run, request),
+    throwIfStopped: () => throwIfStopped(run),
+    currentModel: () => run.model,
+  });
+  run.usage = outcome.usage;
+  run.answer = outcome.answer;
+  throwIfStopped(run);
+  if (outcome.reason === 'paused') {
+    // The workflow waits for the user's answer; its run ends here and the lease is released.
+    await recordUsage(run);
+    return;
+  }
+
+  if (outcome.failure) {
+    await recordUsage(run);
+    throwIfStopped(run);
+    await tracker.end(
+      { status: 'failed', error: outcome.failure },
+      performance.now() - run.startedAt,
+    );
+    return;
+  }
+  await tracker.emit('answer', null, 'completed', { text: run.answer });
+  await recordUsage(run);
+  throwIfStopped(run);
+  await tracker.end(
+    { status: 'completed', answer: run.answer },
+    performance.now() - run.startedAt,
+    (tx) => appendToSession(run, tx),
+  );
+}
+
+/** running -> awaiting_input (clarification), with the `clarification_request` event. */
+async function pauseForClarification(run: Run, request: ClarificationRequest): Promise<void> {
+  throwIfStopped(run);
+  await run.tracker.transition({
+    to: 'awaiting_input',
+    awaitingReason: 'clarification',
+    events: [
+      {
+        type: 'clarification_request',
+        step: request.step,
+        status: 'paused',
+        detail: {
+          question: request.question,
+          question_type: request.questionType,
+          options: request.options ?? null,
+          context: request.context ?? null,
+          toolCallId: request.toolCallId,
+        },
+        elapsedMs: null,
+      },
+    ],
+  });
+}
+
+/** The session's earlier questions and answers, trimmed to the history budget; none without a session. */
+async function sessionHistoryOf(run: Run): Promise<Message[]> {
+  const { options, workflow } = run;
+  if (workflow.sessionId === null) return [];
+  return options.sessions.historyFor(workflow.tenantId, workflow.sessionId, {
+    ...options.sessionHistory,
+    kind: providerKindOf(options.catalogue, workflow.model),
+  });
+}
+
+/**
+ * Adds the question and answer to the workflow's session, in the
+ * completion's transaction: whoever sees the workflow completed (its
+ * `workflow_end` event, a GET) and starts the next workflow of the session
+ * finds them in its history.
+ */
+async function appendToSession(run: Run, tx: Transaction<Database>): Promise<void> {
+  const { workflow } = run;
+  if (workflow.sessionId === null) return;
+  const appended = await run.options.sessions.appendExchange(
+    {
+      tenantId: workflow.tenantId,
+      sessionId: workflow.sessionId,
+      workflowId: workflow.id,
+      question: workflow.input,
+      answer: run.answer,
+    },
+    tx,
+  );
+  if (!appended) run.log.warn('the workflow’s session no longer exists; its answer is not added');
+}
+
+/** A catalogue model's context window; 8,192 tokens, a cautious guess, for an unknown one. */
+function contextWindowOf(catalogue: Catalogue, model: string): number {
+  return catalogue.models.find((entry) => entry.name === model)?.contextWindow ?? 8192;
+}
+
+/** The provider kind behind a catalogue model; the scripted estimate when it is unknown. */
+function providerKindOf(catalogue: Catalogue, model: string): ProviderKind {
+  const entry = catalogue.models.find((candidate) => candidate.name === model);
+  const provider = catalogue.providers.find((candidate) => candidate.name === entry?.provider);
+  return provider?.kind ?? 'scripted';
+}
+
+/**
+ * Persists a retry or fallback as an event. The router reports them
+ * synchronously, so the writes are chained in order; a failed write is
+ * kept and fails the run once the stream ends.
+ */
+function report(run: Run, event: RouterEvent): void {
+  if (event.type === 'fallback') run.model = event.to;
+  run.reports = run.reports
+    .then(async () => {
+      if (run.stopReason || run.reportFailure) return;
+      if (event.type === 'retry') {
+        await run.tracker.emit('llm_retry', MODEL_STEP, 'retrying', {
+          model: event.model,
+          attempt: event.attempt,
+          delayMs: Math.round(event.delayMs),
+          error: { code: event.error.code, message: event.error.userMessage },
+        });
+      } else {
+        await run.tracker.emit('llm_fallback', MODEL_STEP, 'info', {
+          from: event.from,
+          to: event.to,
+          reason: event.reason,
+          ...(event.error
+            ? { error: { code: event.error.code, message: event.error.userMessage } }
+            : {}),
+        });
+      }
+    })
+    .catch((error: unknown) => {
+      run.reportFailure ??= error;
+    });
+}
+
+/** The `usage` event and the workflow's totals, when the model reported usage. */
+async function recordUsage(run: Run): Promise<void> {
+  if (!run.usage) return;
+  throwIfStopped(run);
+  const entry = run.options.router.entry(run.model);
+  const usage: WorkflowUsage = {
+    inputTokens: run.usage.inputTokens,
+    outputTokens: run.usage.outputTokens,
+    cachedInputTokens: run.usage.cachedInputTokens,
+    costUsd: entry ? costOf(entry, run.usage) : 0,
+  };
+  await run.tracker.emit('usage', null, 'info', { model: run.model, ...usage });
+  await run.repository.addUsage(run.workflow.tenantId, run.workflow.id, usage);
+}

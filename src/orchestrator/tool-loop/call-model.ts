@@ -1,0 +1,142 @@
+import type { FinishReason, ModelRequest, ToolCall, Usage } from '../../llm/types.js';
+import { prepareRequest, recoverFromOverflow } from './prepare-request.js';
+import type { LoopRun, LoopStep, PendingCall } from './types.js';
+
+/** Step name of a turn's events and its tools' `ToolContext.step`. */
+export const turnStep = (turn: number): string => `turn-${turn}`;
+
+/**
+ * One model turn: streams the answer text as tokens, collects the tool
+ * calls, and decides the next step. Offered tools unless the loop is
+ * wrapping up after its iteration cap.
+ */
+export async function callModel(run: LoopRun): Promise<LoopStep> {
+  const { options } = run;
+  options.throwIfStopped();
+  run.turns += 1;
+  const withTools = !run.wrappingUp && options.tools.definitions().length > 0;
+  if (withTools) run.iterations += 1;
+  const step = turnStep(run.turns);
+  const request = await prepareRequest(run, withTools);
+  await options.tracker.emit('llm_call', step, 'started', {
+    model: options.currentModel(),
+    turn: run.turns,
+    tools: withTools,
+  });
+  const started = performance.now();
+  const collected = await streamTurn(run, request);
+  await options.flushRouterEvents();
+  options.throwIfStopped();
+  const elapsedMs = performance.now() - started;
+  addUsage(run, collected.usage);
+
+  if (collected.failure) {
+    await options.tracker.emit(
+      'llm_call',
+      step,
+      'failed',
+      { model: options.currentModel(), error: collected.failure },
+      elapsedMs,
+    );
+    if (collected.contextOverflow) {
+      return recoverFromOverflow(run, { text: collected.text, withTools });
+    }
+    run.failure = collected.failure;
+    return { kind: 'finished', answer: collected.text, reason: 'model_error' };
+  }
+  await options.tracker.emit(
+    'llm_call',
+    step,
+    'completed',
+    { model: options.currentModel(), finishReason: collected.finishReason ?? null },
+    elapsedMs,
+  );
+  // A turn without tools may still name some (a model ignoring tool_choice): its text is the answer.
+  const calls = withTools ? collected.calls : [];
+  run.pendingAssistant = {
+    content: collected.text,
+    toolCalls: calls.map(toToolCall),
+    finishReason: collected.finishReason ?? null,
+  };
+  if (calls.length === 0) {
+    return {
+      kind: 'finished',
+      answer: collected.text,
+      reason: run.wrappingUp ? 'iteration_cap' : 'answered',
+    };
+  }
+  return { kind: 'run_tools', calls };
+}
+
+interface CollectedTurn {
+  text: string;
+  calls: PendingCall[];
+  usage: Usage | undefined;
+  finishReason: FinishReason | undefined;
+  failure: { code: string; message: string } | undefined;
+  /** The failure is the model's context window being exceeded. */
+  contextOverflow: boolean;
+}
+
+async function streamTurn(run: LoopRun, request: ModelRequest): Promise<CollectedTurn> {
+  const { options } = run;
+  const turn: CollectedTurn = {
+    text: '',
+    calls: [],
+    usage: undefined,
+    finishReason: undefined,
+    failure: undefined,
+    contextOverflow: false,
+  };
+  for await (const part of options.router.stream({
+    model: options.model,
+    request,
+    signal: options.signal,
+    context: { tenantId: options.tenantId, workflowId: options.workflowId },
+    onEvent: options.onRouterEvent,
+  })) {
+    switch (part.type) {
+      case 'text-delta':
+        turn.text += part.text;
+        if (!options.signal.aborted) options.tracker.token(part.text);
+        break;
+      case 'tool-call':
+        turn.calls.push({ kind: 'valid', call: part.toolCall });
+        break;
+      case 'tool-call-invalid':
+        turn.calls.push({ kind: 'invalid', id: part.id, name: part.name, reason: part.reason });
+        break;
+      case 'usage':
+        turn.usage = part.usage;
+        break;
+      case 'finish':
+        turn.finishReason = part.reason;
+        break;
+      case 'error':
+        turn.failure = { code: part.error.code, message: part.error.userMessage };
+        turn.contextOverflow = part.error.kind === 'context_length_exceeded';
+        break;
+    }
+  }
+  return turn;
+}
+
+/** An invalid call goes into history with no arguments; its error result explains why. */
+function toToolCall(pending: PendingCall): ToolCall {
+  return pending.kind === 'valid'
+    ? pending.call
+    : { id: pending.id, name: pending.name, arguments: {} };
+}
+
+function addUsage(run: LoopRun, usage: Usage | undefined): void {
+  if (!usage) return;
+  const total = run.usage;
+  run.usage = total
+    ? {
+        inputTokens: total.inputTokens + usage.inputTokens,
+        outputTokens: total.outputTokens + usage.outputTokens,
+        cachedInputTokens: total.cachedInputTokens + usage.cachedInputTokens,
+        cacheWriteTokens: total.cacheWriteTokens + usage.cacheWriteTokens,
+      }
+    : { ...usage };
+}

@@ -1,0 +1,115 @@
+import type { Message, ModelRequest, SystemPrompt } from '../../llm/types.js';
+import {
+  CONDENSE_SHARE,
+  condenseToolResults,
+  estimateShare,
+  RECOVER_SHARE,
+  WRAP_UP_INSTRUCTION,
+  WRAP_UP_SHARE,
+} from './context-window.js';
+import { buildFinalSystem } from './final-turn.js';
+import type { LoopRun, LoopStep } from './types.js';
+
+/**
+ * The request of the next turn, with the context-window checks applied
+ * first (context-window.ts): older tool results condensed at 80% of the
+ * window, the wrap-up instruction from 70% on. Each is announced once
+ * with a `warning` event.
+ */
+export async function prepareRequest(run: LoopRun, withTools: boolean): Promise<ModelRequest> {
+  const { options } = run;
+  const build = (messages: Message[]) => buildRequest(run, withTools, messages);
+  if (estimateShare(build(run.messages), options.limits) >= CONDENSE_SHARE) {
+    const result = condenseToolResults({
+      messages: run.messages,
+      buildRequest: build,
+      limits: options.limits,
+      share: WRAP_UP_SHARE,
+      keepLatest: true,
+    });
+    if (result.condensed > 0) {
+      run.messages.splice(0, run.messages.length, ...result.messages);
+      await options.tracker.emit('warning', null, 'info', {
+        code: 'context_condensed',
+        message: `The conversation neared the model’s context window; ${result.condensed} earlier tool results were condensed to one line each.`,
+        condensed: result.condensed,
+      });
+    }
+  }
+  if (!run.wrapUp && estimateShare(build(run.messages), options.limits) >= WRAP_UP_SHARE) {
+    run.wrapUp = true;
+    await options.tracker.emit('warning', null, 'info', {
+      code: 'context_wrap_up',
+      message:
+        'The conversation reached about 70% of the model’s context window; the model is asked to wrap up.',
+    });
+  }
+  return build(run.messages);
+}
+
+function buildRequest(run: LoopRun, withTools: boolean, messages: Message[]): ModelRequest {
+  const { options } = run;
+  const definitions = options.tools.definitions();
+  return {
+    system: systemOf(run),
+    messages: [...messages],
+    ...(definitions.length > 0
+      ? { tools: definitions, toolChoice: withTools ? 'auto' : 'none' }
+      : {}),
+  };
+}
+
+function systemOf(run: LoopRun): SystemPrompt {
+  const { system } = run.options;
+  if (run.wrappingUp) return buildFinalSystem(system);
+  if (!run.wrapUp) return system;
+  return {
+    stable: system.stable,
+    volatile: [system.volatile, WRAP_UP_INSTRUCTION].filter(Boolean).join('\n'),
+  };
+}
+
+/** Said when even the recovered request does not fit and the model wrote nothing usable. */
+export const PARTIAL_ANSWER_TEXT =
+  'The conversation grew past what the model can read, so this answer is incomplete: the tool results gathered so far could not all be taken into account.';
+
+/**
+ * After a context-length error: the first time, every tool result is
+ * condensed to bring the request under 60% of the window and the turn is
+ * tried again; the second time the loop ends with a partial answer.
+ */
+export async function recoverFromOverflow(
+  run: LoopRun,
+  turn: { text: string; withTools: boolean },
+): Promise<LoopStep> {
+  const { options } = run;
+  if (!run.overflowRecovered) {
+    run.overflowRecovered = true;
+    const result = condenseToolResults({
+      messages: run.messages,
+      buildRequest: (messages) => buildRequest(run, turn.withTools, messages),
+      limits: options.limits,
+      share: RECOVER_SHARE,
+      keepLatest: false,
+    });
+    run.messages.splice(0, run.messages.length, ...result.messages);
+    await options.tracker.emit('warning', null, 'info', {
+      code: 'context_length_recovery',
+      message: `The model’s context window was exceeded; ${result.condensed} tool results were condensed and the turn is tried once more.`,
+      condensed: result.condensed,
+    });
+    // The retry is the same turn again, not a new one.
+    run.turns -= 1;
+    if (turn.withTools) run.iterations -= 1;
+    return { kind: 'call_model' };
+  }
+  await options.tracker.emit('warning', null, 'info', {
+    code: 'context_exhausted',
+    message: 'The model’s context window was exceeded again; the answer is partial.',
+  });
+  const earlier = run.messages.findLast(
+    (message) => message.role === 'assistant' && message.content.trim() !== '',
+  );
+  const partial = turn.text.trim() || earlier?.content || PARTIAL_ANSWER_TEXT;
+  return { kind: 'finished', answer: partial, reason: 'context_exhausted' };
+}

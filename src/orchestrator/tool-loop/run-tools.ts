@@ -1,0 +1,212 @@
+import type { ToolResultMessage } from '../../llm/types.js';
+import { wrapUntrustedOutput } from '../../tools/untrusted-output.js';
+import { turnStep } from './call-model.js';
+import { type Execution, executeTool } from './execute-tool.js';
+import { blockedMessage, REPEAT_WARNING } from './repeat-guard.js';
+import type { TurnState } from './state.js';
+import type { LoopRun, LoopStep, PendingCall } from './types.js';
+
+/**
+ * Runs the tool calls of one turn: the calls of tools not marked
+ * `sequential` together, then the sequential ones one at a time in the
+ * order the model made them. Every call gets a result, errors and
+ * interruptions included; the turn is persisted before the next one.
+ */
+export async function runTools(run: LoopRun, calls: PendingCall[]): Promise<LoopStep> {
+  // One valid question per turn pauses the loop; the other calls run first.
+  const question = calls.find((call) => isValidQuestion(run, call));
+  const toRun = calls.filter((call) => call !== question);
+  const parallel = toRun.filter((call) => !isSequential(run, call));
+  const sequential = toRun.filter((call) => isSequential(run, call));
+  const results = new Map<PendingCall, ToolResultMessage>();
+  const emit = serialToolEvents(run);
+  await Promise.all(
+    parallel.map(async (call) => {
+      results.set(call, await runOne(run, call, emit));
+    }),
+  );
+  for (const call of sequential) results.set(call, await runOne(run, call, emit));
+
+  const toolResults = toRun.map((call) => results.get(call) as ToolResultMessage);
+  const awaiting =
+    question?.kind === 'valid'
+      ? { toolCallId: question.call.id, toolName: question.call.name }
+      : null;
+  await completeTurn(run, toolResults, awaiting);
+  run.options.throwIfStopped();
+  return question?.kind === 'valid'
+    ? { kind: 'paused', call: question.call }
+    : { kind: 'call_model' };
+}
+
+function isValidQuestion(run: LoopRun, pending: PendingCall): boolean {
+  if (pending.kind !== 'valid') return false;
+  const tool = run.options.tools.get(pending.call.name);
+  return tool?.pauses === true && tool.parameters.safeParse(pending.call.arguments).success;
+}
+
+type EmitToolEvent = (
+  status: 'started' | 'completed' | 'failed',
+  detail: Record<string, unknown>,
+  elapsedMs?: number,
+) => Promise<void>;
+
+/**
+ * `tool_call` events of one turn, written one after the other: calls run
+ * in parallel, but their events must reach subscribers in seq order. None
+ * once the run is stopped: the workflow may have ended already.
+ */
+function serialToolEvents(run: LoopRun): EmitToolEvent {
+  let chain: Promise<unknown> = Promise.resolve();
+  const step = turnStep(run.turns);
+  return (status, detail, elapsedMs) => {
+    const next = chain.then(async () => {
+      if (run.options.signal.aborted) return;
+      await run.options.tracker.emit('tool_call', step, status, detail, elapsedMs);
+    });
+    chain = next.catch(() => undefined);
+    return next;
+  };
+}
+
+function isSequential(run: LoopRun, pending: PendingCall): boolean {
+  return pending.kind === 'valid' && run.options.tools.get(pending.call.name)?.sequential === true;
+}
+
+/** Appends the turn to the conversation and persists it. */
+async function completeTurn(
+  run: LoopRun,
+  toolResults: ToolResultMessage[],
+  awaiting: TurnState['awaiting'],
+): Promise<void> {
+  const assistant = run.pendingAssistant ?? { content: '', toolCalls: [], finishReason: null };
+  run.pendingAssistant = null;
+  run.messages.push({
+    role: 'assistant',
+    content: assistant.content,
+    toolCalls: assistant.toolCalls,
+  });
+  run.messages.push(...toolResults);
+  await run.options.persistTurn(turnState(run, assistant, toolResults, awaiting));
+}
+
+export function turnState(
+  run: LoopRun,
+  assistant: NonNullable<LoopRun['pendingAssistant']>,
+  toolResults: ToolResultMessage[],
+  awaiting: TurnState['awaiting'] = null,
+): TurnState {
+  return {
+    schemaVersion: 1,
+    turn: run.turns,
+    model: run.options.currentModel(),
+    assistant: { content: assistant.content, toolCalls: assistant.toolCalls },
+    toolResults: toolResults.map((result) => ({
+      toolCallId: result.toolCallId,
+      toolName: result.toolName,
+      content: result.content,
+      isError: result.isError === true,
+    })),
+    awaiting,
+    finishReason: assistant.finishReason,
+  };
+}
+
+async function runOne(
+  run: LoopRun,
+  pending: PendingCall,
+  emit: EmitToolEvent,
+): Promise<ToolResultMessage> {
+  const { options } = run;
+  const step = turnStep(run.turns);
+  const callId = pending.kind === 'valid' ? pending.call.id : pending.id;
+  const name = pending.kind === 'valid' ? pending.call.name : pending.name;
+  const detail = { tool: name, callId };
+  const message = (content: string, isError: boolean, suffix = ''): ToolResultMessage => ({
+    role: 'tool',
+    toolCallId: callId,
+    toolName: name,
+    content:
+      wrapUntrustedOutput({ toolName: name, content, isError }, options.toolOutputMaxChars) +
+      suffix,
+    isError,
+  });
+
+  const rejection = rejectBeforeRunning(run, pending);
+  if (rejection) {
+    await emit('failed', {
+      ...detail,
+      error: rejection.error,
+      ...(rejection.blocked ? { blocked: true } : {}),
+    });
+    return message(rejection.content, true);
+  }
+  const call = pending.kind === 'valid' ? pending.call : undefined;
+  const tool = call && options.tools.get(call.name);
+  if (!call || !tool) throw new Error('a call that passed the checks has a tool');
+
+  await emit('started', detail);
+  const started = performance.now();
+  const parsed = tool.parameters.safeParse(call.arguments);
+  const execution: Execution = parsed.success
+    ? await executeTool({
+        tool,
+        args: parsed.data,
+        context: { tenantId: options.tenantId, workflowId: options.workflowId, step, callId },
+        signal: options.signal,
+      })
+    : {
+        result: { content: `Error: invalid arguments: ${parsed.error.message}`, isError: true },
+        outcome: 'failed',
+      };
+  const elapsedMs = performance.now() - started;
+  const warn = run.guard.record(call.name, call.arguments, execution.result);
+  await emit(
+    execution.result.isError ? 'failed' : 'completed',
+    {
+      ...detail,
+      ...(execution.result.isError ? { error: execution.outcome } : {}),
+      ...(warn ? { repeatWarning: true } : {}),
+    },
+    elapsedMs,
+  );
+  return message(
+    execution.result.content,
+    execution.result.isError,
+    warn ? `\n${REPEAT_WARNING}` : '',
+  );
+}
+
+/** Calls answered with an error without running: invalid JSON, unknown tool, blocked repeat. */
+function rejectBeforeRunning(
+  run: LoopRun,
+  pending: PendingCall,
+): { content: string; error: string; blocked?: boolean } | undefined {
+  if (pending.kind === 'invalid') {
+    return {
+      content: `Error: the arguments of this call could not be used (${pending.reason}). Send valid JSON arguments matching the tool's parameters.`,
+      error: 'invalid_arguments',
+    };
+  }
+  const { call } = pending;
+  if (!run.options.tools.get(call.name)) {
+    return {
+      content: `Error: there is no tool named "${call.name}". Available tools: ${run.options.tools.names().join(', ') || 'none'}.`,
+      error: 'unknown_tool',
+    };
+  }
+  const tool = run.options.tools.get(call.name);
+  if (tool?.pauses) {
+    const parsed = tool.parameters.safeParse(call.arguments);
+    return {
+      content: parsed.success
+        ? 'Error: only one question to the user per turn; ask the others after the answer.'
+        : `Error: invalid arguments: ${parsed.error.message}`,
+      error: parsed.success ? 'one_question_per_turn' : 'invalid_arguments',
+    };
+  }
+  if (run.guard.isBlocked(call.name, call.arguments)) {
+    return { content: blockedMessage(call.name), error: 'repeated_failure', blocked: true };
+  }
+  return undefined;
+}

@@ -1,0 +1,50 @@
+import { sql } from 'kysely';
+import type { Message } from '../../llm/types.js';
+import type { Db } from '../../store/database.js';
+import { messagesOfTurn, parseTurnState, type TurnState } from './state.js';
+
+/**
+ * The tool loop's turns as rows: appended once per completed turn, read
+ * back in order to rebuild the conversation on another replica.
+ */
+export function workflowTurnsRepository(db: Db) {
+  return {
+    /**
+     * Appends a turn. A turn cut off midway runs again (at-least-once), so a
+     * second write of the same turn number keeps the first one.
+     */
+    async append(input: { tenantId: string; workflowId: string; state: TurnState }): Promise<void> {
+      await db
+        .insertInto('workflow_turns')
+        .values({
+          workflow_id: input.workflowId,
+          tenant_id: input.tenantId,
+          turn: input.state.turn,
+          state: JSON.stringify(input.state),
+        })
+        .onConflict((conflict) => conflict.columns(['workflow_id', 'turn']).doNothing())
+        .execute();
+    },
+
+    /** The workflow's turns in order, each parsed with its version's schema. */
+    async list(tenantId: string, workflowId: string): Promise<TurnState[]> {
+      const rows = await db
+        .selectFrom('workflow_turns')
+        .select(['state'])
+        .where('tenant_id', '=', tenantId)
+        .where('workflow_id', '=', workflowId)
+        .orderBy(sql`turn`)
+        .execute();
+      return rows.map((row) => parseTurnState(row.state));
+    },
+  };
+}
+
+/** The conversation after the persisted turns: what follows the question in the next request. */
+export async function loadLoopHistory(
+  db: Db,
+  key: { tenantId: string; workflowId: string },
+): Promise<{ turns: number; messages: Message[] }> {
+  const turns = await workflowTurnsRepository(db).list(key.tenantId, key.workflowId);
+  return { turns: turns.length, messages: turns.flatMap(messagesOfTurn) };
+}

@@ -1,0 +1,103 @@
+import type { ModelRouter, RouterCall } from '../../llm/router/router.js';
+import type { Message, SystemPrompt, ToolCall, ToolResultMessage, Usage } from '../../llm/types.js';
+import type { ToolRegistry } from '../../tools/registry.js';
+import type { WorkflowTracker } from '../../tracker/tracker.js';
+import type { ContextLimits } from './context-window.js';
+import type { RepeatFailGuard } from './repeat-guard.js';
+import type { TurnState } from './state.js';
+
+/**
+ * Terminology: a turn is one model call of the loop; an iteration is a turn
+ * offered tools. The loop's next step is one of these; `runToolLoop`
+ * switches over it until it is `finished` or `paused`.
+ */
+export type LoopStep =
+  | { kind: 'call_model' }
+  /** The model's tool calls of this turn; invalid ones carry their error instead of arguments. */
+  | { kind: 'run_tools'; calls: PendingCall[] }
+  | { kind: 'finished'; answer: string; reason: FinishedReason }
+  /** A pausing tool (ask_user) was called with valid arguments; the workflow waits for the answer. */
+  | { kind: 'paused'; call: ToolCall };
+
+export type FinishedReason = 'answered' | 'iteration_cap' | 'context_exhausted' | 'model_error';
+
+/** A tool call of the current turn: valid, or rejected before it could run. */
+export type PendingCall =
+  | { kind: 'valid'; call: ToolCall }
+  | { kind: 'invalid'; id: string; name: string; reason: string };
+
+/** What the loop needs from the workflow run; built by the orchestrator entry. */
+export interface LoopOptions {
+  tenantId: string;
+  workflowId: string;
+  router: Pick<ModelRouter, 'stream'>;
+  tracker: Pick<WorkflowTracker, 'emit' | 'token'>;
+  /** Catalogue name the turns are asked of. */
+  model: string;
+  system: SystemPrompt;
+  /** Session history and the question. */
+  messages: Message[];
+  tools: ToolRegistry;
+  maxIterations: number;
+  toolOutputMaxChars: number;
+  /** The model's context window and how its tokens are estimated. */
+  limits: ContextLimits;
+  signal: AbortSignal;
+  /** Retries and fallbacks, reported as events by the caller. */
+  onRouterEvent: NonNullable<RouterCall['onEvent']>;
+  /** Resolves once the router events reported so far are persisted, so events stay in order. */
+  flushRouterEvents: () => Promise<void>;
+  /** Pauses the workflow for the user's answer (awaiting_input, clarification). */
+  pause: (request: ClarificationRequest) => Promise<void>;
+  /** Called with each turn before the next one starts. */
+  persistTurn: (state: TurnState) => Promise<void>;
+  /** Throws when the run was stopped (cancel, shutdown, lost lease). */
+  throwIfStopped: () => void;
+  /** The model answering now; changes on a fallback. */
+  currentModel: () => string;
+}
+
+/** The state of one loop run; never shared, never kept after it. */
+export interface LoopRun {
+  readonly options: LoopOptions;
+  readonly messages: Message[];
+  readonly guard: RepeatFailGuard;
+  /** Turns taken, the final one without tools included. */
+  turns: number;
+  /** Turns offered tools. */
+  iterations: number;
+  /** Set once the cap is reached: the next turn is the last, without tools. */
+  wrappingUp: boolean;
+  /** Set from 70% of the context window on: the model is asked to wrap up. */
+  wrapUp: boolean;
+  /** A context-length error was recovered from once already. */
+  overflowRecovered: boolean;
+  /** The current turn's assistant message, until its tool results are in. */
+  pendingAssistant: { content: string; toolCalls: ToolCall[]; finishReason: string | null } | null;
+  usage: Usage | undefined;
+  failure: { code: string; message: string } | undefined;
+}
+
+/** What `ask_user` asks, as the `clarification_request` event carries it. */
+export interface ClarificationRequest {
+  step: string;
+  toolCallId: string;
+  question: string;
+  questionType: string;
+  options: string[] | undefined;
+  context: string | undefined;
+}
+
+export interface LoopOutcome {
+  answer: string;
+  /** `paused`: the workflow awaits the user's answer; there is no answer yet. */
+  reason: FinishedReason | 'paused';
+  usage: Usage | undefined;
+  failure: { code: string; message: string } | undefined;
+}
+
+export type ToolResults = ToolResultMessage[];
+
+export function assertNever(value: never): never {
+  throw new Error(`unexpected loop step: ${JSON.stringify(value)}`);
+}

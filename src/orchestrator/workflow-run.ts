@@ -1,0 +1,74 @@
+import type { Logger } from 'pino';
+import type { Catalogue } from '../llm/catalogue.js';
+import type { ModelRouter } from '../llm/router/router.js';
+import type { Usage } from '../llm/types.js';
+import type { SessionService } from '../sessions/service.js';
+import type { Db } from '../store/database.js';
+import type { WorkflowsRepository } from '../store/workflows.js';
+import type { EventHub } from '../tracker/event-hub.js';
+import type { WorkflowTracker } from '../tracker/tracker.js';
+import type { Workflow } from '../workflows/types.js';
+import type { OrchestratorSettings } from './answer-workflow.js';
+import type { Executions, StopReason } from './executions.js';
+
+/** The executor's collaborators, and the state of one workflow run with its stop helpers. */
+
+export interface MinimalExecutorOptions {
+  db: Db;
+  hub: EventHub;
+  router: ModelRouter;
+  /** Whose tokeniser estimates the session history of a workflow's model. */
+  catalogue: Catalogue;
+  executions: Executions;
+  /** A workflow with a session sees its history and adds its question and answer to it. */
+  sessions: Pick<SessionService, 'historyFor' | 'appendExchange'>;
+  /** How much session history a workflow sees (SESSION_HISTORY_* settings). */
+  sessionHistory: { budgetTokens: number; floorTurns: number };
+  /** Classifier, tools and loop limits of the orchestrator. */
+  orchestrator: OrchestratorSettings;
+  /** Lease owner and NOTIFY origin. */
+  replicaId: string;
+  log: Logger;
+  /** How long a lease lasts without renewal; 30 s. */
+  leaseMs?: number;
+  /** How often the lease is renewed; 10 s, so two missed renewals still leave it held. */
+  renewEveryMs?: number;
+}
+
+/** The state of one workflow run; never shared between runs. */
+export interface Run {
+  readonly options: MinimalExecutorOptions;
+  readonly workflow: Workflow;
+  readonly log: Logger;
+  readonly tracker: WorkflowTracker;
+  readonly repository: WorkflowsRepository;
+  readonly controller: AbortController;
+  readonly startedAt: number;
+  stopReason: StopReason | undefined;
+  /** Catalogue name of the model answering now; changes on a fallback. */
+  model: string;
+  answer: string;
+  usage: Usage | undefined;
+  /** Router events are persisted one after the other, in the order they happened. */
+  reports: Promise<void>;
+  reportFailure: unknown;
+}
+
+/** Thrown inside a run to leave its work once it was stopped. */
+export class RunStopped extends Error {
+  constructor() {
+    super('the run was stopped');
+    this.name = 'RunStopped';
+  }
+}
+
+export function stop(run: Run, reason: StopReason): void {
+  if (run.stopReason) return;
+  run.stopReason = reason;
+  run.log.info({ reason }, 'stopping the workflow run');
+  run.controller.abort();
+}
+
+export function throwIfStopped(run: Run): void {
+  if (run.stopReason) throw new RunStopped();
+}

@@ -1,0 +1,140 @@
+import { randomUUID } from 'node:crypto';
+import type { Logger } from 'pino';
+import { badRequest, conflict, notFound } from '../errors.js';
+import type { Db } from '../store/database.js';
+import { mcpServersRepository } from '../store/mcp-servers.js';
+import type { McpServerRow } from '../store/schema.js';
+import type { HttpToolPolicy } from './http-tool.js';
+import { checkDestination } from './http-tools-service.js';
+import type { JsonSchemaObject } from './json-schema-parameters.js';
+import {
+  connectMcpServer,
+  connectMcpTools,
+  type McpToolset,
+  McpUnreachable,
+  mcpToolName,
+  mcpToolProblem,
+} from './mcp-tools.js';
+
+/**
+ * MCP servers of a tenant: registration (the URL checked like an HTTP
+ * tool's, then one connection to list the tools), listing without
+ * secrets, and the connected `Tool`s of one workflow run.
+ *
+ * The listing shows the tools as listed at registration, stored with the
+ * server: listing the servers must not depend on every server being up,
+ * nor cost a connection to each. Workflows always list the tools live, so a
+ * server that changed its tools since is seen as it is now.
+ */
+
+export interface NewMcpServer {
+  name: string;
+  url: string;
+  /** Header values are secrets: stored, sent with each request, never shown again. */
+  headers: Record<string, string>;
+  timeoutMs: number;
+}
+
+export interface McpServerToolInfo {
+  /** The server's own name for the tool. */
+  name: string;
+  /** What the model calls it, or null when it cannot be offered (see `problem`). */
+  toolName: string | null;
+  description: string | null;
+  inputSchema: JsonSchemaObject;
+  problem: string | null;
+}
+
+/** An MCP server as the API shows it: header names only. */
+export interface McpServerInfo {
+  id: string;
+  name: string;
+  url: string;
+  headerNames: string[];
+  timeoutMs: number;
+  /** As listed at registration. */
+  tools: McpServerToolInfo[];
+  createdAt: Date;
+}
+
+export function createMcpServersService(options: { db: Db; policy: HttpToolPolicy; log: Logger }) {
+  const { db, policy, log } = options;
+  return {
+    async create(tenantId: string, input: NewMcpServer): Promise<McpServerInfo> {
+      const url = checkDestination(input.url, policy);
+      const server = { name: input.name, url: url.href, headers: input.headers };
+      let tools: McpServerRow['tools'];
+      try {
+        const connection = await connectMcpServer(
+          { ...server, timeout_ms: input.timeoutMs },
+          { policy, log },
+        );
+        tools = connection.tools;
+        await connection.close();
+      } catch (error) {
+        if (!(error instanceof McpUnreachable)) throw error;
+        throw badRequest('mcp_unreachable', `The MCP server could not be used: ${error.message}`, [
+          { field: 'body.url', message: error.message },
+        ]);
+      }
+      const row = await mcpServersRepository(db).insert({
+        id: randomUUID(),
+        tenant_id: tenantId,
+        name: server.name,
+        url: server.url,
+        headers: JSON.stringify(server.headers),
+        timeout_ms: input.timeoutMs,
+        tools: JSON.stringify(tools),
+      });
+      if (!row) {
+        throw conflict(
+          'mcp_server_name_taken',
+          `The tenant already has an MCP server named "${input.name}"`,
+        );
+      }
+      return toInfo(row);
+    },
+
+    async list(tenantId: string): Promise<McpServerInfo[]> {
+      return (await mcpServersRepository(db).listByTenant(tenantId)).map(toInfo);
+    },
+
+    async delete(tenantId: string, id: string): Promise<void> {
+      if (!(await mcpServersRepository(db).delete(tenantId, id))) throw notFound('MCP server');
+    },
+
+    /**
+     * The tenant's MCP tools for one workflow run, over connections opened
+     * now. The caller owns the result and must `close()` it when the run
+     * ends. A server that cannot be reached is left out (see `unavailable`)
+     * rather than failing the workflow.
+     */
+    async toolsFor(tenantId: string): Promise<McpToolset> {
+      const servers = await mcpServersRepository(db).listByTenant(tenantId);
+      return connectMcpTools(servers, { policy, log: log.child({ tenantId }) });
+    },
+  };
+}
+
+export type McpServersService = ReturnType<typeof createMcpServersService>;
+
+function toInfo(row: McpServerRow): McpServerInfo {
+  return {
+    id: row.id,
+    name: row.name,
+    url: row.url,
+    headerNames: Object.keys(row.headers).sort(),
+    timeoutMs: row.timeout_ms,
+    tools: row.tools.map((tool) => {
+      const problem = mcpToolProblem(row.name, tool) ?? null;
+      return {
+        name: tool.name,
+        toolName: problem === null ? mcpToolName(row.name, tool.name) : null,
+        description: tool.description ?? null,
+        inputSchema: tool.inputSchema,
+        problem,
+      };
+    }),
+    createdAt: row.created_at,
+  };
+}

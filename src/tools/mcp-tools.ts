@@ -1,0 +1,313 @@
+import { setTimeout as sleep } from 'node:timers/promises';
+import { Client } from '@modelcontextprotocol/sdk/client/index.js';
+import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
+import type { CallToolResult, ContentBlock } from '@modelcontextprotocol/sdk/types.js';
+import type { Logger } from 'pino';
+import type { McpServerRow, McpToolSnapshot } from '../store/schema.js';
+import { createGuardedFetch } from './guarded-fetch.js';
+import { type HttpToolPolicy, isHostAllowed } from './http-tool.js';
+import { InvalidParametersSchema, parametersFromJsonSchema } from './json-schema-parameters.js';
+import { BlockedAddressError } from './network-guard.js';
+import { TOOL_NAME } from './registry.js';
+import type { Tool, ToolContext, ToolResult } from './types.js';
+
+/**
+ * A tenant's MCP servers as `Tool`s of one workflow run: each server is
+ * connected once (streamable HTTP, through the network guard), its tools
+ * listed and offered as `<server>__<tool>`; a call goes over that same
+ * connection. `close()` ends every connection when the run ends.
+ *
+ * One connection per server per run, not one shared by the process: MCP
+ * sessions are stateful on the server side (a tool may remember what the
+ * previous call did), so runs must not see each other's session; and a
+ * connection that lives as long as the run needs no pool, no reconnect
+ * policy and no eviction. The cost is an initialize round trip (plus
+ * `tools/list`) per server at the start of every run, which is small next
+ * to one model call.
+ */
+
+/** Bytes of one MCP response (a tool result or a listing); past them the call fails. */
+export const MCP_MAX_RESPONSE_BYTES = 4 * 1024 * 1024;
+/** Between the server's name and the tool's in the name the model sees. */
+export const MCP_TOOL_NAME_SEPARATOR = '__';
+/** The vendors' limit on a description is larger; every character is sent at each turn. */
+const MAX_DESCRIPTION_CHARS = 4000;
+const CLIENT_INFO = { name: 'waymark', version: '0.1.0' };
+
+export interface McpToolset {
+  tools: Tool[];
+  /** Servers that could not be reached or listed, for a `warning` event; their tools are missing. */
+  unavailable: { server: string; reason: string }[];
+  /** Closes every connection; call it once the run ends, however it ends. Never throws. */
+  close(): Promise<void>;
+}
+
+export interface McpConnectOptions {
+  policy: HttpToolPolicy;
+  log: Logger;
+}
+
+/** An open connection to one MCP server. */
+export interface McpConnection {
+  client: Client;
+  tools: McpToolSnapshot[];
+  close(): Promise<void>;
+}
+
+/**
+ * Connects to one server and lists its tools, within the server's timeout.
+ * Throws `McpUnreachable` with a reason fit for the tenant.
+ */
+export async function connectMcpServer(
+  server: Pick<McpServerRow, 'name' | 'url' | 'headers' | 'timeout_ms'>,
+  options: McpConnectOptions & { signal?: AbortSignal },
+): Promise<McpConnection> {
+  const url = new URL(server.url);
+  // Checked again at each run: the allowlist may have shrunk since registration.
+  if (!isHostAllowed(url.hostname, options.policy)) {
+    throw new McpUnreachable(`${url.hostname} is not among the hosts tools may call`);
+  }
+  const transport = new StreamableHTTPClientTransport(url, {
+    fetch: createGuardedFetch({
+      allowPrivate: options.policy.allowPrivate,
+      resolver: options.policy.resolver,
+      maxBytes: MCP_MAX_RESPONSE_BYTES,
+    }),
+    requestInit: { headers: server.headers },
+  });
+  const client = new Client(CLIENT_INFO);
+  const requestOptions = { timeout: server.timeout_ms, signal: options.signal };
+  try {
+    await client.connect(transport, requestOptions);
+    const listed: McpToolSnapshot[] = [];
+    let cursor: string | undefined;
+    do {
+      const page = await client.listTools(cursor ? { cursor } : undefined, requestOptions);
+      for (const tool of page.tools) {
+        listed.push({
+          name: tool.name,
+          ...(tool.description ? { description: tool.description } : {}),
+          inputSchema: tool.inputSchema,
+        });
+      }
+      cursor = page.nextCursor;
+    } while (cursor);
+    return { client, tools: listed, close: () => closeConnection(client, transport, options.log) };
+  } catch (error) {
+    await closeConnection(client, transport, options.log);
+    throw new McpUnreachable(describeFailure(error, url), { cause: error });
+  }
+}
+
+/** The tenant's servers connected and their tools exposed, for one workflow run. */
+export async function connectMcpTools(
+  servers: McpServerRow[],
+  options: McpConnectOptions,
+): Promise<McpToolset> {
+  const settled = await Promise.allSettled(
+    servers.map(async (server) => ({
+      server,
+      connection: await connectMcpServer(server, options),
+    })),
+  );
+  const tools: Tool[] = [];
+  const unavailable: McpToolset['unavailable'] = [];
+  const connections: McpConnection[] = [];
+  const names = new Set<string>();
+  settled.forEach((outcome, index) => {
+    const server = servers[index] as McpServerRow;
+    if (outcome.status === 'rejected') {
+      const reason = (outcome.reason as Error).message;
+      options.log.warn({ mcpServer: server.name, reason }, 'MCP server unavailable for this run');
+      unavailable.push({ server: server.name, reason });
+      return;
+    }
+    const { connection } = outcome.value;
+    connections.push(connection);
+    for (const snapshot of connection.tools) {
+      const exposed = exposeMcpTool(server, snapshot, connection.client);
+      // `a` + `_b` and `a_` + `b` make the same name: the first server (by name) keeps it.
+      if (exposed.ok && names.has(exposed.tool.name)) {
+        options.log.warn(
+          { mcpServer: server.name, tool: snapshot.name },
+          'MCP tool skipped: another server already offers a tool of that name',
+        );
+      } else if (exposed.ok) {
+        names.add(exposed.tool.name);
+        tools.push(exposed.tool);
+      } else {
+        options.log.warn(
+          { mcpServer: server.name, tool: snapshot.name, reason: exposed.reason },
+          'MCP tool skipped',
+        );
+      }
+    }
+  });
+  return {
+    tools,
+    unavailable,
+    close: async () => {
+      await Promise.all(connections.map((connection) => connection.close()));
+    },
+  };
+}
+
+/** The name the model sees for a server's tool. */
+export function mcpToolName(serverName: string, toolName: string): string {
+  return `${serverName}${MCP_TOOL_NAME_SEPARATOR}${toolName}`;
+}
+
+/**
+ * Whether a listed tool can be offered to the model, and why not: its
+ * prefixed name must be a valid function name for both vendors, and its
+ * input schema must convert. Renaming a tool to fit would let two tools
+ * collide, so such a tool is skipped and reported instead.
+ */
+export function mcpToolProblem(serverName: string, snapshot: McpToolSnapshot): string | undefined {
+  const name = mcpToolName(serverName, snapshot.name);
+  if (!TOOL_NAME.test(name)) {
+    return `"${name}" is not a valid tool name (1 to 64 letters, digits, _ or -)`;
+  }
+  try {
+    parametersFromJsonSchema(snapshot.inputSchema);
+  } catch (error) {
+    if (error instanceof InvalidParametersSchema) return `input schema: ${error.message}`;
+    throw error;
+  }
+  return undefined;
+}
+
+type Exposed = { ok: true; tool: Tool } | { ok: false; reason: string };
+
+function exposeMcpTool(server: McpServerRow, snapshot: McpToolSnapshot, client: Client): Exposed {
+  const problem = mcpToolProblem(server.name, snapshot);
+  if (problem !== undefined) return { ok: false, reason: problem };
+  const description = (
+    snapshot.description?.trim() || `The "${snapshot.name}" tool of the ${server.name} MCP server`
+  ).slice(0, MAX_DESCRIPTION_CHARS);
+  return {
+    ok: true,
+    tool: {
+      name: mcpToolName(server.name, snapshot.name),
+      description,
+      parameters: parametersFromJsonSchema(snapshot.inputSchema),
+      // A second more than the call's own timeout, so the loop gets this tool's clearer message first.
+      timeoutMs: server.timeout_ms + 1000,
+      execute: (args, ctx) =>
+        callMcpTool({ client, server, toolName: snapshot.name, args: args as object, ctx }),
+    },
+  };
+}
+
+async function callMcpTool(call: {
+  client: Client;
+  server: McpServerRow;
+  toolName: string;
+  args: object;
+  ctx: ToolContext;
+}): Promise<ToolResult> {
+  const { server, ctx } = call;
+  try {
+    const result = await call.client.callTool(
+      { name: call.toolName, arguments: call.args as Record<string, unknown> },
+      undefined,
+      { signal: ctx.signal, timeout: server.timeout_ms },
+    );
+    return toolResultFromMcp(result as CallToolResult);
+  } catch (error) {
+    if (ctx.signal.aborted) return failed('the call was cancelled');
+    if (isTimeout(error)) return failed(`the tool did not answer within ${server.timeout_ms} ms`);
+    return failed(`the ${server.name} MCP server failed: ${(error as Error).message}`);
+  }
+}
+
+/** An MCP tool result as the model sees it: text joined, other content summarised. */
+export function toolResultFromMcp(result: CallToolResult | { toolResult: unknown }): ToolResult {
+  // Protocol 2024-10-07 and older answered `{ toolResult }`.
+  if (!('content' in result)) return { content: JSON.stringify(result.toolResult ?? null) };
+  const parts = (result.content ?? []).map(describeContent);
+  if (parts.length === 0 && result.structuredContent !== undefined) {
+    parts.push(JSON.stringify(result.structuredContent));
+  }
+  const content = parts.length > 0 ? parts.join('\n') : '(the tool returned no content)';
+  return result.isError ? failed(content) : { content };
+}
+
+function describeContent(block: ContentBlock): string {
+  switch (block.type) {
+    case 'text':
+      return block.text;
+    case 'image':
+    case 'audio':
+      return `[${block.type} content, ${block.mimeType}, ${base64Bytes(block.data)} bytes, not shown]`;
+    case 'resource_link':
+      return `[resource link: ${block.uri}${block.name ? ` (${block.name})` : ''}]`;
+    case 'resource': {
+      const resource = block.resource;
+      if ('text' in resource && typeof resource.text === 'string') return resource.text;
+      return `[resource ${resource.uri}${resource.mimeType ? `, ${resource.mimeType}` : ''}, binary, not shown]`;
+    }
+    default:
+      return `[${(block as { type: string }).type} content, not shown]`;
+  }
+}
+
+function base64Bytes(data: string): number {
+  return Math.floor((data.length * 3) / 4) - (data.endsWith('==') ? 2 : data.endsWith('=') ? 1 : 0);
+}
+
+/** A server that cannot be connected to or listed. */
+export class McpUnreachable extends Error {
+  override name = 'McpUnreachable';
+}
+
+function describeFailure(error: unknown, url: URL): string {
+  if (error instanceof BlockedAddressError) return `refused: ${error.userMessage}`;
+  if (isTimeout(error)) return `${url.host} did not answer in time`;
+  const cause = (error as { cause?: NodeJS.ErrnoException }).cause;
+  const code = (error as NodeJS.ErrnoException).code ?? cause?.code;
+  if (typeof code === 'string') return `could not reach ${url.host}: ${code}`;
+  return `${url.host}: ${(error as Error).message}`;
+}
+
+/** The SDK's `RequestTimeout` McpError (JSON-RPC code -32001). */
+function isTimeout(error: unknown): boolean {
+  return (error as { code?: unknown }).code === -32001;
+}
+
+/** How long the end of a run waits for a server to end its MCP session. */
+const TERMINATE_SESSION_WAIT_MS = 2000;
+
+/**
+ * Ends the server's session (a DELETE, so a stateful server frees it now
+ * rather than at its idle timeout), then closes the client, which aborts
+ * whatever is still in flight. The wait is bounded: a run's end must not
+ * hang on a slow server.
+ */
+async function closeConnection(
+  client: Client,
+  transport: StreamableHTTPClientTransport,
+  log: Logger,
+): Promise<void> {
+  if (transport.sessionId !== undefined) {
+    const terminated = transport
+      .terminateSession()
+      .catch((error: unknown) => log.debug({ err: error }, 'ending an MCP session failed'));
+    const gaveUp = new AbortController();
+    await Promise.race([
+      terminated,
+      sleep(TERMINATE_SESSION_WAIT_MS, undefined, { signal: gaveUp.signal }).catch(() => undefined),
+    ]);
+    gaveUp.abort();
+  }
+  try {
+    await client.close();
+  } catch (error) {
+    // Closing aborts in-flight requests; a failure here leaks nothing worth failing the run for.
+    log.debug({ err: error }, 'closing an MCP connection failed');
+  }
+}
+
+function failed(content: string): ToolResult {
+  return { content, isError: true };
+}

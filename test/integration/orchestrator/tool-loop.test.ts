@@ -1,0 +1,185 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { parseTurnState } from '../../../src/orchestrator/tool-loop/state.js';
+import { loadLoopHistory } from '../../../src/orchestrator/tool-loop/turns-repository.js';
+import {
+  answer,
+  callsTo,
+  MAX_ITERATIONS,
+  startToolLoopHarness,
+  type ToolLoopHarness,
+} from '../../support/tool-loop-harness.js';
+
+/**
+ * The tool loop through the real OpenAI and Anthropic SDKs against the fake
+ * provider server, with HTTP tools on a local tool server: tool calls and
+ * their results, parallel and sequential tools, the iteration cap, the
+ * repeat-fail guard, timeouts, invalid arguments and the persisted turns.
+ */
+
+let h: ToolLoopHarness;
+beforeAll(async () => {
+  h = await startToolLoopHarness();
+});
+afterAll(async () => {
+  await h?.close();
+});
+
+describe.each(['gpt', 'claude'])('the tool loop on %s', (model) => {
+  it('a single calculator call, then the answer; events in order with gap-free seqs; turns persisted', async () => {
+    h.provider.enqueue(
+      callsTo({ name: 'calculator', arguments: { expression: '6 * 7' } }),
+      answer('It is 42.'),
+    );
+    const { id, workflow, events } = await h.run('What is six times seven?', model);
+    expect(workflow).toMatchObject({ status: 'completed', result: { answer: 'It is 42.' } });
+    expect(events.map((event) => [event.type, event.status])).toEqual([
+      ['workflow_start', 'started'],
+      ['classification', 'completed'],
+      ['llm_call', 'started'],
+      ['llm_call', 'completed'],
+      ['tool_call', 'started'],
+      ['tool_call', 'completed'],
+      ['llm_call', 'started'],
+      ['llm_call', 'completed'],
+      ['answer', 'completed'],
+      ['usage', 'info'],
+      ['workflow_end', 'completed'],
+    ]);
+    expect(events.map((event) => event.seq)).toEqual(events.map((_event, index) => index + 1));
+    const toolDone = events.find(
+      (event) => event.type === 'tool_call' && event.status === 'completed',
+    );
+    expect(toolDone).toMatchObject({ step: 'turn-1', detail: { tool: 'calculator' } });
+    expect(toolDone?.elapsed_ms).toEqual(expect.any(Number));
+
+    const { rows } = await h.testApp.services.database.pool.query(
+      'SELECT turn, state FROM workflow_turns WHERE workflow_id = $1 ORDER BY turn',
+      [id],
+    );
+    expect(rows.map((row) => row.turn)).toEqual([1, 2]);
+    const [first, second] = rows.map((row) => parseTurnState(row.state));
+    expect(first?.assistant.toolCalls).toMatchObject([{ name: 'calculator' }]);
+    expect(first?.toolResults[0]).toMatchObject({ toolName: 'calculator', isError: false });
+    expect(first?.toolResults[0]?.content).toContain('42');
+    expect(second).toMatchObject({ assistant: { content: 'It is 42.', toolCalls: [] } });
+    const history = await loadLoopHistory(h.testApp.services.database.db, {
+      tenantId: h.tenant.id,
+      workflowId: id,
+    });
+    expect(history.messages.map((message) => message.role)).toEqual([
+      'assistant',
+      'tool',
+      'assistant',
+    ]);
+  });
+});
+
+describe('the tool loop', () => {
+  it('parallel tool calls overlap in time; sequential ones run one at a time', async () => {
+    const parallelA = await h.registerTool('/slow/pa');
+    const parallelB = await h.registerTool('/slow/pb');
+    const sequentialA = await h.registerTool('/slow/sa', { sequential: true });
+    const sequentialB = await h.registerTool('/slow/sb', { sequential: true });
+    h.provider.enqueue(
+      callsTo(
+        { name: sequentialA, arguments: {} },
+        { name: parallelA, arguments: {} },
+        { name: sequentialB, arguments: {} },
+        { name: parallelB, arguments: {} },
+      ),
+      answer('Done.'),
+    );
+    const { workflow } = await h.run('Use the tools');
+    expect(workflow.status).toBe('completed');
+    const [pa, pb, sa, sb] = ['/slow/pa', '/slow/pb', '/slow/sa', '/slow/sb'].map((path) => {
+      const timing = h.timings.get(path);
+      if (!timing) throw new Error(`${path} was not called`);
+      return timing;
+    }) as [
+      { start: number; end: number },
+      { start: number; end: number },
+      { start: number; end: number },
+      { start: number; end: number },
+    ];
+    expect(pa.start < pb.end && pb.start < pa.end).toBe(true);
+    expect(sa.end).toBeLessThanOrEqual(sb.start);
+    for (const other of [pa, pb]) expect(other.end).toBeLessThanOrEqual(sa.start);
+    // Results go back in the order of the calls.
+    expect(h.toolMessages().map((message) => message.content.match(/\/slow\/\w+/)?.[0])).toEqual([
+      '/slow/sa',
+      '/slow/pa',
+      '/slow/sb',
+      '/slow/pb',
+    ]);
+  });
+
+  it('at the iteration cap, a warning and one last turn without tools give a best-effort answer', async () => {
+    for (let turn = 1; turn <= MAX_ITERATIONS; turn++) {
+      h.provider.enqueue(callsTo({ name: 'calculator', arguments: { expression: `${turn} + 1` } }));
+    }
+    h.provider.enqueue(answer('Best effort: 5.'));
+    const { workflow, events } = await h.run('Keep calculating');
+    expect(workflow).toMatchObject({ status: 'completed', result: { answer: 'Best effort: 5.' } });
+    expect(
+      events.filter((event) => event.type === 'llm_call' && event.status === 'started'),
+    ).toHaveLength(MAX_ITERATIONS + 1);
+    const warning = events.find((event) => event.type === 'warning');
+    expect(warning?.detail).toMatchObject({ code: 'iteration_cap', maxIterations: MAX_ITERATIONS });
+    const last = h.provider.requests.at(-1)?.body;
+    expect(last.tool_choice).toBe('none');
+  });
+
+  it('a call failing identically twice is warned about, and the third identical attempt is blocked', async () => {
+    const failing = await h.registerTool('/fail');
+    const before = h.tools.calls.filter((call) => call.path === '/fail').length;
+    for (let turn = 1; turn <= 3; turn++) {
+      h.provider.enqueue(callsTo({ name: failing, arguments: { city: 'Oslo' } }));
+    }
+    h.provider.enqueue(answer('The station is down.'));
+    const { workflow, events } = await h.run('Weather in Oslo?');
+    expect(workflow.status).toBe('completed');
+    expect(h.tools.calls.filter((call) => call.path === '/fail').length - before).toBe(2);
+    const failed = events.filter(
+      (event) => event.type === 'tool_call' && event.status === 'failed',
+    );
+    expect(
+      failed.map((event) => [event.detail.repeatWarning ?? false, event.detail.blocked ?? false]),
+    ).toEqual([
+      [false, false],
+      [true, false],
+      [false, true],
+    ]);
+    expect(h.toolMessages().at(-1)?.content).toMatch(/Blocked/);
+    expect(h.toolMessages().at(-2)?.content).toMatch(/failed twice/);
+  });
+
+  it('a tool past its timeout returns an error result and the loop goes on', async () => {
+    const hanging = await h.registerTool('/hang', { timeoutMs: 200 });
+    h.provider.enqueue(callsTo({ name: hanging, arguments: {} }), answer('It did not answer.'));
+    const { workflow, events } = await h.run('Call the slow tool');
+    expect(workflow).toMatchObject({
+      status: 'completed',
+      result: { answer: 'It did not answer.' },
+    });
+    expect(
+      events.find((event) => event.type === 'tool_call' && event.status === 'failed'),
+    ).toMatchObject({
+      detail: { tool: hanging },
+    });
+    expect(h.toolMessages()[0]?.content).toMatch(/status="error"/);
+  });
+
+  it('invalid tool-call JSON goes back to the model as an error result', async () => {
+    h.provider.enqueue(
+      callsTo({ name: 'calculator', arguments: '{"expression": ' }),
+      answer('Sorry, let me answer directly.'),
+    );
+    const { workflow, events } = await h.run('Compute something');
+    expect(workflow.status).toBe('completed');
+    expect(events.find((event) => event.type === 'tool_call')).toMatchObject({
+      status: 'failed',
+      detail: { tool: 'calculator', error: 'invalid_arguments' },
+    });
+    expect(h.toolMessages()[0]?.content).toMatch(/could not be used/);
+  });
+});

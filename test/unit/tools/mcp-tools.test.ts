@@ -1,0 +1,86 @@
+import pino from 'pino';
+import { describe, expect, it } from 'vitest';
+import {
+  connectMcpServer,
+  McpUnreachable,
+  mcpToolProblem,
+  toolResultFromMcp,
+} from '../../../src/tools/mcp-tools.js';
+
+describe('toolResultFromMcp', () => {
+  it('joins text content and summarises the rest', () => {
+    expect(
+      toolResultFromMcp({
+        content: [
+          { type: 'text', text: 'first' },
+          { type: 'audio', data: 'AAAAAA==', mimeType: 'audio/wav' },
+          { type: 'resource_link', uri: 'file:///a.txt', name: 'a' },
+          { type: 'resource', resource: { uri: 'file:///b.txt', text: 'embedded' } },
+          { type: 'resource', resource: { uri: 'file:///c.bin', blob: 'AA==', mimeType: 'x/y' } },
+        ],
+      }),
+    ).toEqual({
+      content: [
+        'first',
+        '[audio content, audio/wav, 4 bytes, not shown]',
+        '[resource link: file:///a.txt (a)]',
+        'embedded',
+        '[resource file:///c.bin, x/y, binary, not shown]',
+      ].join('\n'),
+    });
+  });
+
+  it('keeps isError, falls back to structured content, and says when there is nothing', () => {
+    expect(toolResultFromMcp({ content: [{ type: 'text', text: 'bad' }], isError: true })).toEqual({
+      content: 'bad',
+      isError: true,
+    });
+    expect(toolResultFromMcp({ content: [], structuredContent: { n: 1 } })).toEqual({
+      content: '{"n":1}',
+    });
+    expect(toolResultFromMcp({ content: [] })).toEqual({
+      content: '(the tool returned no content)',
+    });
+    expect(toolResultFromMcp({ toolResult: { legacy: true } })).toEqual({
+      content: '{"legacy":true}',
+    });
+  });
+});
+
+describe('mcpToolProblem', () => {
+  const schema = { type: 'object', properties: {} };
+  it('accepts a name that fits the vendors’ rules once prefixed', () => {
+    expect(mcpToolProblem('docs', { name: 'search', inputSchema: schema })).toBeUndefined();
+  });
+  it('refuses names with dots or past 64 characters, and schemas that do not convert', () => {
+    expect(mcpToolProblem('docs', { name: 'files.read', inputSchema: schema })).toContain(
+      'not a valid tool name',
+    );
+    expect(mcpToolProblem('docs', { name: 'x'.repeat(60), inputSchema: schema })).toContain(
+      'not a valid tool name',
+    );
+    expect(mcpToolProblem('docs', { name: 'ok', inputSchema: { type: 'string' } })).toContain(
+      'input schema',
+    );
+  });
+});
+
+describe('connectMcpServer', () => {
+  it('refuses a hostname that resolves to a private address before connecting', async () => {
+    const attempt = connectMcpServer(
+      { name: 'rebound', url: 'http://mcp.example.com/mcp', headers: {}, timeout_ms: 1000 },
+      {
+        policy: {
+          allowedHosts: [],
+          allowPrivate: false,
+          resolver: async () => [{ address: '10.0.0.7', family: 4 }],
+        },
+        log: pino({ level: 'silent' }),
+      },
+    );
+    await expect(attempt).rejects.toThrow(McpUnreachable);
+    await expect(attempt).rejects.toThrow(
+      'refused: mcp.example.com resolves to 10.0.0.7 is a private address, which tools may not reach',
+    );
+  });
+});
