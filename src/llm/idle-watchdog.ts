@@ -1,38 +1,54 @@
 /**
- * Aborts a stream that stalls. The SDKs' own timeout stops at the response
+ * Ends a stream that stalls. The SDKs' own timeout stops at the response
  * headers, so a provider that sends headers and then nothing would hold a
- * call forever; this watchdog calls `onIdle` when no chunk has arrived for
- * `idleMs` while we were waiting for one, and the adapter reports a timeout.
+ * call forever; this watchdog aborts the SDK stream's controller when no
+ * chunk has arrived for `idleMs` while the adapter was waiting for one, and
+ * the adapter, seeing `fired`, reports a timeout.
  *
- * One timer per stream with a lazy deadline: a chunk only notes the time,
- * and the timer, when it fires early, re-arms for the rest. Re-creating a
- * timer per chunk cost 1-2.5% of a streamed call in bench/llm-router. Time
- * the consumer spends holding a chunk does not count as idle.
+ * The adapter calls `received`/`waiting` in its own loop over the SDK
+ * stream: the wrapping generator this used to be put one more async hop on
+ * every chunk. One timer per stream with a lazy deadline: a chunk only notes
+ * the time, and the timer, when it fires early, re-arms for the rest
+ * (re-creating a timer per chunk cost 1-2.5% of a streamed call in
+ * bench/llm-router). A class rather than closures, for the reason given at
+ * `Attempt` in router/attempt.ts.
  */
-export async function* withIdleWatchdog<T>(
-  source: AsyncIterable<T>,
-  options: { idleMs: number; onIdle: () => void },
-): AsyncGenerator<T> {
-  let waitingSince = performance.now();
-  let waiting = true;
-  let timer: NodeJS.Timeout | undefined;
-  const check = () => {
-    timer = undefined;
-    if (!waiting) return;
-    const idle = performance.now() - waitingSince;
-    if (idle >= options.idleMs) options.onIdle();
-    else timer = setTimeout(check, options.idleMs - idle);
-  };
-  timer = setTimeout(check, options.idleMs);
-  try {
-    for await (const item of source) {
-      waiting = false;
-      yield item;
-      waiting = true;
-      waitingSince = performance.now();
-      timer ??= setTimeout(check, options.idleMs);
+export class IdleWatchdog {
+  #fired = false;
+  /** Undefined while the consumer holds a chunk: that time is not idle. */
+  #waitingSince: number | undefined = performance.now();
+  #timer: NodeJS.Timeout | undefined;
+
+  constructor(private readonly options: { idleMs: number; controller: AbortController }) {
+    this.#timer = setTimeout(() => this.#check(), options.idleMs);
+  }
+
+  /** Whether it aborted the stream for being idle. */
+  get fired(): boolean {
+    return this.#fired;
+  }
+
+  /** A chunk arrived. */
+  received(): void {
+    this.#waitingSince = undefined;
+  }
+
+  /** The adapter waits for the next chunk again. */
+  waiting(): void {
+    this.#waitingSince = performance.now();
+  }
+
+  stop(): void {
+    clearTimeout(this.#timer);
+  }
+
+  #check(): void {
+    const idle = this.#waitingSince === undefined ? 0 : performance.now() - this.#waitingSince;
+    if (idle < this.options.idleMs) {
+      this.#timer = setTimeout(() => this.#check(), this.options.idleMs - idle);
+      return;
     }
-  } finally {
-    clearTimeout(timer);
+    this.#fired = true;
+    this.options.controller.abort();
   }
 }

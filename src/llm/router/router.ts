@@ -1,11 +1,13 @@
 import type { Logger } from 'pino';
-import { type Catalogue, costOf, type ModelEntry } from '../catalogue.js';
-import { LlmError } from '../errors.js';
+import type { Catalogue, ModelEntry } from '../catalogue.js';
+import type { LlmError } from '../errors.js';
 import type { LanguageModel, ModelRequest, StreamPart } from '../types.js';
-import { type AttemptOutcome, newOutcome, runAttempt } from './attempt.js';
-import { abortableSleep, retryDelayMs } from './backoff.js';
+import { Attempt } from './attempt.js';
 import { CircuitBreaker } from './circuit-breaker.js';
-import type { AttemptRecord, CallContext, RetryPolicy, RouterEvent } from './types.js';
+import { Turn, type TurnRouting } from './turn.js';
+import type { AttemptRecord, RetryPolicy, RouterCall } from './types.js';
+
+export type { RouterCall } from './types.js';
 
 export interface RouterOptions {
   catalogue: Catalogue;
@@ -18,26 +20,6 @@ export interface RouterOptions {
   /** For tests: jitter source. */
   random?: () => number;
 }
-
-export interface RouterCall {
-  /** Catalogue name of the first model of the chain. */
-  model: string;
-  request: ModelRequest;
-  signal: AbortSignal;
-  context: CallContext;
-  /** Retries and fallbacks, for the WorkflowTracker's llm_retry and llm_fallback events. */
-  onEvent?: (event: RouterEvent) => void;
-}
-
-/** Provider-side failures that count against a provider's breaker. */
-const BREAKER_KINDS = new Set([
-  'rate_limited',
-  'overloaded',
-  'server_error',
-  'timeout',
-  'connection',
-  'stream_interrupted',
-]);
 
 /**
  * The only retry layer (the SDKs' own retries are off). A turn walks a
@@ -87,161 +69,51 @@ export function createModelRouter(options: RouterOptions) {
     return entry;
   }
 
+  const routing: TurnRouting = {
+    policy,
+    random,
+    languageModels: options.languageModels,
+    breakers,
+    requireEntry,
+  };
+
+  /**
+   * Streams one turn: the only generator between the caller and the
+   * adapter. The attempt is a plain object this loop feeds each part to,
+   * and `Turn` decides what follows a failure. The generator layer an
+   * attempt used to be (`runAttempt`, with its own AbortController) cost
+   * ~25 µs per 60-chunk call in bench/llm-router.
+   */
   async function* stream(call: RouterCall): AsyncGenerator<StreamPart> {
-    const chain = [call.model, ...requireEntry(call.model).fallbacks];
-    const tried = new Set<string>();
-    let attempts = 0;
-    let lastError: LlmError | undefined;
-
-    for (let index = 0; index < chain.length && attempts < policy.maxTotalAttempts; index++) {
-      const name = chain[index] as string;
-      if (tried.has(name)) continue;
-      tried.add(name);
-      const entry = requireEntry(name);
-      const next = chain.slice(index + 1).find((candidate) => !tried.has(candidate));
-      const breaker = breakers.get(entry.provider);
-      const model = options.languageModels.get(name);
-      if (!model || breaker?.isOpen()) {
-        lastError = unavailable(
-          entry,
-          model ? 'its provider’s circuit is open' : 'no adapter is configured',
-        );
-        if (next)
-          call.onEvent?.({ type: 'fallback', from: name, to: next, reason: 'circuit_open' });
-        continue;
-      }
-      const request: ModelRequest = {
-        ...call.request,
-        maxOutputTokens: Math.min(
-          call.request.maxOutputTokens ?? entry.maxOutputTokens,
-          entry.maxOutputTokens,
-        ),
-      };
-
-      for (let retry = 0; attempts < policy.maxTotalAttempts; retry++) {
-        attempts += 1;
-        const outcome = newOutcome();
-        const startedAt = new Date();
-        const started = performance.now();
-        try {
-          yield* runAttempt({
-            model,
-            request,
-            signal: call.signal,
-            timeoutMs: policy.attemptTimeoutMs,
-            outcome,
-          });
-          breaker?.recordSuccess();
-          record({ call, entry, attempt: attempts, outcome, startedAt, started, result: 'ok' });
-          return;
-        } catch (thrown) {
-          const error = thrown as LlmError;
-          lastError = error;
-          record({
-            call,
-            entry,
-            attempt: attempts,
-            outcome,
-            startedAt,
-            started,
-            result: error.kind,
-          });
-          if (BREAKER_KINDS.has(error.kind)) breaker?.recordFailure();
-          if (error.kind === 'authentication')
-            breaker?.trip('the provider rejected our credentials');
-          if (call.signal.aborted || error.kind === 'cancelled' || outcome.yieldedAny) {
-            yield { type: 'error', error };
-            return;
-          }
-          if (error.kind === 'context_length_exceeded') {
-            if (entry.largerContext && !tried.has(entry.largerContext)) {
-              chain.splice(index + 1, 0, entry.largerContext);
-              call.onEvent?.({
-                type: 'fallback',
-                from: name,
-                to: entry.largerContext,
-                reason: 'context_length',
-                error,
-              });
-              break;
-            }
-            yield { type: 'error', error };
-            return;
-          }
-          const fallsThrough = error.kind === 'authentication';
-          if (!error.retryable && !fallsThrough) {
-            yield { type: 'error', error };
-            return;
-          }
-          const waitTooLong = (error.retryAfterMs ?? 0) > policy.maxRetryAfterMs;
-          if (
-            fallsThrough ||
-            waitTooLong ||
-            retry >= policy.maxRetriesPerModel ||
-            breaker?.isOpen()
-          ) {
-            if (next && attempts < policy.maxTotalAttempts) {
-              call.onEvent?.({ type: 'fallback', from: name, to: next, reason: 'error', error });
-            }
-            break;
-          }
-          if (attempts >= policy.maxTotalAttempts) break;
-          const delayMs = retryDelayMs({
-            retry,
-            baseMs: policy.backoffBaseMs,
-            maxMs: policy.backoffMaxMs,
-            retryAfterMs: error.retryAfterMs,
-            random,
-          });
-          call.onEvent?.({ type: 'retry', model: name, attempt: attempts + 1, delayMs, error });
-          try {
-            await abortableSleep(delayMs, call.signal);
-          } catch {
-            yield { type: 'error', error: cancelled(entry) };
-            return;
-          }
+    const turn = new Turn(call, routing);
+    let step = turn.first();
+    while (step.type === 'attempt') {
+      const attempt = new Attempt({
+        model: step.model,
+        entry: step.entry,
+        number: step.number,
+        call,
+        timeoutMs: policy.attemptTimeoutMs,
+        log,
+        recordAttempt: options.recordAttempt,
+      });
+      let error: LlmError;
+      try {
+        for await (const part of step.model.stream(step.request, { signal: attempt.signal })) {
+          attempt.observe(part);
+          yield part;
         }
+        attempt.succeeded();
+        turn.succeeded(step);
+        return;
+      } catch (thrown) {
+        error = attempt.failed(thrown);
+      } finally {
+        attempt.release();
       }
+      step = await turn.failed(step, error, attempt.yieldedAny);
     }
-    yield {
-      type: 'error',
-      error: lastError ?? unavailable(requireEntry(call.model), 'no attempt was made'),
-    };
-  }
-
-  function record(input: {
-    call: RouterCall;
-    entry: ModelEntry;
-    attempt: number;
-    outcome: AttemptOutcome;
-    startedAt: Date;
-    started: number;
-    result: AttemptRecord['outcome'];
-  }): void {
-    const { entry, outcome } = input;
-    log.debug(
-      {
-        provider: entry.provider,
-        model: entry.name,
-        attempt: input.attempt,
-        outcome: input.result,
-        ttftMs: outcome.ttftMs,
-      },
-      'model call attempt',
-    );
-    options.recordAttempt?.({
-      context: input.call.context,
-      model: entry.name,
-      provider: entry.provider,
-      modelId: entry.modelId,
-      attempt: input.attempt,
-      usage: outcome.usage,
-      costUsd: costOf(entry, outcome.usage),
-      latencyMs: performance.now() - input.started,
-      ttftMs: outcome.ttftMs,
-      outcome: input.result,
-      startedAt: input.startedAt,
-    });
+    yield { type: 'error', error: step.error };
   }
 
   return {
@@ -256,16 +128,3 @@ export function createModelRouter(options: RouterOptions) {
 }
 
 export type ModelRouter = ReturnType<typeof createModelRouter>;
-
-function unavailable(entry: ModelEntry, detail: string): LlmError {
-  return new LlmError({
-    kind: 'unavailable',
-    provider: entry.provider,
-    model: entry.modelId,
-    detail,
-  });
-}
-
-function cancelled(entry: ModelEntry): LlmError {
-  return new LlmError({ kind: 'cancelled', provider: entry.provider, model: entry.modelId });
-}

@@ -1,10 +1,20 @@
 import type { LlmError, LlmErrorKind } from '../errors.js';
-import type { Usage } from '../types.js';
+import type { ModelRequest, Usage } from '../types.js';
 
 /** Who a model call is made for; carried into the usage ledger. */
 export interface CallContext {
   tenantId: string;
   workflowId?: string;
+}
+
+export interface RouterCall {
+  /** Catalogue name of the first model of the chain. */
+  model: string;
+  request: ModelRequest;
+  signal: AbortSignal;
+  context: CallContext;
+  /** Retries and fallbacks, for the WorkflowTracker's llm_retry and llm_fallback events. */
+  onEvent?: (event: RouterEvent) => void;
 }
 
 export interface RetryPolicy {

@@ -1,50 +1,53 @@
 import { describe, expect, it } from 'vitest';
-import { withIdleWatchdog } from '../../../src/llm/idle-watchdog.js';
+import { IdleWatchdog } from '../../../src/llm/idle-watchdog.js';
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
-async function* chunks(delays: number[]): AsyncGenerator<number> {
-  for (const [index, delay] of delays.entries()) {
-    await sleep(delay);
-    yield index;
-  }
-}
-
-describe('withIdleWatchdog', () => {
-  it('fires when the source sends nothing for idleMs', async () => {
-    let fired = 0;
+describe('IdleWatchdog', () => {
+  it('aborts the controller once no chunk arrives for idleMs while waiting', async () => {
     const controller = new AbortController();
-    const stalled = async function* () {
-      yield 0;
-      await new Promise((resolve) => controller.signal.addEventListener('abort', resolve));
-    };
-    const seen: number[] = [];
-    for await (const item of withIdleWatchdog(stalled(), {
-      idleMs: 50,
-      onIdle: () => {
-        fired += 1;
-        controller.abort();
-      },
-    })) {
-      seen.push(item);
-    }
-    expect(seen).toEqual([0]);
-    expect(fired).toBe(1);
+    const watchdog = new IdleWatchdog({ idleMs: 50, controller });
+    watchdog.received();
+    watchdog.waiting();
+    await sleep(150);
+    watchdog.stop();
+    expect(watchdog.fired).toBe(true);
+    expect(controller.signal.aborted).toBe(true);
   });
 
   it('does not fire while chunks keep coming, nor while the consumer holds a chunk', async () => {
-    let fired = 0;
-    const seen: number[] = [];
-    for await (const item of withIdleWatchdog(chunks([10, 10, 10, 10, 10, 10, 10]), {
-      idleMs: 40,
-      onIdle: () => {
-        fired += 1;
-      },
-    })) {
-      seen.push(item);
-      if (item === 2) await sleep(120);
+    const controller = new AbortController();
+    const watchdog = new IdleWatchdog({ idleMs: 40, controller });
+    for (let chunk = 0; chunk < 7; chunk++) {
+      await sleep(10);
+      watchdog.received();
+      if (chunk === 2) await sleep(120);
+      watchdog.waiting();
     }
-    expect(seen).toEqual([0, 1, 2, 3, 4, 5, 6]);
-    expect(fired).toBe(0);
+    watchdog.stop();
+    expect(watchdog.fired).toBe(false);
+    expect(controller.signal.aborted).toBe(false);
+  });
+
+  it('counts idle time from the last chunk, not from the start', async () => {
+    const controller = new AbortController();
+    const watchdog = new IdleWatchdog({ idleMs: 100, controller });
+    await sleep(50);
+    watchdog.received();
+    watchdog.waiting();
+    // 100 ms after the start but only 50 ms after the chunk: not idle yet.
+    await sleep(50);
+    expect(watchdog.fired).toBe(false);
+    await sleep(120);
+    watchdog.stop();
+    expect(watchdog.fired).toBe(true);
+  });
+
+  it('stop() cancels the timer', async () => {
+    const controller = new AbortController();
+    const watchdog = new IdleWatchdog({ idleMs: 20, controller });
+    watchdog.stop();
+    await sleep(60);
+    expect(watchdog.fired).toBe(false);
   });
 });
