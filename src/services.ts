@@ -85,6 +85,14 @@ export function createServices(options: {
     },
     log: options.log,
   });
+  const mcpServers = createMcpServersService({
+    db: database.db,
+    policy: {
+      allowedHosts: options.config.HTTP_TOOLS_ALLOWED_HOSTS,
+      allowPrivate: options.config.HTTP_TOOLS_ALLOW_PRIVATE,
+    },
+    log: options.log,
+  });
   const executor = createMinimalExecutor({
     db: database.db,
     hub,
@@ -99,7 +107,13 @@ export function createServices(options: {
     orchestrator: {
       classifier: classifierSettings(options.config, llm.catalogue),
       builtinTools: builtinTools(options.config),
-      tenantTools: (tenantId) => httpTools.toolsFor(tenantId),
+      tenantTools: async (tenantId) => {
+        const [http, mcp] = await Promise.all([
+          httpTools.toolsFor(tenantId),
+          mcpServers.toolsFor(tenantId),
+        ]);
+        return { tools: [...http, ...mcp.tools], unavailable: mcp.unavailable, close: mcp.close };
+      },
       maxIterations: options.config.LOOP_MAX_ITERATIONS,
       toolOutputMaxChars: options.config.TOOL_OUTPUT_MAX_CHARS,
     },
@@ -115,14 +129,7 @@ export function createServices(options: {
     migrations: options.migrations,
     tenancy: createTenancyService(database.db),
     httpTools,
-    mcpServers: createMcpServersService({
-      db: database.db,
-      policy: {
-        allowedHosts: options.config.HTTP_TOOLS_ALLOWED_HOSTS,
-        allowPrivate: options.config.HTTP_TOOLS_ALLOW_PRIVATE,
-      },
-      log: options.log,
-    }),
+    mcpServers,
     llm,
     executions,
     sessions,

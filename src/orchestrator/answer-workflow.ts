@@ -23,10 +23,18 @@ export interface OrchestratorSettings {
   classifier: ClassifierSettings;
   /** The built-ins the configuration enables. */
   builtinTools: Tool[];
-  /** What the tenant has registered (HTTP tools, ...). */
-  tenantTools: (tenantId: string) => Promise<Tool[]>;
+  /** What the tenant has registered (HTTP tools, MCP servers' tools), opened for one run. */
+  tenantTools: (tenantId: string) => Promise<TenantToolset>;
   maxIterations: number;
   toolOutputMaxChars: number;
+}
+
+/** The tenant's tools for one run; `close` releases their connections (MCP sessions). */
+export interface TenantToolset {
+  tools: Tool[];
+  /** Sources that could not be reached; their tools are missing from this run. */
+  unavailable: { server: string; reason: string }[];
+  close(): Promise<void>;
 }
 
 /** One workflow's collaborators and state, passed by the executor's run. */
@@ -79,41 +87,67 @@ export async function answerWorkflow(input: AnswerWorkflowInput): Promise<LoopOu
         'The multi-stage pipeline is not available yet; the complex question is answered by the tool loop.',
     });
   }
-  const tools = await workflowTools(settings, workflow);
-  input.throwIfStopped();
-  return runToolLoop({
-    tenantId: workflow.tenantId,
-    workflowId: workflow.id,
-    router: input.router,
-    tracker: input.tracker,
-    model: workflow.model,
-    system: buildSystemPrompt({
-      tools: tools.definitions(),
-      hasSession: workflow.sessionId !== null,
-      kind: classification.kind,
-      now: new Date(),
-    }),
-    messages: [...input.history, { role: 'user', content: workflow.input }],
-    tools,
-    maxIterations: settings.maxIterations,
-    toolOutputMaxChars: settings.toolOutputMaxChars,
-    limits: input.limits,
-    signal: input.signal,
-    onRouterEvent: input.onRouterEvent,
-    flushRouterEvents: input.flushRouterEvents,
-    persistTurn: input.persistTurn,
-    pause: input.pause,
-    throwIfStopped: input.throwIfStopped,
-    currentModel: input.currentModel,
-  });
+  const toolset = await settings.tenantTools(workflow.tenantId);
+  try {
+    for (const missing of toolset.unavailable) {
+      await input.tracker.emit('warning', null, 'info', {
+        code: 'tool_source_unavailable',
+        message: `The tools of MCP server "${missing.server}" are unavailable: ${missing.reason}`,
+      });
+    }
+    const tools = workflowTools(settings.builtinTools, toolset.tools, workflow, input.log);
+    input.throwIfStopped();
+    return await runToolLoop({
+      tenantId: workflow.tenantId,
+      workflowId: workflow.id,
+      router: input.router,
+      tracker: input.tracker,
+      model: workflow.model,
+      system: buildSystemPrompt({
+        tools: tools.definitions(),
+        hasSession: workflow.sessionId !== null,
+        kind: classification.kind,
+        now: new Date(),
+      }),
+      messages: [...input.history, { role: 'user', content: workflow.input }],
+      tools,
+      maxIterations: settings.maxIterations,
+      toolOutputMaxChars: settings.toolOutputMaxChars,
+      limits: input.limits,
+      signal: input.signal,
+      onRouterEvent: input.onRouterEvent,
+      flushRouterEvents: input.flushRouterEvents,
+      persistTurn: input.persistTurn,
+      pause: input.pause,
+      throwIfStopped: input.throwIfStopped,
+      currentModel: input.currentModel,
+    });
+  } finally {
+    await toolset.close();
+  }
 }
 
-/** The built-ins and the tenant's tools, narrowed to the request's `tools` list when it names any. */
-async function workflowTools(
-  settings: OrchestratorSettings,
+/**
+ * The built-ins and the tenant's tools, narrowed to the request's `tools`
+ * list when it names any. On a name clash the first wins (built-ins, then
+ * HTTP tools, then MCP tools) and the clash is logged: a tenant's later
+ * registration must not take down its workflows.
+ */
+function workflowTools(
+  builtins: Tool[],
+  tenantTools: Tool[],
   workflow: Workflow,
-): Promise<ToolRegistry> {
-  const all = [...settings.builtinTools, ...(await settings.tenantTools(workflow.tenantId))];
+  log: Logger,
+): ToolRegistry {
   const requested = new Set(workflow.tools);
-  return createToolRegistry(all.filter((tool) => requested.size === 0 || requested.has(tool.name)));
+  const byName = new Map<string, Tool>();
+  for (const tool of [...builtins, ...tenantTools]) {
+    if (requested.size > 0 && !requested.has(tool.name)) continue;
+    if (byName.has(tool.name)) {
+      log.warn({ tool: tool.name }, 'two tools share a name; the first one is offered');
+      continue;
+    }
+    byName.set(tool.name, tool);
+  }
+  return createToolRegistry([...byName.values()]);
 }

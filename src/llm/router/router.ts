@@ -82,7 +82,8 @@ export function createModelRouter(options: RouterOptions) {
    * adapter. The attempt is a plain object this loop feeds each part to,
    * and `Turn` decides what follows a failure. The generator layer an
    * attempt used to be (`runAttempt`, with its own AbortController) cost
-   * ~25 µs per 60-chunk call in bench/llm-router.
+   * 20-25 µs per 60-chunk call of bench/llm-router's reply (in-process A/B
+   * runs against the bare SDK).
    */
   async function* stream(call: RouterCall): AsyncGenerator<StreamPart> {
     const turn = new Turn(call, routing);

@@ -1,0 +1,69 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { bearer } from '../../support/app.js';
+import { type McpTestServer, startMcpTestServer } from '../../support/mcp-server.js';
+import {
+  answer,
+  callsTo,
+  startToolLoopHarness,
+  type ToolLoopHarness,
+} from '../../support/tool-loop-harness.js';
+
+/** MCP servers' tools offered in a workflow's tool loop, end to end. */
+
+let h: ToolLoopHarness;
+let mcp: McpTestServer;
+beforeAll(async () => {
+  h = await startToolLoopHarness();
+  mcp = await startMcpTestServer({ stateful: true });
+  const registered = await h.testApp.app.inject({
+    method: 'POST',
+    url: '/v1/mcp-servers',
+    headers: bearer(h.tenant.key),
+    payload: { name: 'calc', url: mcp.url },
+  });
+  expect(registered.statusCode, registered.body).toBe(201);
+});
+afterAll(async () => {
+  await h?.close();
+  await mcp?.close();
+});
+
+describe('MCP tools in the tool loop', () => {
+  it('the model sees the server’s tools, calls one, and its result comes back; the session is closed after the run', async () => {
+    h.provider.enqueue(
+      callsTo({ name: 'calc__add', arguments: { a: 20, b: 22 } }),
+      answer('It is 42.'),
+    );
+    const { workflow, events } = await h.run('Add twenty and twenty-two');
+    expect(workflow).toMatchObject({ status: 'completed', result: { answer: 'It is 42.' } });
+    const firstRequest = h.provider.requests.at(-2)?.body;
+    const offered = (firstRequest.tools as { function: { name: string } }[]).map(
+      (tool) => tool.function.name,
+    );
+    expect(offered).toEqual(expect.arrayContaining(['calc__add', 'calc__lookup']));
+    const [result] = h.toolMessages();
+    expect(result?.content).toContain('42');
+    expect(
+      events.filter((event) => event.type === 'tool_call').map((event) => event.status),
+    ).toEqual(['started', 'completed']);
+    await expect.poll(() => mcp.openSessions()).toBe(0);
+  });
+
+  it('a server that cannot be reached is a warning, not a failed workflow', async () => {
+    const down = await startMcpTestServer();
+    const registered = await h.testApp.app.inject({
+      method: 'POST',
+      url: '/v1/mcp-servers',
+      headers: bearer(h.tenant.key),
+      payload: { name: 'gone', url: down.url },
+    });
+    expect(registered.statusCode, registered.body).toBe(201);
+    await down.close();
+    h.provider.enqueue(answer('Fine without it.'));
+    const { workflow, events } = await h.run('Hello there');
+    expect(workflow).toMatchObject({ status: 'completed' });
+    expect(events.find((event) => event.type === 'warning')?.detail).toMatchObject({
+      code: 'tool_source_unavailable',
+    });
+  });
+});
