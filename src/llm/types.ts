@@ -95,7 +95,11 @@ export type StreamPart =
   | { type: 'error'; error: LlmError };
 
 export interface StreamOptions {
-  /** Aborts the HTTP request (cancel, timeouts). */
+  /**
+   * Aborts the HTTP request (cancel, timeouts). The adapters hand it to
+   * the SDK, which adds a listener it never removes: give every call a
+   * signal of its own (the router gives each attempt one).
+   */
   signal: AbortSignal;
 }
 
