@@ -224,7 +224,7 @@ export const configSchema = z.object({
     )
     .default([])
     .describe(
-      'Hosts HTTP tools may call, comma-separated; `*.example.com` matches its subdomains. Empty: any public host.',
+      'Hosts HTTP tools may call, comma-separated; `*.example.com` matches its subdomains. Empty: every public host.',
     ),
   HTTP_TOOLS_ALLOW_PRIVATE: boolean
     .default(false)

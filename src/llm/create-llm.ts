@@ -135,7 +135,7 @@ function adapterFactory(
 /**
  * A provider's key: the variable its catalogue entry names, else the
  * vendor's usual variable. A local OpenAI-compatible server (Ollama, vLLM)
- * may need none: any placeholder then satisfies the SDK.
+ * may need none; then a placeholder satisfies the SDK.
  */
 function apiKeyOf(
   provider: ProviderEntry,

@@ -161,3 +161,23 @@ export function retryAfterMs(
   const date = Date.parse(value);
   return Number.isNaN(date) ? undefined : Math.max(0, date - now);
 }
+
+/**
+ * The error of an aborted call, for every adapter: the signal's reason when
+ * it is an `LlmError` (the idle watchdog's timeout, a router deadline), else
+ * `cancelled`.
+ */
+export function abortedError(
+  signal: AbortSignal,
+  context: { provider: string; model: string },
+  cause?: unknown,
+): LlmError {
+  if (signal.reason instanceof LlmError) return signal.reason;
+  return new LlmError({
+    kind: 'cancelled',
+    provider: context.provider,
+    model: context.model,
+    detail: 'the call was aborted',
+    cause: cause ?? signal.reason,
+  });
+}

@@ -20,7 +20,7 @@ export const HTTP_TOOL_MAX_RESPONSE_BYTES = 1024 * 1024;
 const ERROR_EXCERPT_CHARS = 300;
 
 export interface HttpToolPolicy {
-  /** `HTTP_TOOLS_ALLOWED_HOSTS`; empty: any host. */
+  /** `HTTP_TOOLS_ALLOWED_HOSTS`; empty: every host. */
   allowedHosts: readonly string[];
   /** `HTTP_TOOLS_ALLOW_PRIVATE`. */
   allowPrivate: boolean;

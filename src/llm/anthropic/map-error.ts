@@ -1,5 +1,5 @@
 import Anthropic from '@anthropic-ai/sdk';
-import { LlmError, type LlmErrorKind, retryAfterMs } from '../errors.js';
+import { abortedError, LlmError, type LlmErrorKind, retryAfterMs } from '../errors.js';
 
 export interface ErrorContext {
   provider: string;
@@ -40,25 +40,6 @@ export function mapError(error: unknown, context: ErrorContext): LlmError {
   // The SDK wraps every network failure of the request; anything else (its own
   // checks of the options, a bug on our side) is a request that cannot work.
   return new LlmError({ ...base, kind: 'invalid_request', detail });
-}
-
-/**
- * The error of an aborted call: the signal's reason when it is an
- * `LlmError` (the idle watchdog's timeout, a router deadline), else `cancelled`.
- */
-export function abortedError(
-  signal: AbortSignal,
-  context: ErrorContext,
-  cause?: unknown,
-): LlmError {
-  if (signal.reason instanceof LlmError) return signal.reason;
-  return new LlmError({
-    kind: 'cancelled',
-    provider: context.provider,
-    model: context.model,
-    detail: 'the call was aborted',
-    cause: cause ?? signal.reason,
-  });
 }
 
 function statusKind(error: ApiError, status: number): LlmErrorKind {

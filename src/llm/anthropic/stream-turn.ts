@@ -1,10 +1,10 @@
 import type Anthropic from '@anthropic-ai/sdk';
 import type { Stream } from '@anthropic-ai/sdk/core/streaming';
-import { LlmError } from '../errors.js';
+import { abortedError, LlmError } from '../errors.js';
 import { IdleWatchdog } from '../idle-watchdog.js';
 import type { ModelRequest, StreamOptions, StreamPart } from '../types.js';
 import { toMessageParams } from './convert-messages.js';
-import { abortedError, type ErrorContext, mapError } from './map-error.js';
+import { type ErrorContext, mapError } from './map-error.js';
 import { createEventReader } from './read-events.js';
 
 export interface AnthropicModelOptions {

@@ -1,5 +1,5 @@
 import OpenAI from 'openai';
-import { LlmError, type LlmErrorKind, retryAfterMs } from '../errors.js';
+import { abortedError, LlmError, type LlmErrorKind, retryAfterMs } from '../errors.js';
 
 export interface ErrorContext {
   provider: string;
@@ -39,25 +39,6 @@ export function mapError(error: unknown, context: ErrorContext): LlmError {
     return new LlmError({ ...base, kind: 'stream_interrupted', detail });
   // The SDK wraps every network failure of the request; anything else is a bug on our side.
   return new LlmError({ ...base, kind: 'invalid_request', detail });
-}
-
-/**
- * The error of an aborted call: the signal's reason when it is an
- * `LlmError` (the idle watchdog's timeout, a router deadline), else `cancelled`.
- */
-export function abortedError(
-  signal: AbortSignal,
-  context: ErrorContext,
-  cause?: unknown,
-): LlmError {
-  if (signal.reason instanceof LlmError) return signal.reason;
-  return new LlmError({
-    kind: 'cancelled',
-    provider: context.provider,
-    model: context.model,
-    detail: 'the call was aborted',
-    cause: cause ?? signal.reason,
-  });
 }
 
 function statusKind(error: InstanceType<typeof OpenAI.APIError>): LlmErrorKind {

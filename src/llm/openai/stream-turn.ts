@@ -1,13 +1,13 @@
 import type OpenAI from 'openai';
 import type { Stream } from 'openai/core/streaming';
 import type { ChatCompletionChunk } from 'openai/resources/chat/completions';
-import { LlmError } from '../errors.js';
+import { abortedError, LlmError } from '../errors.js';
 import { IdleWatchdog } from '../idle-watchdog.js';
 import { toToolCallPart } from '../tool-arguments.js';
 import type { ModelRequest, StreamOptions, StreamPart, Usage } from '../types.js';
 import { createToolCallAssembler } from './assemble-tool-calls.js';
 import { convertRequest } from './convert-messages.js';
-import { abortedError, type ErrorContext, mapError } from './map-error.js';
+import { type ErrorContext, mapError } from './map-error.js';
 import { mapFinishReason } from './map-finish-reason.js';
 
 export interface OpenAiModelOptions {
