@@ -3,6 +3,7 @@ import { z } from 'zod';
 import { type Catalogue, catalogueSchema } from './llm/catalogue.js';
 import { DEFAULT_COMPLEX_KEYWORDS, parseKeywordList } from './orchestrator/classify-keywords.js';
 import { isHostPattern, parseHostPatterns } from './tools/host-allowlist.js';
+import { BUDGET_LIMITS } from './workflows/budget.js';
 
 /**
  * Every setting of the service, read from the environment through this one
@@ -17,6 +18,15 @@ const integer = (min: number, max: number) =>
     .regex(/^\d+$/, `expected a whole number from ${min} to ${max}`)
     .transform(Number)
     .pipe(z.number().int().min(min).max(max));
+
+/** A positive decimal such as `0.25`; no exponent, no sign. */
+const decimal = (max: number) =>
+  z
+    .string()
+    .trim()
+    .regex(/^\d+(\.\d+)?$/, `expected a decimal number above 0, at most ${max}`)
+    .transform(Number)
+    .pipe(z.number().positive().max(max));
 
 const boolean = z
   .enum(['true', 'false', '1', '0', 'yes', 'no'], { message: 'expected true or false' })
@@ -182,6 +192,39 @@ export const configSchema = z.object({
   RETENTION_SWEEP_INTERVAL_MS: integer(1000, 7 * 86_400_000)
     .default(3_600_000)
     .describe('How often each replica sweeps for workflows past their retention.'),
+  PIPELINE_MAX_STAGES: integer(1, 500)
+    .default(12)
+    .describe(
+      'Most stages a plan may have; a longer plan is invalid and the planner is asked once to repair it.',
+    ),
+  PIPELINE_STAGE_RETRIES: integer(0, 10)
+    .default(2)
+    .describe(
+      'Automatic re-runs of a stage whose result fails validation, each told what failed; then the workflow pauses (stage_failed).',
+    ),
+  PIPELINE_STAGE_RESULT_MAX_CHARS: integer(200, 1_000_000)
+    .default(8000)
+    .describe('Each earlier stage result quoted in a stage prompt is cut to this many characters.'),
+  PIPELINE_SYNTHESIS_RESULT_MAX_CHARS: integer(200, 1_000_000)
+    .default(16_000)
+    .describe(
+      'Each stage result quoted in the final synthesis prompt is cut to this many characters.',
+    ),
+  WORKFLOW_LEASE_MS: integer(1000, 3_600_000)
+    .default(30_000)
+    .describe(
+      'How long a replica holds a running workflow without renewing its lease; a crashed replica’s workflows are taken over this long after its last renewal.',
+    ),
+  WORKFLOW_LEASE_RENEW_MS: integer(100, 3_600_000)
+    .default(10_000)
+    .describe(
+      'How often a replica renews the leases of the workflows it runs; keep it well under WORKFLOW_LEASE_MS.',
+    ),
+  LEASE_RECLAIM_INTERVAL_MS: integer(100, 3_600_000)
+    .default(2000)
+    .describe(
+      'How often each replica looks for workflows whose lease expired or was handed over at a shutdown, and resumes them.',
+    ),
   SESSION_HISTORY_MAX_TOKENS: integer(0, 10_000_000)
     .default(8000)
     .describe(
@@ -252,10 +295,20 @@ export const configSchema = z.object({
   HTTP_FETCH_TIMEOUT_MS: integer(100, 600_000)
     .default(15_000)
     .describe('Time one http_fetch call may take, redirects and body included.'),
-  LOOP_MAX_ITERATIONS: integer(1, 100)
+  BUDGET_MAX_ITERATIONS: integer(1, BUDGET_LIMITS.maxIterations)
     .default(10)
     .describe(
-      'Model turns with tools a tool loop may take; at the cap one last turn without tools gives a best-effort answer.',
+      'Default cap on a workflow’s model turns with tools; at the cap one last turn without tools gives a best-effort answer. Tenants may override it; a request may lower it.',
+    ),
+  BUDGET_MAX_TOKENS: integer(1, BUDGET_LIMITS.maxTokens)
+    .optional()
+    .describe(
+      'Default cap on the input plus output tokens of a workflow’s model turns, checked before each turn; reaching it ends with one last turn without tools. Unset: uncapped. Tenants may override it; a request may lower it.',
+    ),
+  BUDGET_MAX_COST_USD: decimal(BUDGET_LIMITS.maxCostUsd)
+    .optional()
+    .describe(
+      'Default cap on what a workflow’s model turns cost in US dollars at the catalogue’s prices, checked before each turn like BUDGET_MAX_TOKENS. Unset: uncapped. Tenants may override it; a request may lower it.',
     ),
   TOOL_OUTPUT_MAX_CHARS: integer(1000, 10_000_000)
     .default(20_000)
@@ -286,15 +339,39 @@ export function loadConfig(env: NodeJS.ProcessEnv): Config {
     const value = env[name];
     if (value !== undefined && value.trim() !== '') input[name] = value;
   }
+  const renamed = renamedVariablesIn(env);
   const parsed = configSchema.safeParse(input);
-  if (parsed.success) return parsed.data;
+  if (parsed.success) {
+    if (renamed.length > 0) throw new ConfigError(renamed);
+    if (parsed.data.WORKFLOW_LEASE_RENEW_MS >= parsed.data.WORKFLOW_LEASE_MS) {
+      // A lease renewed no sooner than it expires is taken over while its runner is healthy.
+      throw new ConfigError([
+        `WORKFLOW_LEASE_RENEW_MS: must be less than WORKFLOW_LEASE_MS (${parsed.data.WORKFLOW_LEASE_MS})`,
+      ]);
+    }
+    return parsed.data;
+  }
   const problems = parsed.error.issues.map((issue) => {
     const name = String(issue.path[0] ?? '(environment)');
     const given = input[name];
     const shown = given === undefined || isSecret(name) ? '' : ` (got "${given}")`;
     return `${name}: ${issue.message}${shown}`;
   });
-  throw new ConfigError(problems);
+  throw new ConfigError([...renamed, ...problems]);
+}
+
+/**
+ * Variables earlier versions read, by their new names. One still set fails
+ * the start: ignoring it would silently drop the operator's setting.
+ */
+const RENAMED_VARIABLES: Readonly<Record<string, keyof Config>> = {
+  LOOP_MAX_ITERATIONS: 'BUDGET_MAX_ITERATIONS',
+};
+
+function renamedVariablesIn(env: NodeJS.ProcessEnv): string[] {
+  return Object.entries(RENAMED_VARIABLES)
+    .filter(([old]) => (env[old] ?? '').trim() !== '')
+    .map(([old, now]) => `${old}: renamed to ${now}; set that instead`);
 }
 
 function isSecret(name: string): boolean {

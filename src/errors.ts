@@ -27,6 +27,8 @@ export interface AppErrorOptions {
   fields?: FieldProblem[];
   /** Extra response headers, e.g. `Allow` or `Retry-After`. */
   headers?: Record<string, string>;
+  /** The resource's state that caused a conflict (a workflow's status and version), for the client to act on. */
+  current?: Record<string, unknown>;
 }
 
 export class AppError extends Error {
@@ -37,6 +39,7 @@ export class AppError extends Error {
   readonly retryable: boolean;
   readonly fields: FieldProblem[] | undefined;
   readonly headers: Record<string, string>;
+  readonly current: Record<string, unknown> | undefined;
 
   constructor(options: AppErrorOptions) {
     super(options.userMessage, { cause: options.cause });
@@ -48,6 +51,7 @@ export class AppError extends Error {
     this.retryable = options.retryable ?? false;
     this.fields = options.fields;
     this.headers = options.headers ?? {};
+    this.current = options.current;
   }
 }
 
@@ -79,8 +83,12 @@ export function notFound(what: string): AppError {
   });
 }
 
-export function conflict(code: string, userMessage: string): AppError {
-  return new AppError({ code, status: 409, userMessage, blame: 'user' });
+export function conflict(
+  code: string,
+  userMessage: string,
+  current?: Record<string, unknown>,
+): AppError {
+  return new AppError({ code, status: 409, userMessage, blame: 'user', current });
 }
 
 /** Normalises anything thrown into an AppError; unknown throws become a 500 that keeps the cause. */

@@ -78,6 +78,7 @@ async function start(running: Running): Promise<void> {
   const bootstrap = await running.services.tenancy.bootstrap();
   await running.services.hub.start();
   running.services.retention.start();
+  running.services.reclaimer.start();
 
   running.app = await buildApp(running.services);
   if (running.stopping) return;
@@ -144,11 +145,17 @@ async function shutdown(running: Running, reason: string, exitCode = 0): Promise
   // Workflow runs get the same grace as requests, side by side. Event
   // streams end at once with a `retry:` hint (closing the app does that) and
   // their clients resume on another replica with Last-Event-ID. Runs still
-  // going after the grace are interrupted (failed: shutdown_interrupted).
-  const drained = running.services?.executions.drain(config.SHUTDOWN_GRACE_MS).catch((error) => {
-    log.error({ err: error }, 'draining the workflow runs failed');
-    exitCode = 1;
-  });
+  // going after the grace are stopped and their leases handed over: another
+  // replica resumes them from their last persisted step. No workflow is
+  // taken over from now on.
+  const services = running.services;
+  const drained = services?.reclaimer
+    .stop()
+    .then(() => services.executions.drain(config.SHUTDOWN_GRACE_MS))
+    .catch((error: unknown) => {
+      log.error({ err: error }, 'draining the workflow runs failed');
+      exitCode = 1;
+    });
   try {
     await running.app?.close();
   } catch (error) {

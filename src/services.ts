@@ -5,7 +5,11 @@ import type { Config } from './config.js';
 import { createLlm, type Llm } from './llm/create-llm.js';
 import { classifierSettings } from './orchestrator/classify.js';
 import { createExecutions, type Executions } from './orchestrator/executions.js';
+import { createLeaseReclaimer, type LeaseReclaimer } from './orchestrator/lease-reclaimer.js';
 import { createMinimalExecutor } from './orchestrator/minimal-executor.js';
+import { createPipelineReviews, type PipelineReviews } from './orchestrator/pipeline/review.js';
+import type { PipelineSettings } from './orchestrator/pipeline/run-pipeline.js';
+import { turnCost } from './orchestrator/tool-loop/budget.js';
 import { createSessionService, type SessionService } from './sessions/service.js';
 import { type DatabaseHandle, openDatabase } from './store/database.js';
 import type { Migration } from './store/migrate.js';
@@ -14,6 +18,7 @@ import { createHttpToolsService, type HttpToolsService } from './tools/http-tool
 import { createMcpServersService, type McpServersService } from './tools/mcp-servers-service.js';
 import { builtinTools } from './tools/registry.js';
 import { createEventHub, type EventHub } from './tracker/event-hub.js';
+import { configuredBudget } from './workflows/budget.js';
 import { createRetentionSweeper, type RetentionSweeper } from './workflows/retention.js';
 import { createWorkflowService, type WorkflowService } from './workflows/service.js';
 
@@ -34,8 +39,10 @@ export interface Services {
   replicaId: string;
   /** Workflow event fan-out; `start()` opens its LISTEN connection. */
   hub: EventHub;
-  /** Create, read, list and cancel workflows. */
+  /** Create, read, list, answer and cancel workflows. */
   workflows: WorkflowService;
+  /** Continue, modify or retry a paused pipeline; its plan and stages. */
+  reviews: PipelineReviews;
   /** Sessions: conversations whose history later workflows see. */
   sessions: SessionService;
   /** Tenants' HTTP tools: registration, listing, and their `Tool`s for a workflow. */
@@ -46,6 +53,8 @@ export interface Services {
   executions: Executions;
   /** Removes finished workflows past the retention age; `start()` in main.ts. */
   retention: RetentionSweeper;
+  /** Takes over workflows whose runner is gone; `start()` in main.ts, stopped first at shutdown. */
+  reclaimer: LeaseReclaimer;
 }
 
 /** Builds the services over a database URL. Opens no connection until the first query. */
@@ -76,6 +85,7 @@ export function createServices(options: {
     log: options.log,
   });
   const executions = createExecutions({ log: options.log });
+  const budgetDefaults = configuredBudget(options.config);
   const sessions = createSessionService({ db: database.db });
   const httpTools = createHttpToolsService({
     db: database.db,
@@ -93,6 +103,12 @@ export function createServices(options: {
     },
     log: options.log,
   });
+  const pipelineSettings: PipelineSettings = {
+    maxStages: options.config.PIPELINE_MAX_STAGES,
+    maxValidationRetries: options.config.PIPELINE_STAGE_RETRIES,
+    stageResultMaxChars: options.config.PIPELINE_STAGE_RESULT_MAX_CHARS,
+    synthesisResultMaxChars: options.config.PIPELINE_SYNTHESIS_RESULT_MAX_CHARS,
+  };
   const executor = createMinimalExecutor({
     db: database.db,
     hub,
@@ -114,11 +130,26 @@ export function createServices(options: {
         ]);
         return { tools: [...http, ...mcp.tools], unavailable: mcp.unavailable, close: mcp.close };
       },
-      maxIterations: options.config.LOOP_MAX_ITERATIONS,
+      defaultBudget: budgetDefaults,
+      costOf: turnCost(llm.catalogue),
       toolOutputMaxChars: options.config.TOOL_OUTPUT_MAX_CHARS,
+      pipeline: pipelineSettings,
     },
     replicaId,
     log: options.log,
+    leaseMs: options.config.WORKFLOW_LEASE_MS,
+    renewEveryMs: options.config.WORKFLOW_LEASE_RENEW_MS,
+  });
+  const workflows = createWorkflowService({
+    db: database.db,
+    catalogue: llm.catalogue,
+    hub,
+    sessions,
+    replicaId,
+    log: options.log,
+    launch: executor.launch,
+    stopLocalRun: (workflowId) => executions.stop(workflowId, 'cancelled'),
+    budgetDefaults,
   });
   return {
     replicaId,
@@ -139,15 +170,19 @@ export function createServices(options: {
       retentionDays: options.config.WORKFLOW_RETENTION_DAYS,
       intervalMs: options.config.RETENTION_SWEEP_INTERVAL_MS,
     }),
-    workflows: createWorkflowService({
+    reclaimer: createLeaseReclaimer({
       db: database.db,
-      catalogue: llm.catalogue,
-      hub,
-      sessions,
-      replicaId,
       log: options.log,
-      launch: executor.launch,
-      stopLocalRun: (workflowId) => executions.stop(workflowId, 'cancelled'),
+      replicaId,
+      leaseMs: options.config.WORKFLOW_LEASE_MS,
+      intervalMs: options.config.LEASE_RECLAIM_INTERVAL_MS,
+      resume: (workflow) => executor.launch(workflow, 'reclaimed'),
+    }),
+    workflows,
+    reviews: createPipelineReviews({
+      db: database.db,
+      workflows,
+      settings: pipelineSettings,
     }),
   };
 }
@@ -159,6 +194,7 @@ export function createServices(options: {
  */
 export async function closeServices(services: Services): Promise<void> {
   await services.retention.stop();
+  await services.reclaimer.stop();
   await services.executions.drain(0);
   await services.hub.close();
   await services.llm.close();

@@ -21,7 +21,9 @@ import { modelRoutes } from './routes/models.js';
 import { sessionRoutes } from './routes/sessions.js';
 import { tenantRoutes } from './routes/tenants.js';
 import { toolRoutes } from './routes/tools.js';
+import { workflowActionRoutes } from './routes/workflow-actions.js';
 import { workflowEventRoutes } from './routes/workflow-events.js';
+import { workflowPipelineRoutes } from './routes/workflow-pipeline.js';
 import { workflowRoutes } from './routes/workflows.js';
 import { eventStreams } from './sse.js';
 
@@ -100,6 +102,11 @@ export async function buildApp(services: Services): Promise<FastifyInstance> {
       await v1.register(modelRoutes, { catalogue: services.llm.catalogue });
       await v1.register(apiKeyRoutes, { tenancy: services.tenancy });
       await v1.register(workflowRoutes, { workflows: services.workflows });
+      await v1.register(workflowActionRoutes, {
+        workflows: services.workflows,
+        reviews: services.reviews,
+      });
+      await v1.register(workflowPipelineRoutes, { reviews: services.reviews });
       await v1.register(workflowEventRoutes, { workflows: services.workflows, streamTokens });
       await v1.register(toolRoutes, {
         httpTools: services.httpTools,

@@ -17,6 +17,12 @@ export const problemSchema = z
       .array(z.object({ field: z.string(), message: z.string() }))
       .optional()
       .describe('Each failing field, for validation errors'),
+    current: z
+      .record(z.string(), z.unknown())
+      .optional()
+      .describe(
+        'For conflicts: the current state that refused the request, e.g. a workflow’s status, awaitingReason and version',
+      ),
   })
   .meta({ id: 'Problem' });
 
@@ -39,6 +45,7 @@ export function toProblem(error: AppError, request: FastifyRequest): Problem {
     code: error.code,
     requestId: request.id,
     ...(error.fields && error.fields.length > 0 ? { errors: error.fields } : {}),
+    ...(error.current ? { current: error.current } : {}),
   };
 }
 

@@ -1,21 +1,28 @@
 import type { Logger } from 'pino';
 import type { ModelRouter, RouterCall } from '../llm/router/router.js';
-import type { Message } from '../llm/types.js';
+import type { Message, SystemPrompt } from '../llm/types.js';
+import type { Db } from '../store/database.js';
 import { createToolRegistry, type ToolRegistry } from '../tools/registry.js';
 import type { Tool } from '../tools/types.js';
 import type { WorkflowTracker } from '../tracker/tracker.js';
-import type { Workflow } from '../workflows/types.js';
-import { type ClassifierSettings, classifyQuestion, emitClassification } from './classify.js';
+import type { Workflow, WorkflowBudget, WorkflowKind } from '../workflows/types.js';
+import { type ClassifierSettings, classifyQuestion, recordClassification } from './classify.js';
+import {
+  type PipelineRunInput,
+  type PipelineSettings,
+  runPipeline,
+} from './pipeline/run-pipeline.js';
 import { buildSystemPrompt } from './system-prompt.js';
 import type { ContextLimits } from './tool-loop/context-window.js';
 import { runToolLoop } from './tool-loop/loop.js';
+import type { LoopResume } from './tool-loop/resume.js';
 import type { TurnState } from './tool-loop/state.js';
 import type { LoopOptions, LoopOutcome } from './tool-loop/types.js';
 
 /**
  * The orchestrator entry of one workflow: classify the question, then take
- * the simple path (the tool loop) or the complex one. Until the pipeline
- * lands, the complex path runs the tool loop too and a `warning` says so.
+ * the simple path (the tool loop) or the complex one (the pipeline, whose
+ * stages run the same tool loop).
  */
 
 /** Fixed per process: built once in services.ts. */
@@ -25,8 +32,12 @@ export interface OrchestratorSettings {
   builtinTools: Tool[];
   /** What the tenant has registered (HTTP tools, MCP servers' tools), opened for one run. */
   tenantTools: (tenantId: string) => Promise<TenantToolset>;
-  maxIterations: number;
+  /** The configured budget, for workflows created before their budget was stored with them. */
+  defaultBudget: WorkflowBudget;
+  /** What a turn of a catalogue model cost, at its prices. */
+  costOf: LoopOptions['costOf'];
   toolOutputMaxChars: number;
+  pipeline: PipelineSettings;
 }
 
 /** The tenant's tools for one run; `close` releases their connections (MCP sessions). */
@@ -45,7 +56,7 @@ export interface AnswerWorkflowInput {
   /** The context window of the workflow's model, for the loop's context checks. */
   limits: ContextLimits;
   router: Pick<ModelRouter, 'stream'>;
-  tracker: Pick<WorkflowTracker, 'emit' | 'token'>;
+  tracker: Pick<WorkflowTracker, 'emit' | 'record' | 'token'>;
   signal: AbortSignal;
   log: Logger;
   onRouterEvent: NonNullable<RouterCall['onEvent']>;
@@ -53,11 +64,124 @@ export interface AnswerWorkflowInput {
   flushRouterEvents: () => Promise<void>;
   persistTurn: (state: TurnState) => Promise<void>;
   pause: LoopOptions['pause'];
+  /** Pauses a pipeline at a checkpoint or a failed stage (awaiting_input). */
+  pausePipeline: PipelineRunInput['pause'];
+  /** The pipeline's plan and stage attempts are read and written here. */
+  db: Db;
   throwIfStopped: () => void;
   currentModel: () => string;
+  /** The persisted turns of earlier runs, when the workflow runs again. */
+  resume?: LoopResume;
 }
 
 export async function answerWorkflow(input: AnswerWorkflowInput): Promise<LoopOutcome> {
+  const { settings, workflow } = input;
+  // A resumed workflow was classified by its first run: it keeps that path.
+  const kind = workflow.kind ?? (await classify(input));
+  const toolset = await settings.tenantTools(workflow.tenantId);
+  try {
+    for (const missing of toolset.unavailable) {
+      await input.tracker.emit('warning', null, 'info', {
+        code: 'tool_source_unavailable',
+        message: `The tools of MCP server "${missing.server}" are unavailable: ${missing.reason}`,
+      });
+    }
+    const available = workflowTools(settings.builtinTools, toolset.tools, workflow, input.log);
+    const tools = createToolRegistry(available);
+    const system = buildSystemPrompt({
+      tools: tools.definitions(),
+      hasSession: workflow.sessionId !== null,
+      kind,
+      now: new Date(),
+    });
+    input.throwIfStopped();
+    if (kind === 'complex') return await answerWithPipeline(input, available, system);
+    return await runToolLoop({
+      ...loopOptions(input, tools),
+      system,
+      messages: [...input.history, { role: 'user', content: workflow.input }],
+      persistTurn: input.persistTurn,
+      pause: input.pause,
+      resume: input.resume,
+    });
+  } finally {
+    await toolset.close();
+  }
+}
+
+/**
+ * The pipeline. Its stages run the tool loop without `ask_user` (a stage
+ * that needs the user ends with what it has; checkpoints are where the
+ * user steps in) and without persisting turns: a stage is the pipeline's
+ * step, run again whole when a crash cut it off.
+ */
+function answerWithPipeline(
+  input: AnswerWorkflowInput,
+  available: Tool[],
+  system: SystemPrompt,
+): Promise<LoopOutcome> {
+  const { workflow } = input;
+  const stageTools = createToolRegistry(available.filter((tool) => !tool.pauses));
+  return runPipeline({
+    db: input.db,
+    workflow,
+    settings: input.settings.pipeline,
+    router: input.router,
+    tracker: input.tracker,
+    system,
+    toolNames: stageTools.names(),
+    signal: input.signal,
+    onRouterEvent: input.onRouterEvent,
+    flushRouterEvents: input.flushRouterEvents,
+    throwIfStopped: input.throwIfStopped,
+    currentModel: input.currentModel,
+    costOf: input.settings.costOf,
+    pause: input.pausePipeline,
+    runStage: (stage) =>
+      runToolLoop({
+        ...loopOptions(input, stageTools),
+        ...stage,
+        spentBefore: stage.spentBefore,
+        persistTurn: async () => undefined,
+        pause: async () => {
+          throw new Error('a stage has no pausing tool');
+        },
+      }),
+  });
+}
+
+/** What every tool loop of the workflow shares, the whole one or a stage's. */
+function loopOptions(
+  input: AnswerWorkflowInput,
+  tools: ToolRegistry,
+): Omit<LoopOptions, 'system' | 'messages' | 'persistTurn' | 'pause'> {
+  const { settings, workflow } = input;
+  return {
+    tenantId: workflow.tenantId,
+    workflowId: workflow.id,
+    router: input.router,
+    tracker: input.tracker,
+    model: workflow.model,
+    tools,
+    budget: workflow.budget ?? settings.defaultBudget,
+    // The usage earlier runs recorded (up to a pause); zero on a first run.
+    spentBefore: {
+      tokens: workflow.usage.inputTokens + workflow.usage.outputTokens,
+      costUsd: workflow.usage.costUsd,
+    },
+    costOf: settings.costOf,
+    toolOutputMaxChars: settings.toolOutputMaxChars,
+    limits: input.limits,
+    signal: input.signal,
+    onRouterEvent: input.onRouterEvent,
+    flushRouterEvents: input.flushRouterEvents,
+    throwIfStopped: input.throwIfStopped,
+    currentModel: input.currentModel,
+  };
+}
+
+/** Classifies the question and records the decision. */
+async function classify(input: AnswerWorkflowInput): Promise<WorkflowKind> {
   const { settings, workflow } = input;
   const checkModel = settings.classifier.checkModel;
   const classification = await classifyQuestion({
@@ -79,52 +203,8 @@ export async function answerWorkflow(input: AnswerWorkflowInput): Promise<LoopOu
   });
   await input.flushRouterEvents();
   input.throwIfStopped();
-  await emitClassification(input.tracker, classification);
-  if (classification.kind === 'complex') {
-    await input.tracker.emit('warning', null, 'info', {
-      code: 'pipeline_unavailable',
-      message:
-        'The multi-stage pipeline is not available yet; the complex question is answered by the tool loop.',
-    });
-  }
-  const toolset = await settings.tenantTools(workflow.tenantId);
-  try {
-    for (const missing of toolset.unavailable) {
-      await input.tracker.emit('warning', null, 'info', {
-        code: 'tool_source_unavailable',
-        message: `The tools of MCP server "${missing.server}" are unavailable: ${missing.reason}`,
-      });
-    }
-    const tools = workflowTools(settings.builtinTools, toolset.tools, workflow, input.log);
-    input.throwIfStopped();
-    return await runToolLoop({
-      tenantId: workflow.tenantId,
-      workflowId: workflow.id,
-      router: input.router,
-      tracker: input.tracker,
-      model: workflow.model,
-      system: buildSystemPrompt({
-        tools: tools.definitions(),
-        hasSession: workflow.sessionId !== null,
-        kind: classification.kind,
-        now: new Date(),
-      }),
-      messages: [...input.history, { role: 'user', content: workflow.input }],
-      tools,
-      maxIterations: settings.maxIterations,
-      toolOutputMaxChars: settings.toolOutputMaxChars,
-      limits: input.limits,
-      signal: input.signal,
-      onRouterEvent: input.onRouterEvent,
-      flushRouterEvents: input.flushRouterEvents,
-      persistTurn: input.persistTurn,
-      pause: input.pause,
-      throwIfStopped: input.throwIfStopped,
-      currentModel: input.currentModel,
-    });
-  } finally {
-    await toolset.close();
-  }
+  await recordClassification(input.tracker, classification, workflow);
+  return classification.kind;
 }
 
 /**
@@ -138,7 +218,7 @@ function workflowTools(
   tenantTools: Tool[],
   workflow: Workflow,
   log: Logger,
-): ToolRegistry {
+): Tool[] {
   const requested = new Set(workflow.tools);
   const byName = new Map<string, Tool>();
   for (const tool of [...builtins, ...tenantTools]) {
@@ -149,5 +229,5 @@ function workflowTools(
     }
     byName.set(tool.name, tool);
   }
-  return createToolRegistry([...byName.values()]);
+  return [...byName.values()];
 }

@@ -4,6 +4,7 @@ import type { CallContext } from '../llm/router/types.js';
 import { CLASSIFY_MARKER } from '../llm/scripted/markers.js';
 import type { ModelRequest, SystemPrompt } from '../llm/types.js';
 import type { WorkflowKind } from '../workflows/types.js';
+import { collectText } from './collect-text.js';
 
 /**
  * The optional model check of complexity detection: one short turn to a
@@ -65,18 +66,20 @@ export async function askModel(check: ModelCheck, input: string): Promise<ModelC
     maxOutputTokens: MAX_OUTPUT_TOKENS,
     temperature: 0,
   };
-  let answer = '';
+  let answer: string;
   try {
-    for await (const part of check.router.stream({
-      model: check.model,
-      request,
-      signal: controller.signal,
-      context: check.context,
-      ...(check.onEvent ? { onEvent: check.onEvent } : {}),
-    })) {
-      if (part.type === 'text-delta' && answer.length < MAX_ANSWER_CHARS) answer += part.text;
-      if (part.type === 'error') throw part.error;
-    }
+    const collected = await collectText(
+      check.router,
+      {
+        model: check.model,
+        request,
+        signal: controller.signal,
+        context: check.context,
+        ...(check.onEvent ? { onEvent: check.onEvent } : {}),
+      },
+      { maxChars: MAX_ANSWER_CHARS },
+    );
+    answer = collected.text;
   } catch (error) {
     const problem = check.signal.aborted
       ? 'it was cancelled'

@@ -1,6 +1,7 @@
 import type { Logger } from 'pino';
 import { type Config, ConfigError } from '../config.js';
 import type { Catalogue } from '../llm/catalogue.js';
+import { workflowsRepository } from '../store/workflows.js';
 import type { WorkflowTracker } from '../tracker/tracker.js';
 import type { WorkflowEvent, WorkflowKind, WorkflowMode } from '../workflows/types.js';
 import {
@@ -86,13 +87,27 @@ function describeFallback(outcome: Exclude<ModelCheckOutcome, { status: 'answere
   }
 }
 
-/** Records the decision as the workflow's `classification` event. */
-export function emitClassification(
-  tracker: Pick<WorkflowTracker, 'emit'>,
+/**
+ * Records the decision: the workflow's `classification` event, and its
+ * `kind` on the workflow row in the same transaction, so a resumed run
+ * takes the same path without classifying again.
+ */
+export function recordClassification(
+  tracker: Pick<WorkflowTracker, 'record'>,
   classification: Classification,
+  workflow: { tenantId: string; id: string },
 ): Promise<WorkflowEvent> {
   const { kind, method, reason } = classification;
-  return tracker.emit('classification', 'classify', 'completed', { kind, method, reason });
+  return tracker.record(
+    {
+      type: 'classification',
+      step: 'classify',
+      status: 'completed',
+      detail: { kind, method, reason },
+      elapsedMs: null,
+    },
+    (tx) => workflowsRepository(tx).setKind(workflow.tenantId, workflow.id, kind),
+  );
 }
 
 export interface ClassifierSettings {

@@ -1,10 +1,11 @@
 import { AppError } from '../errors.js';
 import { workflowsRepository } from '../store/workflows.js';
 import { createWorkflowTracker } from '../tracker/tracker.js';
+import { toWorkflow } from '../workflows/rows.js';
 import type { Workflow, WorkflowError } from '../workflows/types.js';
 import type { Execution } from './executions.js';
 import { answerWithToolLoop } from './run-answer.js';
-import { type MinimalExecutorOptions, type Run, stop } from './workflow-run.js';
+import { type MinimalExecutorOptions, type Run, type RunCause, stop } from './workflow-run.js';
 
 export type { MinimalExecutorOptions } from './workflow-run.js';
 
@@ -14,11 +15,6 @@ export type { MinimalExecutorOptions } from './workflow-run.js';
  * the workflow. Each run holds its own state (a `Run`); the executor
  * itself holds none.
  */
-
-const SHUTDOWN_ERROR: WorkflowError = {
-  code: 'shutdown_interrupted',
-  message: 'The service shut down while the workflow was running; start it again',
-};
 
 const INTERNAL_ERROR: WorkflowError = {
   code: 'internal_error',
@@ -32,19 +28,20 @@ export function createMinimalExecutor(options: MinimalExecutorOptions) {
      * setImmediate so that the create request answers first and never
      * waits for (or fails with) the run.
      */
-    launch(workflow: Workflow): void {
-      setImmediate(() => startRun(options, workflow));
+    launch(workflow: Workflow, cause: RunCause = 'created'): void {
+      setImmediate(() => startRun(options, workflow, cause));
     },
   };
 }
 
 export type MinimalExecutor = ReturnType<typeof createMinimalExecutor>;
 
-function startRun(options: MinimalExecutorOptions, workflow: Workflow): void {
+function startRun(options: MinimalExecutorOptions, workflow: Workflow, cause: RunCause): void {
   const log = options.log.child({ workflowId: workflow.id });
   const run: Run = {
     options,
     workflow,
+    cause,
     log,
     tracker: createWorkflowTracker({
       db: options.db,
@@ -61,6 +58,7 @@ function startRun(options: MinimalExecutorOptions, workflow: Workflow): void {
     model: workflow.model,
     answer: '',
     usage: undefined,
+    costUsd: 0,
     reports: Promise.resolve(),
     reportFailure: undefined,
   };
@@ -74,22 +72,20 @@ function startRun(options: MinimalExecutorOptions, workflow: Workflow): void {
   };
   if (!options.executions.add(execution)) {
     settle();
-    void refuseRun(run);
+    refuseRun(run);
     return;
   }
   void executeRun(run).finally(settle);
 }
 
-/** The registry accepts no run: this replica is shutting down. */
-async function refuseRun(run: Run): Promise<void> {
-  run.log.warn('the service is shutting down; the workflow is not started');
-  try {
-    await run.tracker.end({ status: 'failed', error: SHUTDOWN_ERROR });
-  } catch (error) {
-    logSettleFailure(run, error);
-  } finally {
-    run.tracker.close();
-  }
+/**
+ * The registry accepts no run: this replica is shutting down, or the
+ * workflow runs here already. The workflow is left as it is: unleased,
+ * another replica's sweep takes it over.
+ */
+function refuseRun(run: Run): void {
+  run.log.info('the workflow is not run here; another replica takes it over');
+  run.tracker.close();
 }
 
 /** The whole run; never rejects: every failure ends in the log and, when possible, in the workflow. */
@@ -106,6 +102,7 @@ async function executeRun(run: Run): Promise<void> {
       return;
     }
     leased = true;
+    run.workflow = toWorkflow(claimed);
     heartbeat = startHeartbeat(run, lease);
     // A cancel committed on any replica reaches this replica's hub as the
     // workflow_end event; that is how a run elsewhere learns of it.
@@ -119,7 +116,10 @@ async function executeRun(run: Run): Promise<void> {
       },
       claimed.last_seq,
     );
-    await run.tracker.begin({ mode: workflow.mode, model: workflow.model });
+    // Queued: a first run. Running: the workflow was resumed (answered, or taken over).
+    if (run.workflow.status === 'queued') {
+      await run.tracker.begin({ mode: workflow.mode, model: workflow.model });
+    }
     await answerWithToolLoop(run);
   } catch (error) {
     await settleAfterError(run, error);
@@ -175,7 +175,15 @@ async function settleAfterError(run: Run, error: unknown): Promise<void> {
         run.log.warn('the workflow’s lease was lost; its run stopped');
         return;
       case 'shutdown':
-        await run.tracker.end({ status: 'failed', error: SHUTDOWN_ERROR });
+        // Handed over rather than failed: another replica resumes it from its last persisted turn.
+        await run.repository.handOverLease({
+          tenantId: run.workflow.tenantId,
+          id: run.workflow.id,
+          owner: run.options.replicaId,
+        });
+        run.log.info(
+          'the service is shutting down; the workflow is handed over to another replica',
+        );
         return;
       case undefined:
         if (isFinishedConflict(error)) {

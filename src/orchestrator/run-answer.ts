@@ -1,11 +1,13 @@
 import type { Transaction } from 'kysely';
-import { type Catalogue, costOf, type ProviderKind } from '../llm/catalogue.js';
+import type { Catalogue, ProviderKind } from '../llm/catalogue.js';
 import type { RouterEvent } from '../llm/router/types.js';
 import type { Message } from '../llm/types.js';
 import type { Database } from '../store/schema.js';
-import type { WorkflowUsage } from '../workflows/types.js';
+import type { CompletionReason, WorkflowUsage } from '../workflows/types.js';
 import { answerWorkflow } from './answer-workflow.js';
-import { workflowTurnsRepository } from './tool-loop/turns-repository.js';
+import type { PipelinePause } from './pipeline/run-pipeline.js';
+import type { LoopResume } from './tool-loop/resume.js';
+import { loadLoopResume, workflowTurnsRepository } from './tool-loop/turns-repository.js';
 import type { ClarificationRequest } from './tool-loop/types.js';
 import { type Run, throwIfStopped } from './workflow-run.js';
 
@@ -25,7 +27,10 @@ export async function answerWithToolLoop(run: Run): Promise<void> {
   const history = await sessionHistoryOf(run);
   throwIfStopped(run);
   const turns = workflowTurnsRepository(options.db);
+  const resume = await resumePointOf(run);
+  throwIfStopped(run);
   const outcome = await answerWorkflow({
+    resume,
     settings: options.orchestrator,
     workflow,
     history,
@@ -45,10 +50,13 @@ export async function answerWithToolLoop(run: Run): Promise<void> {
     persistTurn: (state) =>
       turns.append({ tenantId: workflow.tenantId, workflowId: workflow.id, state }),
     pause: (request) => pauseForClarification(run, request),
+    pausePipeline: (pause) => pausePipeline(run, pause),
+    db: options.db,
     throwIfStopped: () => throwIfStopped(run),
     currentModel: () => run.model,
   });
   run.usage = outcome.usage;
+  run.costUsd = outcome.costUsd;
   run.answer = outcome.answer;
   throwIfStopped(run);
   if (outcome.reason === 'paused') {
@@ -70,10 +78,41 @@ export async function answerWithToolLoop(run: Run): Promise<void> {
   await recordUsage(run);
   throwIfStopped(run);
   await tracker.end(
-    { status: 'completed', answer: run.answer },
+    // A loop ends in model_error only with a failure, which ended the workflow above.
+    { status: 'completed', answer: run.answer, reason: outcome.reason as CompletionReason },
     performance.now() - run.startedAt,
     (tx) => appendToSession(run, tx),
   );
+}
+
+/**
+ * A workflow that ran before (it was answered, or is taken over from
+ * another runner) continues from its persisted turns; one taken over says
+ * so with a `resumed` event.
+ */
+async function resumePointOf(run: Run): Promise<LoopResume | undefined> {
+  if (run.workflow.status === 'queued') return undefined;
+  const resume = await loadLoopResume(run.options.db, {
+    tenantId: run.workflow.tenantId,
+    workflowId: run.workflow.id,
+  });
+  if (run.cause === 'reclaimed') {
+    await run.tracker.emit('resumed', null, 'info', {
+      replica: run.options.replicaId,
+      turns: resume.turns.length,
+    });
+  }
+  return resume;
+}
+
+/** running -> awaiting_input (checkpoint or stage_failed), with the event the user acts on. */
+async function pausePipeline(run: Run, pause: PipelinePause): Promise<void> {
+  throwIfStopped(run);
+  await run.tracker.transition({
+    to: 'awaiting_input',
+    awaitingReason: pause.reason,
+    events: [pause.event],
+  });
 }
 
 /** running -> awaiting_input (clarification), with the `clarification_request` event. */
@@ -181,12 +220,11 @@ function report(run: Run, event: RouterEvent): void {
 async function recordUsage(run: Run): Promise<void> {
   if (!run.usage) return;
   throwIfStopped(run);
-  const entry = run.options.router.entry(run.model);
   const usage: WorkflowUsage = {
     inputTokens: run.usage.inputTokens,
     outputTokens: run.usage.outputTokens,
     cachedInputTokens: run.usage.cachedInputTokens,
-    costUsd: entry ? costOf(entry, run.usage) : 0,
+    costUsd: run.costUsd,
   };
   await run.tracker.emit('usage', null, 'info', { model: run.model, ...usage });
   await run.repository.addUsage(run.workflow.tenantId, run.workflow.id, usage);

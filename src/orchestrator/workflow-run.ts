@@ -35,10 +35,19 @@ export interface MinimalExecutorOptions {
   renewEveryMs?: number;
 }
 
+/**
+ * Why a run starts: a new workflow; the user answered its question or
+ * reviewed a pipeline stage; or this replica took it over from a runner
+ * that crashed or shut down.
+ */
+export type RunCause = 'created' | 'answered' | 'reviewed' | 'reclaimed';
+
 /** The state of one workflow run; never shared between runs. */
 export interface Run {
   readonly options: MinimalExecutorOptions;
-  readonly workflow: Workflow;
+  /** As launched, then as the lease claim read it. */
+  workflow: Workflow;
+  readonly cause: RunCause;
   readonly log: Logger;
   readonly tracker: WorkflowTracker;
   readonly repository: WorkflowsRepository;
@@ -49,6 +58,8 @@ export interface Run {
   model: string;
   answer: string;
   usage: Usage | undefined;
+  /** What the turns cost, each at the prices of the model that answered it (the budget's figure). */
+  costUsd: number;
   /** Router events are persisted one after the other, in the order they happened. */
   reports: Promise<void>;
   reportFailure: unknown;

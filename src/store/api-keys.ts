@@ -33,6 +33,9 @@ export function apiKeysRepository(db: DbOrTx) {
           't.created_at as tenant_created_at',
           't.default_model as tenant_default_model',
           't.allowed_models as tenant_allowed_models',
+          't.budget_max_iterations as tenant_budget_max_iterations',
+          't.budget_max_tokens as tenant_budget_max_tokens',
+          't.budget_max_cost_usd as tenant_budget_max_cost_usd',
         ])
         .where('k.key_hash', '=', keyHash)
         .where('k.revoked_at', 'is', null)
@@ -44,6 +47,9 @@ export function apiKeysRepository(db: DbOrTx) {
         tenant_created_at,
         tenant_default_model,
         tenant_allowed_models,
+        tenant_budget_max_iterations,
+        tenant_budget_max_tokens,
+        tenant_budget_max_cost_usd,
         ...key
       } = row;
       return {
@@ -55,6 +61,9 @@ export function apiKeysRepository(db: DbOrTx) {
           created_at: tenant_created_at,
           default_model: tenant_default_model,
           allowed_models: tenant_allowed_models,
+          budget_max_iterations: tenant_budget_max_iterations,
+          budget_max_tokens: tenant_budget_max_tokens,
+          budget_max_cost_usd: tenant_budget_max_cost_usd,
         },
       };
     },

@@ -1,4 +1,4 @@
-import type { ColumnType, Generated, Insertable, Selectable } from 'kysely';
+import type { ColumnType, Generated, Insertable, Selectable, Updateable } from 'kysely';
 
 /** Row types of the tables created by `migrations/`; keep in step with the SQL. */
 export interface Database {
@@ -13,6 +13,8 @@ export interface Database {
   session_messages: SessionMessagesTable;
   mcp_servers: McpServersTable;
   workflow_turns: WorkflowTurnsTable;
+  workflow_plans: WorkflowPlansTable;
+  workflow_stage_attempts: WorkflowStageAttemptsTable;
 }
 
 export interface TenantsTable {
@@ -22,6 +24,10 @@ export interface TenantsTable {
   created_at: ColumnType<Date, never, never>;
   default_model: ColumnType<string | null, string | null | undefined, string | null>;
   allowed_models: ColumnType<string[] | null, string[] | null | undefined, string[] | null>;
+  /** Budget overrides; null inherits the configured default. bigint and numeric come back as strings. */
+  budget_max_iterations: ColumnType<number | null, number | null | undefined, number | null>;
+  budget_max_tokens: ColumnType<string | null, number | null | undefined, number | null>;
+  budget_max_cost_usd: ColumnType<string | null, number | null | undefined, number | null>;
 }
 
 export interface ApiKeysTable {
@@ -76,6 +82,8 @@ export interface WorkflowsTable {
   lease_expires_at: Date | null;
   result: ColumnType<unknown, string | null, string | null>;
   error: ColumnType<unknown, string | null, string | null>;
+  /** The effective WorkflowBudget as a JSON string; null on workflows created before budgets. */
+  budget: ColumnType<unknown, string | null | undefined, never>;
   /** bigint and numeric come back as strings from pg. */
   input_tokens: ColumnType<string, never, number | string>;
   output_tokens: ColumnType<string, never, number | string>;
@@ -165,6 +173,7 @@ export type WorkflowEventRow = Selectable<WorkflowEventsTable>;
 
 export type TenantRow = Selectable<TenantsTable>;
 export type NewTenantRow = Insertable<TenantsTable>;
+export type TenantUpdate = Updateable<TenantsTable>;
 export type ApiKeyRow = Selectable<ApiKeysTable>;
 export type NewApiKeyRow = Insertable<ApiKeysTable>;
 export type NewLlmCallRow = Insertable<LlmCallsTable>;
@@ -182,4 +191,38 @@ export interface WorkflowTurnsTable {
   /** Versioned loop state of one turn; written as a JSON string. */
   state: ColumnType<unknown, string, never>;
   created_at: ColumnType<Date, never, never>;
+}
+
+export interface WorkflowPlansTable {
+  workflow_id: string;
+  revision: number;
+  tenant_id: string;
+  /** Versioned ExecutionPlan; written as a JSON string. */
+  plan: ColumnType<unknown, string, never>;
+  created_at: ColumnType<Date, never, never>;
+}
+
+export interface WorkflowStageAttemptsTable {
+  workflow_id: string;
+  stage_id: string;
+  attempt: number;
+  tenant_id: string;
+  plan_revision: number;
+  status: string;
+  reason: string;
+  feedback: string | null;
+  result: string | null;
+  /** Written as a JSON string. */
+  validation: ColumnType<unknown, string | null, string | null>;
+  error: ColumnType<unknown, string | null, string | null>;
+  input_tokens: ColumnType<number, number | undefined, number>;
+  output_tokens: ColumnType<number, number | undefined, number>;
+  cached_input_tokens: ColumnType<number, number | undefined, number>;
+  /** numeric: pg returns it as a string to keep its precision. */
+  cost_usd: ColumnType<string, number | undefined, number>;
+  accepted_at: Date | null;
+  created_at: ColumnType<Date, never, never>;
+  started_at: Date | null;
+  finished_at: Date | null;
+  elapsed_ms: number | null;
 }

@@ -1,5 +1,5 @@
 import type { DbOrTx } from './database.js';
-import type { NewTenantRow, TenantRow } from './schema.js';
+import type { NewTenantRow, TenantRow, TenantUpdate } from './schema.js';
 
 export function tenantsRepository(db: DbOrTx) {
   return {
@@ -9,6 +9,25 @@ export function tenantsRepository(db: DbOrTx) {
 
     async findById(id: string): Promise<TenantRow | undefined> {
       return db.selectFrom('tenants').selectAll().where('id', '=', id).executeTakeFirst();
+    },
+
+    /** Locks the row until the transaction ends, so concurrent updates of one tenant queue. */
+    async lockById(id: string): Promise<TenantRow | undefined> {
+      return db
+        .selectFrom('tenants')
+        .selectAll()
+        .where('id', '=', id)
+        .forUpdate()
+        .executeTakeFirst();
+    },
+
+    async update(id: string, changes: TenantUpdate): Promise<TenantRow | undefined> {
+      return db
+        .updateTable('tenants')
+        .set(changes)
+        .where('id', '=', id)
+        .returningAll()
+        .executeTakeFirst();
     },
 
     async count(): Promise<number> {

@@ -89,6 +89,18 @@ export function workflowEventsRepository(db: DbOrTx) {
       await sql`SELECT pg_notify(${EVENTS_CHANNEL}, ${payload})`.execute(db);
     },
 
+    /** The workflow's events of one type in seq order (a pause's question, the user's answers). */
+    async listOfType(input: { tenantId: string; workflowId: string; type: string }) {
+      return db
+        .selectFrom('workflow_events')
+        .selectAll()
+        .where('workflow_id', '=', input.workflowId)
+        .where('tenant_id', '=', input.tenantId)
+        .where('type', '=', input.type)
+        .orderBy('seq')
+        .execute();
+    },
+
     /** Events after `afterSeq` in order, at most `limit` (replay pages). */
     async listAfter(input: {
       workflowId: string;

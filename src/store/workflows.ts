@@ -11,6 +11,8 @@ export interface NewWorkflowRow {
   input: string;
   tools: string[];
   metadata: Record<string, unknown>;
+  /** The effective WorkflowBudget, stored as JSON; absent: null, its runs use the configured defaults. */
+  budget?: object;
   idempotencyKey: string | null;
   requestHash: string | null;
 }
@@ -64,6 +66,7 @@ export function workflowsRepository(db: DbOrTx) {
           input: row.input,
           tools: row.tools,
           metadata: JSON.stringify(row.metadata),
+          budget: row.budget === undefined ? null : JSON.stringify(row.budget),
           idempotency_key: row.idempotencyKey,
           request_hash: row.requestHash,
           lease_owner: null,
@@ -180,6 +183,32 @@ export function workflowsRepository(db: DbOrTx) {
         .execute();
     },
 
+    /**
+     * Gives a lease up at shutdown so that another replica takes the
+     * workflow over at its next sweep: the lease ends now instead of at
+     * its expiry.
+     */
+    async handOverLease(input: { tenantId: string; id: string; owner: string }): Promise<void> {
+      await db
+        .updateTable('workflows')
+        .set({ lease_owner: null, lease_expires_at: sql<Date>`now()` })
+        .where('tenant_id', '=', input.tenantId)
+        .where('id', '=', input.id)
+        .where('lease_owner', '=', input.owner)
+        .where('status', 'in', LEASABLE)
+        .execute();
+    },
+
+    /** Sets the kind the classification decided; written once per workflow. */
+    async setKind(tenantId: string, id: string, kind: string): Promise<void> {
+      await db
+        .updateTable('workflows')
+        .set({ kind })
+        .where('tenant_id', '=', tenantId)
+        .where('id', '=', id)
+        .execute();
+    },
+
     /** Adds a model call's usage to the workflow's totals (an increment: concurrent adders never lose one). */
     async addUsage(tenantId: string, id: string, usage: UsageIncrement): Promise<void> {
       await db
@@ -195,6 +224,45 @@ export function workflowsRepository(db: DbOrTx) {
         .execute();
     },
   };
+}
+
+/**
+ * Takes over, for `owner`, up to `limit` workflows that need a runner and
+ * have none: their lease expired (the runner crashed or stalled, or handed
+ * it over at shutdown), or nobody ever took it (the replica that created or
+ * resumed the workflow died before its run began) for `unclaimedGraceMs`.
+ * The grace keeps a sweep from snatching a workflow its creator is about to
+ * run.
+ *
+ * Cross-tenant on purpose: it is the replicas' housekeeping, not a request.
+ * `FOR UPDATE SKIP LOCKED`: replicas sweeping at the same moment each take
+ * different rows and never wait on one another, and a row locked by a
+ * transition in progress (a cancel, an answer) is left for the next sweep
+ * rather than waited for. The claim is one statement, so two sweepers can
+ * never both own a row.
+ */
+export async function claimExpiredLeases(
+  db: DbOrTx,
+  input: { owner: string; leaseMs: number; unclaimedGraceMs: number; limit: number },
+): Promise<WorkflowRow[]> {
+  const claimed = await sql<WorkflowRow>`
+    WITH expired AS (
+      SELECT id FROM workflows
+      WHERE status = ANY(${LEASABLE}::text[])
+        AND (lease_expires_at < now()
+          OR (lease_expires_at IS NULL
+            AND updated_at < now() - ${input.unclaimedGraceMs}::double precision * interval '1 millisecond'))
+      ORDER BY lease_expires_at NULLS LAST
+      LIMIT ${input.limit}
+      FOR UPDATE SKIP LOCKED
+    )
+    UPDATE workflows
+    SET lease_owner = ${input.owner},
+        lease_expires_at = now() + ${input.leaseMs}::double precision * interval '1 millisecond'
+    FROM expired
+    WHERE workflows.id = expired.id
+    RETURNING workflows.*`.execute(db);
+  return claimed.rows;
 }
 
 export type WorkflowsRepository = ReturnType<typeof workflowsRepository>;

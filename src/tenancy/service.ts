@@ -13,6 +13,7 @@ import {
   SCOPES,
   type Scope,
   type Tenant,
+  type TenantBudget,
 } from './types.js';
 
 /** Serialises the first-start bootstrap across replicas ("wm-boot" in ASCII). */
@@ -28,6 +29,16 @@ export interface NewTenant {
   adminKeyName?: string;
   defaultModel?: string;
   allowedModels?: string[];
+  budget?: Partial<TenantBudget>;
+}
+
+/** A partial update of a tenant: what is absent stays; a null clears a setting back to its default. */
+export interface TenantChanges {
+  name?: string;
+  defaultModel?: string | null;
+  allowedModels?: string[] | null;
+  /** Only the caps named change. */
+  budget?: Partial<TenantBudget>;
 }
 
 export function createTenancyService(db: Db) {
@@ -44,6 +55,49 @@ export function createTenancyService(db: Db) {
       return db
         .transaction()
         .execute((tx) => insertTenantWithAdminKey(tx, { ...input, isOperator: false }));
+    },
+
+    /**
+     * Applies `changes` to a tenant and returns it as it is now (404 when
+     * there is none). `check` sees the tenant as it would be, under the
+     * row's lock, and throws to refuse it: settings that depend on each
+     * other (a default model among the allowed ones) are checked against
+     * what is stored, not against a read a concurrent update made stale.
+     * Workflows created afterwards see the new settings; running ones keep
+     * the budget they were created with.
+     */
+    async updateTenant(
+      id: string,
+      changes: TenantChanges,
+      check?: (next: Tenant) => void,
+    ): Promise<Tenant> {
+      return db.transaction().execute(async (tx) => {
+        const tenants = tenantsRepository(tx);
+        const row = await tenants.lockById(id);
+        if (!row) throw notFound('Tenant');
+        const current = toTenant(row);
+        const budget = changes.budget ?? {};
+        const next: Tenant = {
+          ...current,
+          name: changes.name ?? current.name,
+          defaultModel: changed(changes.defaultModel, current.defaultModel),
+          allowedModels: changed(changes.allowedModels, current.allowedModels),
+          budget: {
+            maxIterations: changed(budget.maxIterations, current.budget.maxIterations),
+            maxTokens: changed(budget.maxTokens, current.budget.maxTokens),
+            maxCostUsd: changed(budget.maxCostUsd, current.budget.maxCostUsd),
+          },
+        };
+        check?.(next);
+        const updated = await tenants.update(id, {
+          name: next.name,
+          default_model: next.defaultModel,
+          allowed_models: next.allowedModels,
+          ...budgetColumns(next.budget),
+        });
+        if (!updated) throw notFound('Tenant');
+        return toTenant(updated);
+      });
     },
 
     /**
@@ -120,6 +174,7 @@ async function insertTenantWithAdminKey(
     is_operator: input.isOperator,
     default_model: input.defaultModel ?? null,
     allowed_models: input.allowedModels ?? null,
+    ...budgetColumns({ maxIterations: null, maxTokens: null, maxCostUsd: null, ...input.budget }),
   });
   const adminKey = await issueKey(tx, tenant.id, {
     name: input.adminKeyName ?? 'admin key',
@@ -153,7 +208,25 @@ function toTenant(row: TenantRow): Tenant {
     createdAt: row.created_at,
     defaultModel: row.default_model,
     allowedModels: row.allowed_models,
+    budget: {
+      maxIterations: row.budget_max_iterations,
+      maxTokens: row.budget_max_tokens === null ? null : Number(row.budget_max_tokens),
+      maxCostUsd: row.budget_max_cost_usd === null ? null : Number(row.budget_max_cost_usd),
+    },
   };
+}
+
+function budgetColumns(budget: TenantBudget) {
+  return {
+    budget_max_iterations: budget.maxIterations,
+    budget_max_tokens: budget.maxTokens,
+    budget_max_cost_usd: budget.maxCostUsd,
+  };
+}
+
+/** A setting after a partial update: absent keeps the current value, null clears it. */
+function changed<T>(sent: T | undefined, current: T): T {
+  return sent === undefined ? current : sent;
 }
 
 function toApiKey(row: ApiKeyRow): ApiKey {

@@ -19,6 +19,19 @@ export interface Tenant {
   defaultModel: string | null;
   /** Catalogue names the tenant may use; null: all of them. */
   allowedModels: string[] | null;
+  /** Caps on its workflows, overriding the configured defaults. */
+  budget: TenantBudget;
+}
+
+/**
+ * A tenant's budget overrides, set by the operator; each null inherits the
+ * configured default (BUDGET_MAX_*). A workflow's request may only lower them.
+ */
+export interface TenantBudget {
+  maxIterations: number | null;
+  /** Input plus output tokens of all of a workflow's model turns. */
+  maxTokens: number | null;
+  maxCostUsd: number | null;
 }
 
 export interface ApiKey {

@@ -1,13 +1,19 @@
 import type { Logger } from 'pino';
 import type { Db } from '../store/database.js';
-import { workflowEventsRepository } from '../store/workflow-events.js';
+import { type NewEventRow, workflowEventsRepository } from '../store/workflow-events.js';
 import { toEvent } from '../workflows/rows.js';
 import {
   type TransitionInput,
   type TransitionResult,
   transitionWorkflow,
 } from '../workflows/transitions.js';
-import type { EventStatus, EventType, WorkflowEvent } from '../workflows/types.js';
+import type {
+  CompletionReason,
+  EventStatus,
+  EventType,
+  WorkflowEvent,
+  WorkflowResult,
+} from '../workflows/types.js';
 import type { EventHub } from './event-hub.js';
 import { notificationPayload } from './notification.js';
 
@@ -62,22 +68,20 @@ export function createWorkflowTracker(options: TrackerOptions) {
     return flushing;
   }
 
-  async function emit(
-    type: EventType,
-    step: string | null,
-    status: EventStatus,
-    detail: Record<string, unknown> = {},
-    elapsedMs?: number,
+  /**
+   * Appends one event; `alsoInTransaction` writes commit or roll back
+   * with it (the kind a classification decides, on the workflow row).
+   */
+  async function record(
+    event: NewEventRow,
+    alsoInTransaction?: Transition['alsoInTransaction'],
   ): Promise<WorkflowEvent> {
     // Tokens written before this event must reach readers before it.
     await flushTokens();
     const committed = await db.transaction().execute(async (tx) => {
+      await alsoInTransaction?.(tx);
       const repository = workflowEventsRepository(tx);
-      const [row] = await repository.append({
-        workflowId,
-        tenantId,
-        events: [{ type, step, status, detail, elapsedMs: elapsedMs ?? null }],
-      });
+      const [row] = await repository.append({ workflowId, tenantId, events: [event] });
       if (!row) throw new Error('appending an event returned no row');
       await repository.notify(
         notificationPayload({
@@ -91,6 +95,16 @@ export function createWorkflowTracker(options: TrackerOptions) {
     });
     hub.publish([committed]);
     return committed;
+  }
+
+  function emit(
+    type: EventType,
+    step: string | null,
+    status: EventStatus,
+    detail: Record<string, unknown> = {},
+    elapsedMs?: number,
+  ): Promise<WorkflowEvent> {
+    return record({ type, step, status, detail, elapsedMs: elapsedMs ?? null });
   }
 
   /** A status change with its events, in one transaction (see transitionWorkflow). */
@@ -108,6 +122,7 @@ export function createWorkflowTracker(options: TrackerOptions) {
 
   return {
     emit,
+    record,
 
     /** Emits `started`, runs `work`, then `completed` or `failed`, both with `elapsedMs`. */
     async step<T>(
@@ -168,22 +183,26 @@ export function createWorkflowTracker(options: TrackerOptions) {
      * emitted after it. `alsoInTransaction` writes commit with it.
      */
     end(
-      outcome:
-        | { status: 'completed'; answer: string }
+      outcome: /** `reason`: why it ended (a budget cap, say); `answered` when omitted. */
+        | { status: 'completed'; answer: string; reason?: CompletionReason }
         | { status: 'failed'; error: { code: string; message: string } }
         | { status: 'cancelled'; reason?: string },
       elapsedMs?: number,
       alsoInTransaction?: Transition['alsoInTransaction'],
     ): Promise<TransitionResult> {
+      const result: WorkflowResult | undefined =
+        outcome.status === 'completed'
+          ? { answer: outcome.answer, reason: outcome.reason ?? 'answered' }
+          : undefined;
       const detail =
         outcome.status === 'failed'
           ? { error: outcome.error }
           : outcome.status === 'cancelled'
             ? { reason: outcome.reason ?? 'cancelled' }
-            : {};
+            : { reason: result?.reason };
       return transition({
         to: outcome.status,
-        ...(outcome.status === 'completed' ? { result: { answer: outcome.answer } } : {}),
+        ...(result ? { result } : {}),
         ...(outcome.status === 'failed' ? { error: outcome.error } : {}),
         events: [
           {

@@ -4,10 +4,12 @@ import type {
   EventStatus,
   EventType,
   Workflow,
+  WorkflowBudget,
   WorkflowError,
   WorkflowEvent,
   WorkflowKind,
   WorkflowMode,
+  WorkflowResult,
   WorkflowStatus,
 } from './types.js';
 
@@ -27,7 +29,7 @@ export function toWorkflow(row: WorkflowRow): Workflow {
     metadata: row.metadata,
     version: row.version,
     lastSeq: row.last_seq,
-    result: (row.result as Workflow['result']) ?? null,
+    result: toResult(row.result),
     error: (row.error as WorkflowError | null) ?? null,
     usage: {
       inputTokens: Number(row.input_tokens),
@@ -35,11 +37,22 @@ export function toWorkflow(row: WorkflowRow): Workflow {
       cachedInputTokens: Number(row.cached_input_tokens),
       costUsd: Number(row.cost_usd),
     },
+    budget: (row.budget as WorkflowBudget | null) ?? null,
     createdAt: row.created_at,
     updatedAt: row.updated_at,
     startedAt: row.started_at,
     finishedAt: row.finished_at,
   };
+}
+
+/**
+ * Results stored before completion reasons existed have only an answer and
+ * read as answered: which of them ended at a cap was never recorded.
+ */
+function toResult(stored: unknown): WorkflowResult | null {
+  if (stored === null || stored === undefined) return null;
+  const result = stored as { answer: string; reason?: WorkflowResult['reason'] };
+  return { answer: result.answer, reason: result.reason ?? 'answered' };
 }
 
 export function toEvent(row: WorkflowEventRow): WorkflowEvent {

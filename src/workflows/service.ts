@@ -1,16 +1,31 @@
 import { createHash, randomUUID } from 'node:crypto';
+import type { Transaction } from 'kysely';
 import type { Logger } from 'pino';
 import { badRequest, conflict, notFound } from '../errors.js';
 import type { Catalogue } from '../llm/catalogue.js';
 import { selectModel } from '../llm/model-selection.js';
 import type { SessionService } from '../sessions/service.js';
 import type { Db } from '../store/database.js';
+import type { Database } from '../store/schema.js';
+import { type NewEventRow, workflowEventsRepository } from '../store/workflow-events.js';
 import { type ListPosition, workflowsRepository } from '../store/workflows.js';
 import type { Principal } from '../tenancy/types.js';
 import type { EventHub } from '../tracker/event-hub.js';
 import { createWorkflowTracker } from '../tracker/tracker.js';
+import { isEmptyBudget, type RequestedBudget, resolveBudget } from './budget.js';
+import { checkAnswer } from './clarification.js';
 import { toWorkflow } from './rows.js';
-import type { Workflow, WorkflowMode, WorkflowStatus } from './types.js';
+import { assertAwaiting } from './transitions.js';
+import type {
+  AwaitingReason,
+  Workflow,
+  WorkflowBudget,
+  WorkflowMode,
+  WorkflowStatus,
+} from './types.js';
+
+/** Why a paused workflow runs again: the user answered its question, or reviewed a pipeline stage. */
+export type ResumeCause = 'answered' | 'reviewed';
 
 /** What a client asks for when it creates a workflow (already validated at the boundary). */
 export interface NewWorkflow {
@@ -21,6 +36,8 @@ export interface NewWorkflow {
   model?: string;
   tools?: string[];
   metadata?: Record<string, unknown>;
+  /** Lower caps than the tenant's; see resolveBudget. */
+  budget?: RequestedBudget;
 }
 
 export interface CreatedWorkflow {
@@ -44,10 +61,15 @@ export interface WorkflowServiceOptions {
   /** This replica's id: the NOTIFY origin of the transitions made here. */
   replicaId: string;
   log: Logger;
-  /** Starts a new workflow's run; must not block or throw (the run reports its own failures). */
-  launch: (workflow: Workflow) => void;
+  /**
+   * Starts a workflow's run: a new one, or one the user's answer resumed.
+   * Must not block or throw (the run reports its own failures).
+   */
+  launch: (workflow: Workflow, cause: 'created' | ResumeCause) => void;
   /** Stops a workflow's run if it runs on this replica. */
   stopLocalRun: (workflowId: string) => void;
+  /** The configured budget (BUDGET_MAX_*), for tenants without overrides. */
+  budgetDefaults: WorkflowBudget;
 }
 
 /** The Postgres error code of a unique violation, and the index that makes keys unique per tenant. */
@@ -80,6 +102,18 @@ export function createWorkflowService(options: WorkflowServiceOptions) {
     return { workflow: toWorkflow(existing), replayed: true };
   }
 
+  /** A tracker for one transition made on behalf of a request. */
+  function trackerFor(tenantId: string, workflowId: string) {
+    return createWorkflowTracker({
+      db,
+      hub: options.hub,
+      tenantId,
+      workflowId,
+      origin: options.replicaId,
+      log: options.log.child({ workflowId }),
+    });
+  }
+
   return {
     /**
      * Creates a workflow `queued` at version 1 and launches its run. With an
@@ -104,6 +138,11 @@ export function createWorkflowService(options: WorkflowServiceOptions) {
         tenant: principal.tenant,
         requested: input.model ?? null,
       });
+      const budget = resolveBudget({
+        defaults: options.budgetDefaults,
+        tenant: principal.tenant.budget,
+        requested: input.budget,
+      });
       if (
         input.sessionId !== undefined &&
         !(await options.sessions.exists(tenantId, input.sessionId))
@@ -126,6 +165,7 @@ export function createWorkflowService(options: WorkflowServiceOptions) {
           input: input.input,
           tools: input.tools ?? [],
           metadata: input.metadata ?? {},
+          budget,
           idempotencyKey: idempotencyKey ?? null,
           requestHash,
         });
@@ -138,7 +178,7 @@ export function createWorkflowService(options: WorkflowServiceOptions) {
         return replay;
       }
       const workflow = toWorkflow(row);
-      options.launch(workflow);
+      options.launch(workflow, 'created');
       return { workflow, replayed: false };
     },
 
@@ -172,20 +212,90 @@ export function createWorkflowService(options: WorkflowServiceOptions) {
     },
 
     /**
+     * Answers the question a paused workflow asked (`ask_user`) and resumes
+     * it: one transaction checks, under the row lock, that the workflow
+     * still waits for a clarification at the version the answer was
+     * checked against (or the one the client sent), moves it back to
+     * `running` and records the answer as a `clarification_answer` event,
+     * from which the run takes it as the question's result. Of concurrent
+     * answers exactly one is accepted; the others get 409.
+     */
+    async answer(
+      tenantId: string,
+      id: string,
+      input: { answer: string; version?: number },
+    ): Promise<Workflow> {
+      const row = await repository.findById(tenantId, id);
+      if (!row) throw notFound('Workflow');
+      const paused = toWorkflow(row);
+      assertAwaiting(paused, ['clarification']);
+      const questions = await workflowEventsRepository(db).listOfType({
+        tenantId,
+        workflowId: id,
+        type: 'clarification_request',
+      });
+      const question = questions.at(-1);
+      if (!question) throw new Error(`workflow ${id} awaits a clarification it never asked for`);
+      const answer = checkAnswer(question.detail, input.answer);
+      return this.resume(tenantId, id, {
+        fromAwaiting: ['clarification'],
+        expectedVersion: input.version ?? paused.version,
+        cause: 'answered',
+        events: [
+          {
+            type: 'clarification_answer',
+            step: question.step,
+            status: 'completed',
+            detail: { toolCallId: question.detail.toolCallId, answer },
+            elapsedMs: null,
+          },
+        ],
+      });
+    },
+
+    /**
+     * Moves a paused workflow back to `running` and launches its run here:
+     * the compare-and-set every user action on a paused workflow goes
+     * through. Under the row lock the workflow must still wait for one of
+     * `fromAwaiting` at `expectedVersion` (409 otherwise), and the action's
+     * events and writes (`alsoInTransaction`) commit with the status change
+     * or not at all, so the run always finds what the user decided.
+     */
+    async resume(
+      tenantId: string,
+      id: string,
+      change: {
+        fromAwaiting: readonly AwaitingReason[];
+        expectedVersion: number;
+        cause: ResumeCause;
+        events: NewEventRow[];
+        alsoInTransaction?: (tx: Transaction<Database>) => Promise<void>;
+      },
+    ): Promise<Workflow> {
+      const tracker = trackerFor(tenantId, id);
+      try {
+        const { workflow } = await tracker.transition({
+          to: 'running',
+          fromAwaiting: change.fromAwaiting,
+          expectedVersion: change.expectedVersion,
+          events: change.events,
+          alsoInTransaction: change.alsoInTransaction,
+        });
+        options.launch(workflow, change.cause);
+        return workflow;
+      } finally {
+        tracker.close();
+      }
+    },
+
+    /**
      * Cancels an unfinished workflow: one transaction moves it to
      * `cancelled` with its workflow_end event (409 when it is finished
      * already). A run on this replica is stopped at once; a run on another
      * replica stops when that event reaches its event hub.
      */
     async cancel(tenantId: string, id: string): Promise<Workflow> {
-      const tracker = createWorkflowTracker({
-        db,
-        hub: options.hub,
-        tenantId,
-        workflowId: id,
-        origin: options.replicaId,
-        log: options.log.child({ workflowId: id }),
-      });
+      const tracker = trackerFor(tenantId, id);
       try {
         const { workflow } = await tracker.end({
           status: 'cancelled',
@@ -215,6 +325,8 @@ export function hashRequest(input: NewWorkflow): string {
     model: input.model ?? null,
     tools: input.tools ?? [],
     metadata: input.metadata ?? {},
+    // Left out when it asks for nothing, so a request without caps hashes as it did before budgets.
+    budget: isEmptyBudget(input.budget) ? undefined : input.budget,
   });
   return createHash('sha256').update(canonical).digest('hex');
 }

@@ -12,6 +12,7 @@ import type {
   WorkflowError,
   WorkflowEvent,
   WorkflowKind,
+  WorkflowResult,
   WorkflowStatus,
 } from './types.js';
 import { isFinished } from './types.js';
@@ -23,8 +24,14 @@ export interface TransitionInput {
   awaitingReason?: AwaitingReason;
   /** The version the client saw; a different current version is a 409. */
   expectedVersion?: number;
+  /**
+   * The pauses this transition resumes (an answer resumes a clarification);
+   * checked under the row lock, so a check and its write cannot be split
+   * by another transition. Any other status or reason is a 409.
+   */
+  fromAwaiting?: readonly AwaitingReason[];
   kind?: WorkflowKind;
-  result?: { answer: string };
+  result?: WorkflowResult;
   error?: WorkflowError;
   /** Events appended in the same transaction. */
   events: NewEventRow[];
@@ -62,11 +69,13 @@ export async function transitionWorkflow(
     const row = locked.rows[0];
     if (!row) throw notFound('Workflow');
     const current = toWorkflow(row);
+    if (input.fromAwaiting) assertAwaiting(current, input.fromAwaiting);
     assertTransition(current.status, input.to);
     if (input.expectedVersion !== undefined && input.expectedVersion !== current.version) {
       throw conflict(
         'stale_version',
         `The workflow changed since version ${input.expectedVersion}; it is at version ${current.version}`,
+        currentState(current),
       );
     }
     const now = new Date();
@@ -111,4 +120,33 @@ export async function transitionWorkflow(
     );
     return { workflow: toWorkflow(updated), events: appended.map(toEvent) };
   });
+}
+
+/** 409 `not_awaiting_input` unless the workflow waits for one of `reasons`; the message says what it is instead. */
+export function assertAwaiting(workflow: Workflow, reasons: readonly AwaitingReason[]): void {
+  if (
+    workflow.status === 'awaiting_input' &&
+    workflow.awaitingReason !== null &&
+    reasons.includes(workflow.awaitingReason)
+  ) {
+    return;
+  }
+  const now =
+    workflow.status === 'awaiting_input'
+      ? `awaiting input (${workflow.awaitingReason})`
+      : workflow.status;
+  throw conflict(
+    'not_awaiting_input',
+    `The workflow is ${now}, not awaiting ${reasons.join(' or ')}; it is at version ${workflow.version}`,
+    currentState(workflow),
+  );
+}
+
+/** What a 409 tells the client about the workflow it acted on. */
+function currentState(workflow: Workflow): Record<string, unknown> {
+  return {
+    status: workflow.status,
+    awaitingReason: workflow.awaitingReason,
+    version: workflow.version,
+  };
 }

@@ -10,6 +10,7 @@
  * - tool call: the model asking for a tool to run.
  * - checkpoint: a persisted pause after a stage, awaiting continue / modify / retry.
  * - event: one WorkflowTracker record: persisted (with a seq) unless it is a token chunk.
+ * - budget: a workflow's caps on iterations, tokens and cost; reaching one ends it with a best-effort answer.
  */
 
 export const WORKFLOW_STATUSES = [
@@ -43,9 +44,13 @@ export const EVENT_TYPES = [
   'llm_retry',
   'llm_fallback',
   'tool_call',
+  'plan',
   'stage',
   'checkpoint',
+  'review',
   'clarification_request',
+  'clarification_answer',
+  'resumed',
   'warning',
   'token',
   'answer',
@@ -90,6 +95,34 @@ export interface WorkflowUsage {
   costUsd: number;
 }
 
+/**
+ * The caps of one workflow, resolved when it is created (request, then
+ * tenant override, then configured default). `maxTokens` counts input plus
+ * output tokens of all its model turns; null leaves that dimension uncapped.
+ */
+export interface WorkflowBudget {
+  maxIterations: number;
+  maxTokens: number | null;
+  maxCostUsd: number | null;
+}
+
+/** The budget caps, by the name their `warning` event and a completed workflow's reason carry. */
+export const BUDGET_CAPS = ['iteration_cap', 'token_budget', 'cost_budget'] as const;
+export type BudgetCap = (typeof BUDGET_CAPS)[number];
+
+/**
+ * Why a completed workflow ended: the model answered; a budget cap was
+ * reached and one last turn without tools answered from what was gathered;
+ * or the conversation outgrew the model's context window (a partial answer).
+ */
+export const COMPLETION_REASONS = ['answered', ...BUDGET_CAPS, 'context_exhausted'] as const;
+export type CompletionReason = (typeof COMPLETION_REASONS)[number];
+
+export interface WorkflowResult {
+  answer: string;
+  reason: CompletionReason;
+}
+
 export interface Workflow {
   id: string;
   tenantId: string;
@@ -104,9 +137,11 @@ export interface Workflow {
   metadata: Record<string, unknown>;
   version: number;
   lastSeq: number;
-  result: { answer: string } | null;
+  result: WorkflowResult | null;
   error: WorkflowError | null;
   usage: WorkflowUsage;
+  /** Null on workflows created before budgets existed: their runs use the configured defaults. */
+  budget: WorkflowBudget | null;
   createdAt: Date;
   updatedAt: Date;
   startedAt: Date | null;

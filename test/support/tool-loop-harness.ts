@@ -2,9 +2,14 @@ import { randomUUID } from 'node:crypto';
 import type { ServerResponse } from 'node:http';
 import { expect } from 'vitest';
 import { startFakeProviderServer } from '../fakes/provider-server.js';
-import type { FakeProviderServer, FakeResponse, FakeToolCall } from '../fakes/provider-types.js';
+import type {
+  FakeProviderServer,
+  FakeResponse,
+  FakeToolCall,
+  RecordedRequest,
+} from '../fakes/provider-types.js';
 import { bearer, startTestApp, type TestApp } from './app.js';
-import { startToolServer, type ToolServer } from './tool-server.js';
+import { type ReceivedCall, startToolServer, type ToolServer } from './tool-server.js';
 import {
   bootstrapOperator,
   createTenant,
@@ -18,7 +23,8 @@ import {
  * An app whose catalogue points at the fake provider server (`gpt` on the
  * OpenAI API, `claude` on the Anthropic one) and a local tool server for
  * HTTP tools: `/slow/<id>` answers after 150 ms and records its start and
- * end times, `/fail` answers 500, `/hang` never answers.
+ * end times, `/fail` answers 500, `/hang` never answers, `/pages` answers a
+ * page of text as long as asked (see pageText).
  */
 
 export const MAX_ITERATIONS = 4;
@@ -29,18 +35,30 @@ export const callsTo = (...calls: FakeToolCall[]): FakeResponse => ({
 });
 export const answer = (text: string): FakeResponse => ({ kind: 'reply', text });
 
-export async function startToolLoopHarness() {
+export interface ToolLoopHarnessOptions {
+  /** Context window of both models, in tokens; small ones reach the loop's thresholds in a few turns. */
+  contextWindow?: number;
+  /** The loop's iteration cap; MAX_ITERATIONS unless given. */
+  maxIterations?: number;
+  /** Both models' prices, US dollars per million tokens; free unless given. */
+  pricing?: { input: number; output: number; cachedInput: number };
+  /** More settings of the app (BUDGET_MAX_TOKENS, say). */
+  env?: Record<string, string>;
+}
+
+export async function startToolLoopHarness(options: ToolLoopHarnessOptions = {}) {
   const provider: FakeProviderServer = await startFakeProviderServer();
   const tools: ToolServer = await startToolServer();
   /** Start and end time of each tool server call, by path. */
   const timings = new Map<string, { start: number; end: number }>();
-  tools.handle((call, response) => answerTool(call.path, response, timings));
+  tools.handle((call, response) => answerTool(call, response, timings));
   const model = (name: string, providerName: string) => ({
     name,
     provider: providerName,
     modelId: `${name}-id`,
-    contextWindow: 32_000,
+    contextWindow: options.contextWindow ?? 32_000,
     maxOutputTokens: 256,
+    ...(options.pricing ? { pricing: options.pricing } : {}),
   });
   const testApp: TestApp = await startTestApp({
     WAYMARK_MODELS: JSON.stringify({
@@ -51,19 +69,20 @@ export async function startToolLoopHarness() {
       models: [model('gpt', 'oai'), model('claude', 'ant')],
       defaultModel: 'gpt',
     }),
-    LOOP_MAX_ITERATIONS: String(MAX_ITERATIONS),
+    BUDGET_MAX_ITERATIONS: String(options.maxIterations ?? MAX_ITERATIONS),
     HTTP_TOOLS_ALLOW_PRIVATE: 'true',
     LLM_MAX_RETRIES_PER_MODEL: '0',
     RATE_LIMIT_MAX: '100000',
+    ...options.env,
   });
-  const tenant: TestTenant = await createTenant(testApp, await bootstrapOperator(testApp), {
-    name: 'loop',
-  });
+  const operatorKey = await bootstrapOperator(testApp);
+  const tenant: TestTenant = await createTenant(testApp, operatorKey, { name: 'loop' });
 
   return {
     provider,
     tools,
     testApp,
+    operatorKey,
     tenant,
     timings,
 
@@ -86,11 +105,17 @@ export async function startToolLoopHarness() {
       return name;
     },
 
-    /** Starts a workflow and waits until it completes or fails. */
-    async run(input: string, modelName = 'gpt') {
-      const id = await startWorkflow(testApp, tenant.key, { input, model: modelName });
+    /**
+     * Starts a workflow and waits until it completes or fails; `requests`
+     * are the ones the fake provider received meanwhile. `extra` goes into
+     * the request body (`tools`, say).
+     */
+    async run(input: string, modelName = 'gpt', extra: Record<string, unknown> = {}) {
+      const first = provider.requests.length;
+      const id = await startWorkflow(testApp, tenant.key, { input, model: modelName, ...extra });
       const workflow = await waitForStatus(testApp, tenant.key, id, ['completed', 'failed']);
-      return { id, workflow, events: await storedEvents(testApp, id) };
+      const requests = provider.requests.slice(first);
+      return { id, workflow, events: await storedEvents(testApp, id), requests };
     },
 
     /** The OpenAI tool messages of the last request, in order. */
@@ -111,12 +136,83 @@ export async function startToolLoopHarness() {
 
 export type ToolLoopHarness = Awaited<ReturnType<typeof startToolLoopHarness>>;
 
+/**
+ * The system prompt a request carried, as one text: OpenAI's system message,
+ * or Anthropic's `system` blocks joined.
+ */
+export function systemTextOf(request: RecordedRequest): string {
+  const { body } = request;
+  if (request.api === 'anthropic') {
+    const system: string | { text: string }[] = body.system ?? [];
+    return typeof system === 'string' ? system : system.map((block) => block.text).join('\n');
+  }
+  const messages = body.messages as { role: string; content: string }[];
+  return messages
+    .filter((message) => message.role === 'system')
+    .map((message) => message.content)
+    .join('\n');
+}
+
+/**
+ * The tool results a request carried, in order, for either API: OpenAI's
+ * `tool` messages and Anthropic's `tool_result` blocks.
+ */
+export function toolResultsOf(request: RecordedRequest): { callId: string; content: string }[] {
+  const { body } = request;
+  if (request.api === 'anthropic') {
+    const messages = body.messages as { content: string | Record<string, unknown>[] }[];
+    return messages
+      .flatMap((message) => (typeof message.content === 'string' ? [] : message.content))
+      .filter((block) => block.type === 'tool_result')
+      .map((block) => ({
+        callId: String(block.tool_use_id),
+        content: String(block.content ?? ''),
+      }));
+  }
+  const messages = body.messages as { role: string; tool_call_id: string; content: string }[];
+  return messages
+    .filter((message) => message.role === 'tool')
+    .map((message) => ({ callId: message.tool_call_id, content: message.content }));
+}
+
+/** The ids of the tool calls the assistant messages of a request made, in order, for either API. */
+export function toolCallIdsOf(request: RecordedRequest): string[] {
+  const { body } = request;
+  if (request.api === 'anthropic') {
+    const messages = body.messages as { content: string | Record<string, unknown>[] }[];
+    return messages
+      .flatMap((message) => (typeof message.content === 'string' ? [] : message.content))
+      .filter((block) => block.type === 'tool_use')
+      .map((block) => String(block.id));
+  }
+  const messages = body.messages as { role: string; tool_calls?: { id: string }[] }[];
+  return messages.flatMap((message) => (message.tool_calls ?? []).map((call) => call.id));
+}
+
+/**
+ * The `/pages` answer: `page <n>:` and then ` data` until `chars` long.
+ * Each ` data` is one token in OpenAI's o200k encoding, so a page's token
+ * count is easy to aim for under either vendor's estimate.
+ */
+export function pageText(page: number, chars: number): string {
+  const head = `page ${page}:`;
+  const words = Math.max(0, Math.floor((chars - head.length) / 5));
+  return head + ' data'.repeat(words);
+}
+
 function answerTool(
-  path: string,
+  call: ReceivedCall,
   response: ServerResponse,
   timings: Map<string, { start: number; end: number }>,
 ): void {
+  const { path } = call;
   if (path === '/hang') return;
+  if (path === '/pages') {
+    const { page, chars } = JSON.parse(call.body) as { page: number; chars: number };
+    response.writeHead(200, { 'content-type': 'text/plain' });
+    response.end(pageText(page, chars));
+    return;
+  }
   if (path === '/fail') {
     response.writeHead(500, { 'content-type': 'text/plain' });
     response.end('the weather station is down');

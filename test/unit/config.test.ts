@@ -60,6 +60,18 @@ describe('loadConfig', () => {
     expect(problemsOf({ SHUTDOWN_GRACE_MS: '1.5' })[0]).toMatch(/^SHUTDOWN_GRACE_MS:/);
   });
 
+  it('refuses a lease renewed no sooner than it expires', () => {
+    expect(problemsOf({ WORKFLOW_LEASE_MS: '5000', WORKFLOW_LEASE_RENEW_MS: '5000' })[0]).toMatch(
+      /^WORKFLOW_LEASE_RENEW_MS: must be less than WORKFLOW_LEASE_MS/,
+    );
+    expect(
+      loadConfig({ WORKFLOW_LEASE_MS: '5000', WORKFLOW_LEASE_RENEW_MS: '1000' }),
+    ).toMatchObject({
+      WORKFLOW_LEASE_MS: 5000,
+      WORKFLOW_LEASE_RENEW_MS: 1000,
+    });
+  });
+
   it('lists every variable it reads', () => {
     expect(configVariables).toContain('PORT');
     expect(configVariables).toContain('WAYMARK_DATA_DIR');

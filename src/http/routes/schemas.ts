@@ -1,6 +1,7 @@
 import { z } from 'zod';
 import type { ApiKey, IssuedApiKey, Tenant } from '../../tenancy/types.js';
 import { SCOPES } from '../../tenancy/types.js';
+import { tenantBudgetSchema } from './budget-schemas.js';
 
 /** Wire shapes shared by the tenancy routes; the OpenAPI document names them. */
 
@@ -48,6 +49,7 @@ export const tenantSchema = z
       .array(z.string())
       .nullable()
       .describe('Models the tenant may use; null: every configured model'),
+    budget: tenantBudgetSchema,
   })
   .meta({ id: 'Tenant' });
 
@@ -76,5 +78,6 @@ export function tenantToWire(tenant: Tenant): z.infer<typeof tenantSchema> {
     createdAt: tenant.createdAt.toISOString(),
     defaultModel: tenant.defaultModel,
     allowedModels: tenant.allowedModels,
+    budget: tenant.budget,
   };
 }

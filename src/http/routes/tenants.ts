@@ -5,9 +5,11 @@ import { validateTenantModels } from '../../llm/model-selection.js';
 import type { TenancyService } from '../../tenancy/service.js';
 import { principalOf } from '../auth.js';
 import { problemResponses } from '../problem.js';
+import { tenantBudgetChangesSchema } from './budget-schemas.js';
 import {
   apiKeySchema,
   apiKeyToWire,
+  idParamsSchema,
   issuedApiKeySchema,
   issuedApiKeyToWire,
   nameSchema,
@@ -15,20 +17,37 @@ import {
   tenantToWire,
 } from './schemas.js';
 
+const defaultModelSchema = z
+  .string()
+  .min(1)
+  .describe('A catalogue model name (see GET /v1/models)');
+const allowedModelsSchema = z
+  .array(z.string().min(1))
+  .min(1)
+  .describe('Catalogue model names the tenant may use; all when omitted');
+
 const createTenantBody = z
   .object({
     name: nameSchema,
     adminKeyName: nameSchema.optional(),
-    defaultModel: z
-      .string()
-      .min(1)
+    defaultModel: defaultModelSchema.optional(),
+    allowedModels: allowedModelsSchema.optional(),
+    budget: tenantBudgetChangesSchema.optional(),
+  })
+  .strict();
+
+const updateTenantBody = z
+  .object({
+    name: nameSchema.optional(),
+    defaultModel: defaultModelSchema
+      .nullable()
       .optional()
-      .describe('A catalogue model name (see GET /v1/models)'),
-    allowedModels: z
-      .array(z.string().min(1))
-      .min(1)
+      .describe('A catalogue model name; null: the system default'),
+    allowedModels: allowedModelsSchema
+      .nullable()
       .optional()
-      .describe('Catalogue model names the tenant may use; all when omitted'),
+      .describe('Catalogue model names the tenant may use; null: all of them'),
+    budget: tenantBudgetChangesSchema.optional(),
   })
   .strict();
 
@@ -57,6 +76,33 @@ export const tenantRoutes: FastifyPluginAsyncZod<{
         tenant: tenantToWire(created.tenant),
         adminKey: issuedApiKeyToWire(created.adminKey),
       });
+    },
+  );
+
+  app.patch(
+    '/tenants/:id',
+    {
+      config: { scope: 'admin', operatorOnly: true },
+      schema: {
+        tags: ['tenants'],
+        summary: 'Change a tenant’s name, models or budget (operator admins only)',
+        description:
+          'A field left out stays as it is; null returns a setting to its default. The new ' +
+          'settings apply to workflows created afterwards; running workflows keep the budget ' +
+          'they were created with.',
+        params: idParamsSchema,
+        body: updateTenantBody,
+        response: { 200: tenantSchema, ...problemResponses(400, 401, 403, 404, 415, 429) },
+      },
+    },
+    async (request) => {
+      const { body } = request;
+      // Checked only when they change: a budget update must not fail on a model the catalogue dropped.
+      const changesModels = body.defaultModel !== undefined || body.allowedModels !== undefined;
+      const tenant = await tenancy.updateTenant(request.params.id, body, (next) => {
+        if (changesModels) validateTenantModels(catalogue, next);
+      });
+      return tenantToWire(tenant);
     },
   );
 

@@ -1,10 +1,12 @@
 import { z } from 'zod';
 import {
   AWAITING_REASONS,
+  COMPLETION_REASONS,
   WORKFLOW_MODES,
   WORKFLOW_STATUSES,
   type Workflow,
 } from '../../workflows/types.js';
+import { requestedBudgetSchema, workflowBudgetSchema } from './budget-schemas.js';
 
 /** Wire shapes of the workflow routes; the OpenAPI document names them. */
 
@@ -59,6 +61,7 @@ export const createWorkflowBody = z
       )
       .optional()
       .describe('Client data kept with the workflow, at most 16 KiB as JSON'),
+    budget: requestedBudgetSchema.optional(),
   })
   .strict();
 
@@ -109,7 +112,18 @@ export const workflowSchema = z
       .int()
       .describe('Bumped by every transition; send it back to act on a paused workflow'),
     lastSeq: z.number().int().describe('Seq of the latest persisted event'),
-    result: z.object({ answer: z.string() }).nullable(),
+    result: z
+      .object({
+        answer: z.string(),
+        reason: z
+          .enum(COMPLETION_REASONS)
+          .describe(
+            'Why the workflow ended: answered; a budget cap reached (iteration_cap, token_budget, cost_budget), ' +
+              'the answer then being a best-effort one from what was gathered; or context_exhausted, a partial answer',
+          ),
+      })
+      .nullable()
+      .describe('The answer of a completed workflow; null otherwise'),
     error: z.object({ code: z.string(), message: z.string() }).nullable(),
     usage: z.object({
       inputTokens: z.number().int(),
@@ -117,6 +131,11 @@ export const workflowSchema = z
       cachedInputTokens: z.number().int(),
       costUsd: z.number(),
     }),
+    budget: workflowBudgetSchema
+      .nullable()
+      .describe(
+        'The caps this workflow runs under, resolved when it was created; null for workflows created before budgets existed, which run under the configured defaults',
+      ),
     createdAt: z.iso.datetime(),
     updatedAt: z.iso.datetime(),
     startedAt: z.iso.datetime().nullable(),
@@ -172,6 +191,7 @@ export function workflowToWire(workflow: Workflow): z.infer<typeof workflowSchem
     result: workflow.result,
     error: workflow.error,
     usage: workflow.usage,
+    budget: workflow.budget,
     createdAt: workflow.createdAt.toISOString(),
     updatedAt: workflow.updatedAt.toISOString(),
     startedAt: workflow.startedAt?.toISOString() ?? null,

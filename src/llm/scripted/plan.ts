@@ -15,6 +15,8 @@ export interface Plan {
 
 const MIN_STAGES = 2;
 const MAX_STAGES = 4;
+/** Within the ExecutionPlan's bound on a goal (4000), however long the question. */
+const MAX_GOAL_CHARS = 1000;
 
 /**
  * A plan derived from the question's own structure: numbered steps, then
@@ -32,7 +34,7 @@ export function planFor(question: string): Plan {
   const stages = outlines.map((outline, index) => ({
     id: `stage-${index + 1}`,
     title: outline.title,
-    goal: outline.goal,
+    goal: clip(outline.goal, MAX_GOAL_CHARS),
     checkpoint: index === outlines.length - 2,
     dependsOn: index === 0 ? [] : [`stage-${index}`],
   }));

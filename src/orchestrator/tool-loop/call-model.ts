@@ -1,4 +1,5 @@
 import type { FinishReason, ModelRequest, ToolCall, Usage } from '../../llm/types.js';
+import { enforceBudget } from './budget.js';
 import { prepareRequest, recoverFromOverflow } from './prepare-request.js';
 import type { LoopRun, LoopStep, PendingCall } from './types.js';
 
@@ -8,11 +9,12 @@ export const turnStep = (turn: number): string => `turn-${turn}`;
 /**
  * One model turn: streams the answer text as tokens, collects the tool
  * calls, and decides the next step. Offered tools unless the loop is
- * wrapping up after its iteration cap.
+ * wrapping up after reaching a budget cap, which is checked first.
  */
 export async function callModel(run: LoopRun): Promise<LoopStep> {
   const { options } = run;
   options.throwIfStopped();
+  await enforceBudget(run);
   run.turns += 1;
   const withTools = !run.wrappingUp && options.tools.definitions().length > 0;
   if (withTools) run.iterations += 1;
@@ -62,7 +64,7 @@ export async function callModel(run: LoopRun): Promise<LoopStep> {
     return {
       kind: 'finished',
       answer: collected.text,
-      reason: run.wrappingUp ? 'iteration_cap' : 'answered',
+      reason: run.wrappingUp ?? 'answered',
     };
   }
   return { kind: 'run_tools', calls };
@@ -130,6 +132,7 @@ function toToolCall(pending: PendingCall): ToolCall {
 
 function addUsage(run: LoopRun, usage: Usage | undefined): void {
   if (!usage) return;
+  run.costUsd += run.options.costOf(run.options.currentModel(), usage);
   const total = run.usage;
   run.usage = total
     ? {

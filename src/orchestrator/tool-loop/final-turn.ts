@@ -1,8 +1,8 @@
 import type { SystemPrompt } from '../../llm/types.js';
 
 /**
- * The last turn after the iteration cap: no more tools, answer from what
- * the tool results gathered. The instruction goes in the volatile part so
+ * The last turn after a budget cap (iterations, tokens or cost): no more
+ * tools, answer from what the tool results gathered. The instruction goes in the volatile part so
  * the stable prefix stays cached.
  */
 export const FINAL_TURN_INSTRUCTION =
@@ -17,4 +17,4 @@ export function buildFinalSystem(system: SystemPrompt): SystemPrompt {
 
 /** When even the last turn gives no text, the answer says so rather than ending empty. */
 export const NO_ANSWER_TEXT =
-  'I could not finish answering within the allowed number of steps, and no partial answer could be produced.';
+  'I could not finish answering within this workflow’s budget, and no partial answer could be produced.';

@@ -1,8 +1,10 @@
 import { askUserParameters } from '../../tools/builtins/ask-user.js';
+import { isBudgetCap } from './budget.js';
 import { callModel, turnStep } from './call-model.js';
 import { NO_ANSWER_TEXT } from './final-turn.js';
 import { createRepeatFailGuard } from './repeat-guard.js';
-import { runTools as runTurnTools, turnState } from './run-tools.js';
+import { restoreLoop } from './resume.js';
+import { runTools, turnState } from './run-tools.js';
 import {
   assertNever,
   type LoopOptions,
@@ -13,9 +15,10 @@ import {
 
 /**
  * The tool loop of one workflow: model turns and their tool calls until
- * the model answers. At the iteration cap the loop never stops silently:
- * a `warning` event says so and one last turn without tools gives a
- * best-effort answer from what was gathered.
+ * the model answers. At a budget cap (iterations, tokens, cost; see
+ * budget.ts) the loop never stops silently: a `warning` event names the
+ * cap and one last turn without tools gives a best-effort answer from what
+ * was gathered.
  */
 export async function runToolLoop(options: LoopOptions): Promise<LoopOutcome> {
   const run: LoopRun = {
@@ -24,20 +27,22 @@ export async function runToolLoop(options: LoopOptions): Promise<LoopOutcome> {
     guard: createRepeatFailGuard(),
     turns: 0,
     iterations: 0,
-    wrappingUp: false,
+    wrappingUp: null,
     wrapUp: false,
     overflowRecovered: false,
     pendingAssistant: null,
     usage: undefined,
+    costUsd: 0,
     failure: undefined,
   };
-  let step: LoopStep = { kind: 'call_model' };
+  let step: LoopStep = options.resume ? restoreLoop(run, options.resume) : { kind: 'call_model' };
   for (;;) {
     switch (step.kind) {
       case 'call_model':
         step = await callModel(run);
         break;
       case 'run_tools':
+        // The budget is checked before the next turn (callModel), whichever path leads to it.
         step = await runTools(run, step.calls);
         break;
       case 'finished':
@@ -48,23 +53,6 @@ export async function runToolLoop(options: LoopOptions): Promise<LoopOutcome> {
         return assertNever(step);
     }
   }
-}
-
-/** Runs the turn's tools, then decides whether the next turn may still use tools. */
-async function runTools(
-  run: LoopRun,
-  calls: Extract<LoopStep, { kind: 'run_tools' }>['calls'],
-): Promise<LoopStep> {
-  const next = await runTurnTools(run, calls);
-  if (next.kind === 'call_model' && run.iterations >= run.options.maxIterations) {
-    run.wrappingUp = true;
-    await run.options.tracker.emit('warning', null, 'info', {
-      code: 'iteration_cap',
-      message: `The tool loop reached its cap of ${run.options.maxIterations} iterations; answering from what was gathered, without more tools.`,
-      maxIterations: run.options.maxIterations,
-    });
-  }
-  return next;
 }
 
 /** Persists the answering turn and returns the outcome. */
@@ -78,8 +66,14 @@ async function finish(
     await run.options.persistTurn(turnState(run, { ...assistant, toolCalls: [] }, []));
   }
   const answer =
-    step.reason === 'iteration_cap' && step.answer.trim() === '' ? NO_ANSWER_TEXT : step.answer;
-  return { answer, reason: step.reason, usage: run.usage, failure: run.failure };
+    isBudgetCap(step.reason) && step.answer.trim() === '' ? NO_ANSWER_TEXT : step.answer;
+  return {
+    answer,
+    reason: step.reason,
+    usage: run.usage,
+    costUsd: run.costUsd,
+    failure: run.failure,
+  };
 }
 
 /** Asks the user: the workflow waits with a `clarification_request`; the turn is persisted already. */
@@ -96,5 +90,11 @@ async function pause(
     options: args.options,
     context: args.context,
   });
-  return { answer: '', reason: 'paused', usage: run.usage, failure: undefined };
+  return {
+    answer: '',
+    reason: 'paused',
+    usage: run.usage,
+    costUsd: run.costUsd,
+    failure: undefined,
+  };
 }

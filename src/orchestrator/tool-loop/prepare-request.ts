@@ -19,7 +19,10 @@ import type { LoopRun, LoopStep } from './types.js';
 export async function prepareRequest(run: LoopRun, withTools: boolean): Promise<ModelRequest> {
   const { options } = run;
   const build = (messages: Message[]) => buildRequest(run, withTools, messages);
-  if (estimateShare(build(run.messages), options.limits) >= CONDENSE_SHARE) {
+  // Decided before condensing: a turn whose results jump past 80% at once
+  // has passed 70% too, and condensing must not hide that from the model.
+  const share = estimateShare(build(run.messages), options.limits);
+  if (share >= CONDENSE_SHARE) {
     const result = condenseToolResults({
       messages: run.messages,
       buildRequest: build,
@@ -36,7 +39,7 @@ export async function prepareRequest(run: LoopRun, withTools: boolean): Promise<
       });
     }
   }
-  if (!run.wrapUp && estimateShare(build(run.messages), options.limits) >= WRAP_UP_SHARE) {
+  if (!run.wrapUp && share >= WRAP_UP_SHARE) {
     run.wrapUp = true;
     await options.tracker.emit('warning', null, 'info', {
       code: 'context_wrap_up',

@@ -122,13 +122,11 @@ async function runOne(
   const callId = pending.kind === 'valid' ? pending.call.id : pending.id;
   const name = pending.kind === 'valid' ? pending.call.name : pending.name;
   const detail = { tool: name, callId };
-  const message = (content: string, isError: boolean, suffix = ''): ToolResultMessage => ({
+  const message = (content: string, isError: boolean): ToolResultMessage => ({
     role: 'tool',
     toolCallId: callId,
     toolName: name,
-    content:
-      wrapUntrustedOutput({ toolName: name, content, isError }, options.toolOutputMaxChars) +
-      suffix,
+    content: wrapUntrustedOutput({ toolName: name, content, isError }, options.toolOutputMaxChars),
     isError,
   });
 
@@ -160,7 +158,12 @@ async function runOne(
         outcome: 'failed',
       };
   const elapsedMs = performance.now() - started;
-  const warn = run.guard.record(call.name, call.arguments, execution.result);
+  const result = message(execution.result.content, execution.result.isError);
+  // The guard compares results as persisted (wrapped), so a resumed loop replays it exactly.
+  const warn = run.guard.record(call.name, call.arguments, {
+    isError: execution.result.isError,
+    content: result.content,
+  });
   await emit(
     execution.result.isError ? 'failed' : 'completed',
     {
@@ -170,11 +173,7 @@ async function runOne(
     },
     elapsedMs,
   );
-  return message(
-    execution.result.content,
-    execution.result.isError,
-    warn ? `\n${REPEAT_WARNING}` : '',
-  );
+  return warn ? { ...result, content: `${result.content}\n${REPEAT_WARNING}` } : result;
 }
 
 /** Calls answered with an error without running: invalid JSON, unknown tool, blocked repeat. */

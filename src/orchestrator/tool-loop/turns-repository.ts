@@ -1,6 +1,8 @@
 import { sql } from 'kysely';
 import type { Message } from '../../llm/types.js';
 import type { Db } from '../../store/database.js';
+import { workflowEventsRepository } from '../../store/workflow-events.js';
+import type { LoopResume } from './resume.js';
 import { messagesOfTurn, parseTurnState, type TurnState } from './state.js';
 
 /**
@@ -47,4 +49,26 @@ export async function loadLoopHistory(
 ): Promise<{ turns: number; messages: Message[] }> {
   const turns = await workflowTurnsRepository(db).list(key.tenantId, key.workflowId);
   return { turns: turns.length, messages: turns.flatMap(messagesOfTurn) };
+}
+
+/**
+ * What a loop continues from: the persisted turns and the user's answers
+ * (`clarification_answer` events, written with the transition that
+ * resumed the workflow, so an answer is never lost between the two).
+ */
+export async function loadLoopResume(
+  db: Db,
+  key: { tenantId: string; workflowId: string },
+): Promise<LoopResume> {
+  const [turns, answerEvents] = await Promise.all([
+    workflowTurnsRepository(db).list(key.tenantId, key.workflowId),
+    workflowEventsRepository(db).listOfType({ ...key, type: 'clarification_answer' }),
+  ]);
+  const answers = new Map<string, string>();
+  for (const event of answerEvents) {
+    const { toolCallId, answer } = event.detail as { toolCallId?: unknown; answer?: unknown };
+    if (typeof toolCallId === 'string' && typeof answer === 'string')
+      answers.set(toolCallId, answer);
+  }
+  return { turns, answers };
 }

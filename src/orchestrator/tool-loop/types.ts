@@ -2,8 +2,10 @@ import type { ModelRouter, RouterCall } from '../../llm/router/router.js';
 import type { Message, SystemPrompt, ToolCall, ToolResultMessage, Usage } from '../../llm/types.js';
 import type { ToolRegistry } from '../../tools/registry.js';
 import type { WorkflowTracker } from '../../tracker/tracker.js';
+import type { BudgetCap, CompletionReason, WorkflowBudget } from '../../workflows/types.js';
 import type { ContextLimits } from './context-window.js';
 import type { RepeatFailGuard } from './repeat-guard.js';
+import type { LoopResume } from './resume.js';
 import type { TurnState } from './state.js';
 
 /**
@@ -19,7 +21,8 @@ export type LoopStep =
   /** A pausing tool (ask_user) was called with valid arguments; the workflow waits for the answer. */
   | { kind: 'paused'; call: ToolCall };
 
-export type FinishedReason = 'answered' | 'iteration_cap' | 'context_exhausted' | 'model_error';
+/** How the loop ended: the workflow's completion reasons, or a model error that fails it. */
+export type FinishedReason = CompletionReason | 'model_error';
 
 /** A tool call of the current turn: valid, or rejected before it could run. */
 export type PendingCall =
@@ -38,7 +41,12 @@ export interface LoopOptions {
   /** Session history and the question. */
   messages: Message[];
   tools: ToolRegistry;
-  maxIterations: number;
+  /** The workflow's caps, checked before each turn (budget.ts). */
+  budget: WorkflowBudget;
+  /** Tokens and cost of the workflow's earlier runs (before a pause), counted against its budget. */
+  spentBefore: { tokens: number; costUsd: number };
+  /** What a turn of a catalogue model cost, at its prices. */
+  costOf: (model: string, usage: Usage) => number;
   toolOutputMaxChars: number;
   /** The model's context window and how its tokens are estimated. */
   limits: ContextLimits;
@@ -55,6 +63,8 @@ export interface LoopOptions {
   throwIfStopped: () => void;
   /** The model answering now; changes on a fallback. */
   currentModel: () => string;
+  /** The turns of earlier runs of this workflow, continued from; absent on a first run. */
+  resume?: LoopResume;
 }
 
 /** The state of one loop run; never shared, never kept after it. */
@@ -66,8 +76,8 @@ export interface LoopRun {
   turns: number;
   /** Turns offered tools. */
   iterations: number;
-  /** Set once the cap is reached: the next turn is the last, without tools. */
-  wrappingUp: boolean;
+  /** The budget cap reached, once one is: the next turn is the last, without tools. */
+  wrappingUp: BudgetCap | null;
   /** Set from 70% of the context window on: the model is asked to wrap up. */
   wrapUp: boolean;
   /** A context-length error was recovered from once already. */
@@ -75,6 +85,8 @@ export interface LoopRun {
   /** The current turn's assistant message, until its tool results are in. */
   pendingAssistant: { content: string; toolCalls: ToolCall[]; finishReason: string | null } | null;
   usage: Usage | undefined;
+  /** What this run's turns cost, each at the prices of the model that answered it. */
+  costUsd: number;
   failure: { code: string; message: string } | undefined;
 }
 
@@ -93,6 +105,7 @@ export interface LoopOutcome {
   /** `paused`: the workflow awaits the user's answer; there is no answer yet. */
   reason: FinishedReason | 'paused';
   usage: Usage | undefined;
+  costUsd: number;
   failure: { code: string; message: string } | undefined;
 }
 

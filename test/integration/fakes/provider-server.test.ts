@@ -591,3 +591,41 @@ describe('Anthropic Messages', () => {
     expect(recorded.headers['anthropic-version']).toBeDefined();
   });
 });
+
+describe('options for benchmarks', () => {
+  it('respond answers each request from its body when nothing is enqueued; onAnswered times it; recordRequests: false keeps none', async () => {
+    const spans: { content: unknown; ms: number }[] = [];
+    const scripted = await startFakeProviderServer({
+      respond: (request) => ({ kind: 'reply', text: `echo ${request.body.messages[0].content}` }),
+      onAnswered: (request, span) =>
+        spans.push({
+          content: request.body.messages[0].content,
+          ms: span.endedAt - span.arrivedAt,
+        }),
+      recordRequests: false,
+    });
+    try {
+      const client = new OpenAI({
+        apiKey: 'sk-test',
+        baseURL: scripted.openaiBaseUrl,
+        maxRetries: 0,
+      });
+      const ask = async (content: string) => {
+        const completion = await client.chat.completions.create({
+          ...chat,
+          messages: [{ role: 'user', content }],
+        });
+        return completion.choices[0]?.message.content;
+      };
+      // Enqueued responses still come first.
+      scripted.enqueue({ kind: 'reply', text: 'queued' });
+      expect(await ask('one')).toBe('queued');
+      expect(await Promise.all([ask('two'), ask('three')])).toEqual(['echo two', 'echo three']);
+      expect(scripted.requests).toEqual([]);
+      expect(spans.map((span) => span.content).sort()).toEqual(['one', 'three', 'two']);
+      for (const span of spans) expect(span.ms).toBeGreaterThanOrEqual(0);
+    } finally {
+      await scripted.close();
+    }
+  });
+});

@@ -7,8 +7,8 @@ import type { StreamPart } from '../../../src/llm/types.js';
 import {
   classifierSettings,
   classifyQuestion,
-  emitClassification,
   type ModelCheck,
+  recordClassification,
 } from '../../../src/orchestrator/classify.js';
 import {
   compileKeywords,
@@ -229,23 +229,29 @@ describe('the classification prompt', () => {
   });
 });
 
-describe('emitClassification', () => {
-  it('emits one classification event with kind, method and reason', async () => {
-    const emitted: unknown[][] = [];
+describe('recordClassification', () => {
+  it('records one classification event with kind, method and reason, and writes the kind with it', async () => {
+    const recorded: unknown[] = [];
     const tracker = {
-      emit: async (...args: unknown[]) => {
-        emitted.push(args);
+      record: async (event: unknown, alsoInTransaction?: unknown) => {
+        recorded.push(event, typeof alsoInTransaction);
         return {} as never;
       },
     };
-    await emitClassification(tracker, { kind: 'complex', method: 'keywords', reason: 'r' });
-    expect(emitted).toEqual([
-      [
-        'classification',
-        'classify',
-        'completed',
-        { kind: 'complex', method: 'keywords', reason: 'r' },
-      ],
+    await recordClassification(
+      tracker,
+      { kind: 'complex', method: 'keywords', reason: 'r' },
+      { tenantId: 't', id: 'w' },
+    );
+    expect(recorded).toEqual([
+      {
+        type: 'classification',
+        step: 'classify',
+        status: 'completed',
+        detail: { kind: 'complex', method: 'keywords', reason: 'r' },
+        elapsedMs: null,
+      },
+      'function',
     ]);
   });
 });

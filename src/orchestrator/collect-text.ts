@@ -1,0 +1,44 @@
+import type { ModelRouter, RouterCall } from '../llm/router/router.js';
+import type { FinishReason, Usage } from '../llm/types.js';
+
+/** A whole text-only turn: what one-off model calls (classification check, planner) need. */
+export interface CollectedText {
+  text: string;
+  /** Undefined when the provider reported none. */
+  usage: Usage | undefined;
+  finishReason: FinishReason | undefined;
+}
+
+/** The usage of several turns together; undefined while no turn reported any. */
+export function addUsage(total: Usage | undefined, usage: Usage | undefined): Usage | undefined {
+  if (!usage) return total;
+  if (!total) return { ...usage };
+  return {
+    inputTokens: total.inputTokens + usage.inputTokens,
+    outputTokens: total.outputTokens + usage.outputTokens,
+    cachedInputTokens: total.cachedInputTokens + usage.cachedInputTokens,
+    cacheWriteTokens: total.cacheWriteTokens + usage.cacheWriteTokens,
+  };
+}
+
+/**
+ * Streams one turn through the router and returns its text. Text beyond
+ * `maxChars` is dropped (a caller that reads one word need not buffer an
+ * essay). Throws the router's LlmError when the turn fails for good, so
+ * callers handle one failure path.
+ */
+export async function collectText(
+  router: Pick<ModelRouter, 'stream'>,
+  call: RouterCall,
+  options: { maxChars?: number } = {},
+): Promise<CollectedText> {
+  const maxChars = options.maxChars ?? Number.POSITIVE_INFINITY;
+  const collected: CollectedText = { text: '', usage: undefined, finishReason: undefined };
+  for await (const part of router.stream(call)) {
+    if (part.type === 'text-delta' && collected.text.length < maxChars) collected.text += part.text;
+    else if (part.type === 'usage') collected.usage = part.usage;
+    else if (part.type === 'finish') collected.finishReason = part.reason;
+    else if (part.type === 'error') throw part.error;
+  }
+  return collected;
+}

@@ -1,0 +1,87 @@
+import type { Logger } from 'pino';
+import type { Db } from '../store/database.js';
+import { claimExpiredLeases } from '../store/workflows.js';
+import { toWorkflow } from '../workflows/rows.js';
+import type { Workflow } from '../workflows/types.js';
+
+export interface LeaseReclaimerOptions {
+  db: Db;
+  log: Logger;
+  /** The lease owner this replica's runs use. */
+  replicaId: string;
+  leaseMs: number;
+  /** Pause between the end of one sweep and the start of the next. */
+  intervalMs: number;
+  /** Runs a taken-over workflow here; it continues from its last persisted step. */
+  resume: (workflow: Workflow) => void;
+  /** Workflows taken over per sweep, so one replica does not take a whole backlog at once. */
+  batchSize?: number;
+  /**
+   * How long a workflow nobody ever leased is left to the replica that
+   * created or resumed it before a sweep takes it; 5 s.
+   */
+  unclaimedGraceMs?: number;
+}
+
+/**
+ * Every replica sweeps for workflows that need a runner and have none
+ * (their runner crashed, stalled past its lease, or handed them over at
+ * shutdown), takes their leases and resumes them here. What a crashed
+ * runner was doing mid-step runs again; completed steps do not.
+ */
+export function createLeaseReclaimer(options: LeaseReclaimerOptions) {
+  const log = options.log.child({ component: 'lease-reclaimer' });
+  const batchSize = options.batchSize ?? 20;
+  let timer: NodeJS.Timeout | undefined;
+  let sweeping: Promise<unknown> = Promise.resolve();
+  let stopped = false;
+
+  /** Takes over what is waiting, up to one batch; returns the workflows resumed here. */
+  async function sweepOnce(): Promise<Workflow[]> {
+    const rows = await claimExpiredLeases(options.db, {
+      owner: options.replicaId,
+      leaseMs: options.leaseMs,
+      unclaimedGraceMs: options.unclaimedGraceMs ?? 5000,
+      limit: batchSize,
+    });
+    const workflows = rows.map(toWorkflow);
+    for (const workflow of workflows) {
+      log.info({ workflowId: workflow.id, status: workflow.status }, 'taking a workflow over');
+      options.resume(workflow);
+    }
+    return workflows;
+  }
+
+  function schedule(delayMs: number): void {
+    timer = setTimeout(() => {
+      const run = sweepOnce()
+        .catch((error: unknown) => log.error({ err: error }, 'lease reclaim sweep failed'))
+        .finally(() => {
+          if (!stopped) schedule(options.intervalMs);
+        });
+      sweeping = run;
+    }, delayMs);
+    // The sweep never keeps the process alive on its own.
+    timer.unref();
+  }
+
+  return {
+    /** Sweeps now (a restarted replica resumes what it left at once), then every `intervalMs`. */
+    start(): void {
+      if (timer || stopped) return;
+      schedule(0);
+    },
+
+    sweepOnce,
+
+    /** No sweep after this; waits for one in progress. Called first at shutdown. */
+    async stop(): Promise<void> {
+      stopped = true;
+      clearTimeout(timer);
+      timer = undefined;
+      await sweeping;
+    },
+  };
+}
+
+export type LeaseReclaimer = ReturnType<typeof createLeaseReclaimer>;

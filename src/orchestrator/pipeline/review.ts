@@ -1,0 +1,174 @@
+import { badRequest, conflict, notFound } from '../../errors.js';
+import type { Db } from '../../store/database.js';
+import { pipelinesRepository } from '../../store/pipelines.js';
+import type { WorkflowService } from '../../workflows/service.js';
+import { assertAwaiting } from '../../workflows/transitions.js';
+import type { AwaitingReason, Workflow } from '../../workflows/types.js';
+import { nextAction, type PipelinePolicy } from './next-action.js';
+import { buildPipelineView, loadPipelineState, type PipelineView } from './pipeline-view.js';
+import { replaceStagesAfter, toStoredPlan } from './plan.js';
+import type { PipelineSettings } from './run-pipeline.js';
+
+/**
+ * What a user does to a pipeline paused at a checkpoint or at a failed
+ * stage: `continue` to the next stage, `modify` (re-run the stage with
+ * feedback, optionally replacing the stages not yet run) or `retry` (re-run
+ * it as it was). Each is one compare-and-set: the decision is written as
+ * stage-attempt rows in the transaction that moves the workflow back to
+ * `running`, with a `review` event, so the run (on any replica) finds it.
+ */
+
+/** The pauses a review resumes. */
+const REVIEWABLE: readonly AwaitingReason[] = ['checkpoint', 'stage_failed'];
+
+export interface ReviewInput {
+  /** The workflow version the client saw; the current one when absent. */
+  version?: number;
+}
+
+export interface ModifyInput extends ReviewInput {
+  feedback: string;
+  /** Stages that replace the ones after the current stage, validated like a planned plan. */
+  plan?: { stages: unknown[] };
+}
+
+export function createPipelineReviews(options: {
+  db: Db;
+  workflows: Pick<WorkflowService, 'get' | 'resume'>;
+  settings: PipelineSettings;
+}) {
+  const { db, workflows } = options;
+  const policy: PipelinePolicy = { maxValidationRetries: options.settings.maxValidationRetries };
+
+  /** The paused workflow and the stage its pause is about, read at one version. */
+  async function pausedStage(tenantId: string, id: string) {
+    const workflow = await workflows.get(tenantId, id);
+    assertAwaiting(workflow, REVIEWABLE);
+    const state = await loadPipelineState(db, { tenantId, workflowId: id });
+    const action = state && nextAction(state.plan, state.attempts, policy);
+    if (!state || !action || (action.kind !== 'await_review' && action.kind !== 'stage_failed')) {
+      // The rows say the stage needs no review: the pause is stale (a run is about to act).
+      throw conflict('not_awaiting_input', 'The workflow has no stage waiting for review');
+    }
+    return { workflow, state, stage: action.stage, attempt: action.attempt };
+  }
+
+  function reviewEvent(
+    paused: { stage: { id: string; title: string }; attempt: number },
+    detail: Record<string, unknown>,
+  ) {
+    return {
+      type: 'review',
+      step: paused.stage.id,
+      status: 'completed',
+      detail: {
+        stage: paused.stage.id,
+        title: paused.stage.title,
+        attempt: paused.attempt,
+        ...detail,
+      },
+      elapsedMs: null,
+    };
+  }
+
+  return {
+    /** Accepts the paused stage's outcome; the pipeline goes on with the next stage. */
+    async continue(tenantId: string, id: string, input: ReviewInput): Promise<Workflow> {
+      const paused = await pausedStage(tenantId, id);
+      return workflows.resume(tenantId, id, {
+        fromAwaiting: REVIEWABLE,
+        expectedVersion: input.version ?? paused.workflow.version,
+        cause: 'reviewed',
+        events: [reviewEvent(paused, { action: 'continue' })],
+        alsoInTransaction: async (tx) => {
+          const accepted = await pipelinesRepository(tx).acceptAttempt({
+            tenantId,
+            workflowId: id,
+            stageId: paused.stage.id,
+            attempt: paused.attempt,
+          });
+          if (!accepted) throw conflict('not_awaiting_input', 'The stage was reviewed already');
+        },
+      });
+    },
+
+    /** Runs the paused stage again, as it was. */
+    async retry(tenantId: string, id: string, input: ReviewInput): Promise<Workflow> {
+      const paused = await pausedStage(tenantId, id);
+      return workflows.resume(tenantId, id, {
+        fromAwaiting: REVIEWABLE,
+        expectedVersion: input.version ?? paused.workflow.version,
+        cause: 'reviewed',
+        events: [reviewEvent(paused, { action: 'retry' })],
+        alsoInTransaction: async (tx) => {
+          await pipelinesRepository(tx).requestRerun({
+            tenantId,
+            workflowId: id,
+            stageId: paused.stage.id,
+            planRevision: paused.state.revision,
+            reason: 'user_retry',
+            feedback: null,
+          });
+        },
+      });
+    },
+
+    /**
+     * Runs the paused stage again with the user's feedback; with `plan`,
+     * the stages after it are replaced first (a new plan revision).
+     */
+    async modify(tenantId: string, id: string, input: ModifyInput): Promise<Workflow> {
+      const paused = await pausedStage(tenantId, id);
+      let replacement: ReturnType<typeof toStoredPlan> | undefined;
+      if (input.plan) {
+        const patched = replaceStagesAfter(paused.state.plan, paused.stage.id, input.plan, {
+          maxStages: options.settings.maxStages,
+        });
+        if (!patched.ok) {
+          throw badRequest(
+            'invalid_plan',
+            'The plan does not validate',
+            patched.issues.map((issue) => ({ field: 'body.plan', message: issue })),
+          );
+        }
+        replacement = toStoredPlan(patched.plan);
+      }
+      return workflows.resume(tenantId, id, {
+        fromAwaiting: REVIEWABLE,
+        expectedVersion: input.version ?? paused.workflow.version,
+        cause: 'reviewed',
+        events: [
+          reviewEvent(paused, {
+            action: 'modify',
+            feedback: input.feedback,
+            planReplaced: replacement !== undefined,
+          }),
+        ],
+        alsoInTransaction: async (tx) => {
+          const pipelines = pipelinesRepository(tx);
+          const revision = replacement
+            ? await pipelines.savePlan({ tenantId, workflowId: id, plan: replacement })
+            : paused.state.revision;
+          await pipelines.requestRerun({
+            tenantId,
+            workflowId: id,
+            stageId: paused.stage.id,
+            planRevision: revision,
+            reason: 'user_modify',
+            feedback: input.feedback,
+          });
+        },
+      });
+    },
+
+    /** The plan and each stage's status, attempts and result; 404 before the plan exists. */
+    async view(tenantId: string, id: string): Promise<PipelineView> {
+      await workflows.get(tenantId, id);
+      const state = await loadPipelineState(db, { tenantId, workflowId: id });
+      if (!state) throw notFound('Pipeline');
+      return buildPipelineView(state, policy);
+    },
+  };
+}
+
+export type PipelineReviews = ReturnType<typeof createPipelineReviews>;

@@ -1,0 +1,422 @@
+import type { ModelRouter, RouterCall } from '../../llm/router/router.js';
+import type { Message, SystemPrompt, Usage } from '../../llm/types.js';
+import type { Db } from '../../store/database.js';
+import { type AttemptUsage, INTERRUPTED, pipelinesRepository } from '../../store/pipelines.js';
+import type { NewEventRow } from '../../store/workflow-events.js';
+import type { WorkflowTracker } from '../../tracker/tracker.js';
+import type { Workflow } from '../../workflows/types.js';
+import { addUsage } from '../collect-text.js';
+import type { LoopOutcome } from '../tool-loop/types.js';
+import { nextAction, type PipelinePolicy, type RunStage, stageResults } from './next-action.js';
+import { loadPipelineState, type PipelineState } from './pipeline-view.js';
+import { type PlanLimits, toStoredPlan } from './plan.js';
+import { planQuestion } from './planner.js';
+import { buildStageInput } from './stage-prompt.js';
+import { buildSynthesisRequest } from './synthesis-prompt.js';
+import { validateStageResult } from './validator.js';
+
+/**
+ * The complex path of one workflow run: plan (once), then each stage as a
+ * sub-agent tool loop checked by the validator, pausing at checkpoints and
+ * when a stage's retries are used up, then one streamed synthesis. Every
+ * decision is taken from persisted rows (next-action.ts), so a run resumed
+ * on any replica, after a crash or a `continue`, goes on from the last
+ * persisted stage and never runs a completed one again.
+ */
+
+export interface PipelineSettings {
+  maxStages: number;
+  /** Automatic re-runs of a stage whose result fails validation. */
+  maxValidationRetries: number;
+  /** Each earlier stage result quoted in a stage prompt is cut to this. */
+  stageResultMaxChars: number;
+  /** Each stage result quoted in the synthesis prompt is cut to this. */
+  synthesisResultMaxChars: number;
+}
+
+/** A pause of the pipeline: the status change and the event the client acts on. */
+export interface PipelinePause {
+  reason: 'checkpoint' | 'stage_failed';
+  event: NewEventRow;
+}
+
+/** A stage's sub-agent run: the tool loop with the stage's prompt, and events under the stage's step. */
+export type RunStageLoop = (input: {
+  system: SystemPrompt;
+  messages: Message[];
+  tracker: Pick<WorkflowTracker, 'emit' | 'token'>;
+  /** What the workflow spent before this stage, counted against its budget. */
+  spentBefore: { tokens: number; costUsd: number };
+}) => Promise<LoopOutcome>;
+
+export interface PipelineRunInput {
+  db: Db;
+  workflow: Workflow;
+  settings: PipelineSettings;
+  router: Pick<ModelRouter, 'stream'>;
+  tracker: Pick<WorkflowTracker, 'emit' | 'token'>;
+  /** The workflow's system prompt with its tools, the base of the stage prompts. */
+  system: SystemPrompt;
+  /** The tools a plan may name for a stage. */
+  toolNames: string[];
+  signal: AbortSignal;
+  onRouterEvent: NonNullable<RouterCall['onEvent']>;
+  flushRouterEvents: () => Promise<void>;
+  throwIfStopped: () => void;
+  /** The model answering now; changes on a fallback. */
+  currentModel: () => string;
+  /** What a model's usage cost, in USD. */
+  costOf: (model: string, usage: Usage) => number;
+  runStage: RunStageLoop;
+  pause: (pause: PipelinePause) => Promise<void>;
+}
+
+/** The state of one pipeline run; never shared. */
+interface PipelineRun {
+  readonly input: PipelineRunInput;
+  readonly policy: PipelinePolicy;
+  usage: Usage | undefined;
+  /** Each turn priced with the model that answered it. */
+  costUsd: number;
+}
+
+export async function runPipeline(input: PipelineRunInput): Promise<LoopOutcome> {
+  const run: PipelineRun = {
+    input,
+    policy: { maxValidationRetries: input.settings.maxValidationRetries },
+    usage: undefined,
+    costUsd: 0,
+  };
+  const key = { tenantId: input.workflow.tenantId, workflowId: input.workflow.id };
+  let state = await loadPipelineState(input.db, key);
+  if (!state) {
+    const planned = await plan(run);
+    if ('failure' in planned) return planned.failure;
+    state = planned.state;
+  }
+  for (;;) {
+    input.throwIfStopped();
+    const action = nextAction(state.plan, state.attempts, run.policy);
+    switch (action.kind) {
+      case 'run_stage': {
+        const reason = await runStage(run, state, action);
+        // A spent budget ends the pipeline: the answer is written from the stages done so far.
+        if (reason === 'token_budget' || reason === 'cost_budget') {
+          return synthesize(run, (await loadPipelineState(input.db, key)) ?? state, reason);
+        }
+        break;
+      }
+      case 'await_review': {
+        const attempt = state.attempts.find(
+          (made) => made.stageId === action.stage.id && made.attempt === action.attempt,
+        );
+        await input.pause({
+          reason: 'checkpoint',
+          event: {
+            type: 'checkpoint',
+            step: action.stage.id,
+            status: 'paused',
+            detail: {
+              stage: action.stage.id,
+              title: action.stage.title,
+              attempt: action.attempt,
+              result: attempt?.result ?? null,
+              planRevision: state.revision,
+            },
+            elapsedMs: null,
+          },
+        });
+        return paused(run);
+      }
+      case 'stage_failed':
+        await input.pause({
+          reason: 'stage_failed',
+          event: {
+            type: 'stage',
+            step: action.stage.id,
+            status: 'paused',
+            detail: {
+              stage: action.stage.id,
+              title: action.stage.title,
+              attempt: action.attempt,
+              validation: { passed: false, findings: action.findings },
+              error: action.error,
+            },
+            elapsedMs: null,
+          },
+        });
+        return paused(run);
+      case 'synthesize':
+        return synthesize(run, state);
+      default:
+        return assertNever(action);
+    }
+    state = (await loadPipelineState(input.db, key)) ?? state;
+  }
+}
+
+/** The planner's plan, persisted as revision 1 and announced with a `plan` event. */
+async function plan(
+  run: PipelineRun,
+): Promise<{ state: PipelineState } | { failure: LoopOutcome }> {
+  const { input } = run;
+  const limits: PlanLimits = { maxStages: input.settings.maxStages, toolNames: input.toolNames };
+  const started = performance.now();
+  let planned: Awaited<ReturnType<typeof planQuestion>>;
+  try {
+    planned = await planQuestion({
+      question: input.workflow.input,
+      router: input.router,
+      model: input.workflow.model,
+      limits,
+      signal: input.signal,
+      context: { tenantId: input.workflow.tenantId, workflowId: input.workflow.id },
+      onEvent: input.onRouterEvent,
+    });
+  } catch (error) {
+    input.throwIfStopped();
+    const failure = failureOf(error);
+    await input.flushRouterEvents();
+    await input.tracker.emit(
+      'plan',
+      'plan',
+      'failed',
+      { error: failure },
+      performance.now() - started,
+    );
+    return { failure: outcome(run, { answer: '', reason: 'model_error', failure }) };
+  }
+  spend(run, planned.usage);
+  await input.flushRouterEvents();
+  input.throwIfStopped();
+  const revision = await pipelinesRepository(input.db).savePlan({
+    tenantId: input.workflow.tenantId,
+    workflowId: input.workflow.id,
+    plan: toStoredPlan(planned.plan),
+  });
+  await input.tracker.emit(
+    'plan',
+    'plan',
+    'completed',
+    { revision, repaired: planned.repaired, stages: planned.plan.stages },
+    performance.now() - started,
+  );
+  return { state: { revision, plan: planned.plan, attempts: [] } };
+}
+
+/** One attempt of a stage: started, run as a tool loop, validated, and ended as a row and an event. */
+async function runStage(
+  run: PipelineRun,
+  state: PipelineState,
+  action: RunStage,
+): Promise<LoopOutcome['reason'] | undefined> {
+  const { input } = run;
+  const { stage } = action;
+  const pipelines = pipelinesRepository(input.db);
+  const key = {
+    tenantId: input.workflow.tenantId,
+    workflowId: input.workflow.id,
+    stageId: stage.id,
+  };
+  if (action.interruptedAttempt !== null) {
+    await pipelines.failAttempt({
+      ...key,
+      attempt: action.interruptedAttempt,
+      error: { code: INTERRUPTED, message: 'The run was cut off during this attempt' },
+    });
+  }
+  const startedRow = await pipelines.startAttempt({
+    ...key,
+    attempt: action.attempt,
+    planRevision: state.revision,
+    reason: action.reason,
+    feedback: action.feedback,
+  });
+  // Started by another run meanwhile: the next decision, from fresh rows, says what is left.
+  if (!startedRow) return undefined;
+  const detail = { stage: stage.id, title: stage.title, attempt: action.attempt };
+  await input.tracker.emit('stage', stage.id, 'started', { ...detail, reason: action.reason });
+  const started = performance.now();
+  const earlierResults = stageResults(state.plan, state.attempts, run.policy);
+  const stageInput = buildStageInput({
+    base: input.system,
+    question: input.workflow.input,
+    plan: state.plan,
+    stage,
+    earlierResults,
+    feedback: action.feedback,
+    findings: action.findings,
+    previousResult: action.previousResult,
+    resultMaxChars: input.settings.stageResultMaxChars,
+  });
+  const outcome = await input.runStage({
+    ...stageInput,
+    tracker: stageTracker(input, stage.id),
+    spentBefore: spentSoFar(run),
+  });
+  input.throwIfStopped();
+  run.usage = addUsage(run.usage, outcome.usage);
+  run.costUsd += outcome.costUsd;
+  const usage = attemptUsage(outcome);
+  const elapsedMs = performance.now() - started;
+  if (outcome.failure) {
+    await pipelines.failAttempt({
+      ...key,
+      attempt: action.attempt,
+      result: outcome.answer || undefined,
+      error: outcome.failure,
+      usage,
+    });
+    await input.tracker.emit(
+      'stage',
+      stage.id,
+      'failed',
+      { ...detail, error: outcome.failure },
+      elapsedMs,
+    );
+    return outcome.reason;
+  }
+  const validation = validateStageResult({
+    stage,
+    result: outcome.answer,
+    earlierResults,
+    plan: state.plan,
+  });
+  if (validation.passed) {
+    await pipelines.completeAttempt({
+      ...key,
+      attempt: action.attempt,
+      result: outcome.answer,
+      validation,
+      usage,
+    });
+    await input.tracker.emit('stage', stage.id, 'completed', { ...detail, validation }, elapsedMs);
+    return outcome.reason;
+  }
+  await pipelines.failAttempt({
+    ...key,
+    attempt: action.attempt,
+    result: outcome.answer,
+    validation,
+    usage,
+  });
+  await input.tracker.emit('stage', stage.id, 'failed', { ...detail, validation }, elapsedMs);
+  return outcome.reason;
+}
+
+/** The final answer: one streamed turn over the stage results. */
+async function synthesize(
+  run: PipelineRun,
+  state: PipelineState,
+  reason: 'answered' | 'token_budget' | 'cost_budget' = 'answered',
+): Promise<LoopOutcome> {
+  const { input } = run;
+  const request = buildSynthesisRequest({
+    base: { stable: input.system.stable },
+    question: input.workflow.input,
+    plan: state.plan,
+    results: stageResults(state.plan, state.attempts, run.policy),
+    resultMaxChars: input.settings.synthesisResultMaxChars,
+  });
+  await input.tracker.emit('llm_call', 'synthesis', 'started', { model: input.currentModel() });
+  const started = performance.now();
+  let text = '';
+  let failure: LoopOutcome['failure'];
+  for await (const part of input.router.stream({
+    model: input.workflow.model,
+    request,
+    signal: input.signal,
+    context: { tenantId: input.workflow.tenantId, workflowId: input.workflow.id },
+    onEvent: input.onRouterEvent,
+  })) {
+    if (part.type === 'text-delta') {
+      text += part.text;
+      if (!input.signal.aborted) input.tracker.token(part.text);
+    } else if (part.type === 'usage') {
+      spend(run, part.usage);
+    } else if (part.type === 'error') {
+      failure = { code: part.error.code, message: part.error.userMessage };
+    }
+  }
+  await input.flushRouterEvents();
+  input.throwIfStopped();
+  const elapsedMs = performance.now() - started;
+  const model = input.currentModel();
+  await input.tracker.emit(
+    'llm_call',
+    'synthesis',
+    failure ? 'failed' : 'completed',
+    failure ? { model, error: failure } : { model },
+    elapsedMs,
+  );
+  if (failure) return outcome(run, { answer: text, reason: 'model_error', failure });
+  return outcome(run, { answer: text, reason, failure: undefined });
+}
+
+/** The stage loop's events carry the stage in their step: `<stage>/turn-2`. */
+function stageTracker(
+  input: PipelineRunInput,
+  stageId: string,
+): Pick<WorkflowTracker, 'emit' | 'token'> {
+  return {
+    emit: (type, step, status, detail, elapsedMs) =>
+      input.tracker.emit(type, step ? `${stageId}/${step}` : stageId, status, detail, elapsedMs),
+    token: () => undefined,
+  };
+}
+
+/** The workflow's spending before this run, and this run's so far: what budgets count. */
+function spentSoFar(run: PipelineRun): { tokens: number; costUsd: number } {
+  const before = run.input.workflow.usage;
+  return {
+    tokens:
+      before.inputTokens +
+      before.outputTokens +
+      (run.usage ? run.usage.inputTokens + run.usage.outputTokens : 0),
+    costUsd: before.costUsd + run.costUsd,
+  };
+}
+
+/** A stage attempt's tokens and cost, as its tool loop counted them. */
+function attemptUsage(stage: LoopOutcome): AttemptUsage | undefined {
+  if (!stage.usage) return undefined;
+  return {
+    inputTokens: stage.usage.inputTokens,
+    outputTokens: stage.usage.outputTokens,
+    cachedInputTokens: stage.usage.cachedInputTokens,
+    costUsd: stage.costUsd,
+  };
+}
+
+/** Adds a planner or synthesis turn's usage, priced with the model answering now. */
+function spend(run: PipelineRun, usage: Usage | undefined): void {
+  if (!usage) return;
+  run.usage = addUsage(run.usage, usage);
+  run.costUsd += run.input.costOf(run.input.currentModel(), usage);
+}
+
+function outcome(
+  run: PipelineRun,
+  end: Pick<LoopOutcome, 'answer' | 'reason' | 'failure'>,
+): LoopOutcome {
+  return { ...end, usage: run.usage, costUsd: run.costUsd };
+}
+
+function paused(run: PipelineRun): LoopOutcome {
+  return outcome(run, { answer: '', reason: 'paused', failure: undefined });
+}
+
+function failureOf(error: unknown): { code: string; message: string } {
+  if (error instanceof Error && 'code' in error && typeof error.code === 'string') {
+    const message =
+      'userMessage' in error && typeof error.userMessage === 'string'
+        ? error.userMessage
+        : error.message;
+    return { code: error.code, message };
+  }
+  throw error;
+}
+
+function assertNever(value: never): never {
+  throw new Error(`unexpected pipeline action: ${JSON.stringify(value)}`);
+}

@@ -1,0 +1,137 @@
+import type { ExpectedOutput } from './expected-output.js';
+import type { PlanStage } from './plan.js';
+import { readJsonObject } from './read-json.js';
+
+/**
+ * The StageValidator: deterministic checks of a stage result, no model
+ * call. A result must not be empty; when the stage declares
+ * `expectedOutput`, it must have that shape (see expected-output.ts); when
+ * it declares `consistentWith`, the top-level scalar fields it shares with
+ * those earlier JSON results must hold the same values. Findings are
+ * sentences addressed to the model, quoted to it when the stage is retried.
+ */
+
+export interface StageValidation {
+  passed: boolean;
+  findings: string[];
+}
+
+export interface ValidateStageOptions {
+  stage: PlanStage;
+  result: string;
+  /** Earlier stages' results by stage id; a stage with no result is simply absent. */
+  earlierResults: ReadonlyMap<string, string>;
+  /** Titles in findings help the model find the stage it contradicts. */
+  plan: { stages: readonly PlanStage[] };
+}
+
+export function validateStageResult(options: ValidateStageOptions): StageValidation {
+  const findings = findingsOf(options);
+  return { passed: findings.length === 0, findings };
+}
+
+function findingsOf(options: ValidateStageOptions): string[] {
+  const { result, stage } = options;
+  if (result.trim() === '') {
+    return ['The result is empty: reply with the result the stage goal asks for.'];
+  }
+  const expected = stage.expectedOutput;
+  if (!expected) return [];
+  switch (expected.format) {
+    case 'text':
+      return missingMentions(result, expected);
+    case 'list':
+      return [...listFindings(result, expected), ...missingMentions(result, expected)];
+    case 'json':
+      return jsonFindings(options, expected);
+  }
+}
+
+function missingMentions(result: string, expected: ExpectedOutput): string[] {
+  const text = result.toLowerCase();
+  const missing = (expected.fields ?? []).filter((field) => !text.includes(field.toLowerCase()));
+  return missing.length === 0
+    ? []
+    : [`The result does not cover ${quoteAll(missing)}: address each of them by name.`];
+}
+
+/** `- item`, `* item`, `+ item`, `• item`, `1. item`, `1) item`, at the start of a line. */
+const LIST_ITEM = /^[ \t]*(?:[-*+•]|\d+[.)])[ \t]+\S/gm;
+
+function listFindings(result: string, expected: ExpectedOutput): string[] {
+  const wanted = expected.minItems ?? 1;
+  const items = result.match(LIST_ITEM)?.length ?? 0;
+  if (items >= wanted) return [];
+  return [
+    `The result has ${items} list ${items === 1 ? 'item' : 'items'} but needs at least ${wanted}: one item per line, starting with "- " or "1. ".`,
+  ];
+}
+
+function jsonFindings(options: ValidateStageOptions, expected: ExpectedOutput): string[] {
+  const json = readJsonObject(options.result);
+  if (!json.ok) {
+    return [`The result must be one JSON object in a \`\`\`json block, but ${json.problem}.`];
+  }
+  const findings: string[] = [];
+  const missing = (expected.fields ?? []).filter(
+    (field) => json.value[field] === undefined || json.value[field] === null,
+  );
+  if (missing.length > 0) {
+    findings.push(`The JSON object lacks the fields ${quoteAll(missing)} (or they are null).`);
+  }
+  for (const stageId of expected.consistentWith ?? []) {
+    findings.push(...contradictions(options, json.value, stageId));
+  }
+  return findings;
+}
+
+/**
+ * An earlier result that is missing or not JSON (a failed stage the user
+ * chose to continue past) has nothing to compare, so it yields no finding:
+ * the current stage cannot fix it.
+ */
+function contradictions(
+  options: ValidateStageOptions,
+  current: Record<string, unknown>,
+  stageId: string,
+): string[] {
+  const earlierText = options.earlierResults.get(stageId);
+  const earlier = earlierText === undefined ? undefined : readJsonObject(earlierText);
+  if (!earlier?.ok) return [];
+  const title = options.plan.stages.find((stage) => stage.id === stageId)?.title;
+  const named = title ? `stage "${stageId}" (${title})` : `stage "${stageId}"`;
+  const findings: string[] = [];
+  for (const [field, value] of Object.entries(current)) {
+    const before = earlier.value[field];
+    if (!isScalar(value) || !isScalar(before) || sameScalar(value, before)) continue;
+    findings.push(
+      `Field "${field}" is ${JSON.stringify(value)} here but ${JSON.stringify(before)} in the result of ${named}: use the same value.`,
+    );
+  }
+  return findings;
+}
+
+type Scalar = string | number | boolean;
+
+function isScalar(value: unknown): value is Scalar {
+  return typeof value === 'string' || typeof value === 'number' || typeof value === 'boolean';
+}
+
+/** 1000, "1000" and "1,000" agree; strings compare trimmed and case-insensitively. */
+function sameScalar(a: Scalar, b: Scalar): boolean {
+  const numberA = asNumber(a);
+  const numberB = asNumber(b);
+  if (numberA !== undefined && numberB !== undefined) return numberA === numberB;
+  return String(a).trim().toLowerCase() === String(b).trim().toLowerCase();
+}
+
+function asNumber(value: Scalar): number | undefined {
+  if (typeof value === 'number') return value;
+  if (typeof value !== 'string' || !/^\s*-?[\d,]*\.?\d+\s*$/.test(value)) return undefined;
+  const number = Number(value.replace(/,/g, ''));
+  return Number.isFinite(number) ? number : undefined;
+}
+
+function quoteAll(names: string[]): string {
+  return names.map((name) => `"${name}"`).join(', ');
+}

@@ -1,0 +1,80 @@
+import type { ToolResultMessage } from '../../llm/types.js';
+import { reachedCap, spentBy } from './budget.js';
+import { REPEAT_WARNING } from './repeat-guard.js';
+import { messagesOfTurn, type TurnState } from './state.js';
+import type { LoopRun, LoopStep } from './types.js';
+
+/**
+ * Where a loop continues when its workflow runs again (after the user's
+ * answer, or on another replica after a crash): the turns earlier runs
+ * persisted, and the user's answers to the questions they asked.
+ */
+export interface LoopResume {
+  turns: TurnState[];
+  /** The user's answers by the `ask_user` call they answer. */
+  answers: ReadonlyMap<string, string>;
+}
+
+/**
+ * Rebuilds the loop's state from the persisted turns and says what comes
+ * next. A completed turn is never run again: the conversation, the turn
+ * and iteration counts and the repeat-fail guard are restored from the
+ * rows, so the next turn sees exactly what it would have seen had the
+ * loop never stopped.
+ */
+export function restoreLoop(run: LoopRun, resume: LoopResume): LoopStep {
+  for (const turn of resume.turns) {
+    run.messages.push(...messagesOfTurn(turn));
+    replayGuard(run, turn);
+    // A turn with tool calls was offered tools; the answering turn may not have been.
+    if (turn.assistant.toolCalls.length > 0) run.iterations += 1;
+    run.turns = turn.turn;
+    if (!turn.awaiting) continue;
+    const answer = resume.answers.get(turn.awaiting.toolCallId);
+    if (answer === undefined) {
+      // Cut off between persisting the question and pausing: ask it again.
+      const call = turn.assistant.toolCalls.find((made) => made.id === turn.awaiting?.toolCallId);
+      if (!call) throw new Error(`turn ${turn.turn} awaits a call it does not have`);
+      return { kind: 'paused', call };
+    }
+    run.messages.push(answerMessage(turn.awaiting, answer));
+  }
+  const last = resume.turns.at(-1);
+  // Cut off after persisting its answering turn but before the workflow ended.
+  if (last && last.assistant.toolCalls.length === 0 && !last.awaiting) {
+    return {
+      kind: 'finished',
+      answer: last.assistant.content,
+      // Past a cap, the answering turn was the last one, without tools.
+      reason: reachedCap(run.options.budget, spentBy(run)) ?? 'answered',
+    };
+  }
+  // The next turn checks the budget first and wraps up, with its warning, if a cap is reached.
+  return { kind: 'call_model' };
+}
+
+/** The user's answer as the result of the `ask_user` call that asked for it. */
+export function answerMessage(
+  awaiting: NonNullable<TurnState['awaiting']>,
+  answer: string,
+): ToolResultMessage {
+  return {
+    role: 'tool',
+    toolCallId: awaiting.toolCallId,
+    toolName: awaiting.toolName,
+    content: `The user answered: ${answer}`,
+    isError: false,
+  };
+}
+
+/** Failed calls count toward the guard as if they had just run; the warning suffix is not part of the error. */
+function replayGuard(run: LoopRun, turn: TurnState): void {
+  for (const result of turn.toolResults) {
+    const call = turn.assistant.toolCalls.find((made) => made.id === result.toolCallId);
+    if (!call) continue;
+    const content = result.content.endsWith(`\n${REPEAT_WARNING}`)
+      ? result.content.slice(0, -REPEAT_WARNING.length - 1)
+      : result.content;
+    run.guard.record(call.name, call.arguments, { isError: result.isError, content });
+  }
+}

@@ -1,0 +1,339 @@
+import { type Selectable, sql } from 'kysely';
+import { z } from 'zod';
+import type { DbOrTx } from './database.js';
+import type { WorkflowStageAttemptsTable } from './schema.js';
+
+/**
+ * The pipeline's rows: plan revisions (`workflow_plans`) and stage attempts
+ * (`workflow_stage_attempts`). Every query is scoped by tenant. A stage run
+ * costs two round trips, one write when the attempt starts and one when it
+ * ends, each touching one row: the cost of a stage does not grow with the
+ * plan or with the stages before it.
+ *
+ * The plan is stored as the caller gives it (versioned JSON, parsed by
+ * src/orchestrator/pipeline/plan.ts): the store knows rows, not plans.
+ */
+
+export const ATTEMPT_STATUSES = ['pending', 'started', 'completed', 'failed'] as const;
+export type AttemptStatus = (typeof ATTEMPT_STATUSES)[number];
+
+/** Why an attempt runs; see migrations/0009_pipelines.sql. */
+export const ATTEMPT_REASONS = [
+  'first',
+  'validation_retry',
+  'user_retry',
+  'user_modify',
+  'resumed',
+] as const;
+export type AttemptReason = (typeof ATTEMPT_REASONS)[number];
+
+export interface WorkflowKey {
+  tenantId: string;
+  workflowId: string;
+}
+
+export interface AttemptKey extends WorkflowKey {
+  stageId: string;
+  attempt: number;
+}
+
+export interface StageValidationRecord {
+  passed: boolean;
+  findings: string[];
+}
+
+/** A failure other than validation: the model failed, or the attempt was cut off (`interrupted`). */
+export interface AttemptError {
+  code: string;
+  message: string;
+}
+
+export interface AttemptUsage {
+  inputTokens: number;
+  outputTokens: number;
+  cachedInputTokens: number;
+  costUsd: number;
+}
+
+export interface StageAttempt {
+  stageId: string;
+  attempt: number;
+  planRevision: number;
+  status: AttemptStatus;
+  reason: AttemptReason;
+  feedback: string | null;
+  result: string | null;
+  validation: StageValidationRecord | null;
+  error: AttemptError | null;
+  usage: AttemptUsage;
+  /** Set when the user continued past this attempt's outcome. */
+  acceptedAt: Date | null;
+  createdAt: Date;
+  startedAt: Date | null;
+  finishedAt: Date | null;
+  elapsedMs: number | null;
+}
+
+export interface PlanRevision {
+  revision: number;
+  /** As saved: versioned JSON for the orchestrator to parse. */
+  plan: unknown;
+  createdAt: Date;
+}
+
+interface AttemptOutcome {
+  status: 'completed' | 'failed';
+  result?: string | null;
+  validation?: StageValidationRecord | null;
+  error?: AttemptError | null;
+  usage?: AttemptUsage;
+}
+
+/** The code of the error an attempt cut off by a crash is failed with. */
+export const INTERRUPTED = 'interrupted';
+
+const validationV1 = z.object({
+  schemaVersion: z.literal(1),
+  passed: z.boolean(),
+  findings: z.array(z.string()),
+});
+const attemptError = z.object({ code: z.string(), message: z.string() });
+
+const ZERO_USAGE: AttemptUsage = {
+  inputTokens: 0,
+  outputTokens: 0,
+  cachedInputTokens: 0,
+  costUsd: 0,
+};
+
+/** `elapsed_ms` from the database clock, which the started_at of the same row came from. */
+const FINISHED = {
+  finished_at: sql<Date>`clock_timestamp()`,
+  elapsed_ms: sql<number>`round(extract(epoch from clock_timestamp() - started_at) * 1000)::integer`,
+};
+
+export function pipelinesRepository(db: DbOrTx) {
+  const attemptRow = (key: AttemptKey) =>
+    db
+      .updateTable('workflow_stage_attempts')
+      .where('tenant_id', '=', key.tenantId)
+      .where('workflow_id', '=', key.workflowId)
+      .where('stage_id', '=', key.stageId)
+      .where('attempt', '=', key.attempt);
+
+  /** The one update that ends an attempt; only a started one, so an attempt ends once. */
+  async function finish(
+    key: AttemptKey,
+    outcome: AttemptOutcome,
+  ): Promise<StageAttempt | undefined> {
+    const row = await attemptRow(key)
+      .set({
+        status: outcome.status,
+        result: outcome.result ?? null,
+        validation: outcome.validation ? validationJson(outcome.validation) : null,
+        error: outcome.error ? JSON.stringify(outcome.error) : null,
+        ...usageColumns(outcome.usage),
+        ...FINISHED,
+      })
+      .where('status', '=', 'started')
+      .returningAll()
+      .executeTakeFirst();
+    return row && toStageAttempt(row);
+  }
+
+  return {
+    /** Appends the next plan revision (1 for the planner's plan) and returns its number. */
+    async savePlan(input: WorkflowKey & { plan: object }): Promise<number> {
+      const saved = await sql<{ revision: number }>`
+        INSERT INTO workflow_plans (workflow_id, revision, tenant_id, plan)
+        SELECT ${input.workflowId}, coalesce(max(revision), 0) + 1, ${input.tenantId},
+               ${JSON.stringify(input.plan)}::jsonb
+        FROM workflow_plans
+        WHERE workflow_id = ${input.workflowId} AND tenant_id = ${input.tenantId}
+        RETURNING revision`.execute(db);
+      const row = saved.rows[0];
+      if (!row) throw new Error('saving the plan returned no revision');
+      return row.revision;
+    },
+
+    async currentPlan(tenantId: string, workflowId: string): Promise<PlanRevision | undefined> {
+      const row = await db
+        .selectFrom('workflow_plans')
+        .select(['revision', 'plan', 'created_at'])
+        .where('tenant_id', '=', tenantId)
+        .where('workflow_id', '=', workflowId)
+        .orderBy('revision', 'desc')
+        .limit(1)
+        .executeTakeFirst();
+      return row && { revision: row.revision, plan: row.plan, createdAt: row.created_at };
+    },
+
+    /**
+     * Starts an attempt: inserts it, or starts the pending row a user's
+     * retry / modify left under that number. `feedback` is what the attempt
+     * runs with (next-action.ts carries a modify's feedback forward).
+     * Undefined when the attempt exists and is not pending: another run
+     * started it, so this one must not run the stage a second time.
+     */
+    async startAttempt(
+      input: AttemptKey & { planRevision: number; reason: AttemptReason; feedback: string | null },
+    ): Promise<StageAttempt | undefined> {
+      const row = await db
+        .insertInto('workflow_stage_attempts')
+        .values({
+          workflow_id: input.workflowId,
+          stage_id: input.stageId,
+          attempt: input.attempt,
+          tenant_id: input.tenantId,
+          plan_revision: input.planRevision,
+          status: 'started',
+          reason: input.reason,
+          feedback: input.feedback,
+          result: null,
+          validation: null,
+          error: null,
+          accepted_at: null,
+          started_at: sql<Date>`clock_timestamp()`,
+          finished_at: null,
+          elapsed_ms: null,
+        })
+        .onConflict((conflict) =>
+          conflict
+            .columns(['workflow_id', 'stage_id', 'attempt'])
+            .doUpdateSet({
+              status: 'started',
+              plan_revision: input.planRevision,
+              feedback: input.feedback,
+              started_at: sql<Date>`clock_timestamp()`,
+            })
+            .where('workflow_stage_attempts.status', '=', 'pending')
+            .where('workflow_stage_attempts.tenant_id', '=', input.tenantId),
+        )
+        .returningAll()
+        .executeTakeFirst();
+      return row && toStageAttempt(row);
+    },
+
+    /** Ends a started attempt whose result passed validation; undefined when it is not started (any more). */
+    async completeAttempt(
+      input: AttemptKey & {
+        result: string;
+        validation: StageValidationRecord;
+        usage?: AttemptUsage;
+      },
+    ): Promise<StageAttempt | undefined> {
+      return finish(input, { status: 'completed', ...input, error: null });
+    },
+
+    /**
+     * Ends a started attempt as failed: by validation (result and findings),
+     * by an error, or as `interrupted` when a resumed run finds it cut off.
+     */
+    async failAttempt(
+      input: AttemptKey & {
+        result?: string | null;
+        validation?: StageValidationRecord | null;
+        error?: AttemptError | null;
+        usage?: AttemptUsage;
+      },
+    ): Promise<StageAttempt | undefined> {
+      return finish(input, { status: 'failed', ...input });
+    },
+
+    /**
+     * Records the user's `retry` or `modify` as the stage's next attempt,
+     * pending until the run starts it; the feedback is stored with it, so a
+     * run on any replica sees it. Call it in the transaction that moves the
+     * workflow back to running.
+     */
+    async requestRerun(
+      input: WorkflowKey & {
+        stageId: string;
+        planRevision: number;
+        reason: Extract<AttemptReason, 'user_retry' | 'user_modify'>;
+        feedback: string | null;
+      },
+    ): Promise<StageAttempt> {
+      const inserted = await sql<Selectable<WorkflowStageAttemptsTable>>`
+        INSERT INTO workflow_stage_attempts
+          (workflow_id, stage_id, attempt, tenant_id, plan_revision, status, reason, feedback)
+        SELECT ${input.workflowId}, ${input.stageId}, coalesce(max(attempt), 0) + 1,
+               ${input.tenantId}, ${input.planRevision}, 'pending', ${input.reason}, ${input.feedback}
+        FROM workflow_stage_attempts
+        WHERE workflow_id = ${input.workflowId} AND tenant_id = ${input.tenantId}
+          AND stage_id = ${input.stageId}
+        RETURNING *`.execute(db);
+      const row = inserted.rows[0];
+      if (!row) throw new Error('recording the re-run returned no row');
+      return toStageAttempt(row);
+    },
+
+    /**
+     * Records the user's `continue` on a finished attempt (a checkpoint's
+     * result, or a failure to move past). False when the attempt is not
+     * finished or was accepted already.
+     */
+    async acceptAttempt(input: AttemptKey): Promise<boolean> {
+      const accepted = await attemptRow(input)
+        .set({ accepted_at: sql<Date>`now()` })
+        .where('status', 'in', ['completed', 'failed'])
+        .where('accepted_at', 'is', null)
+        .executeTakeFirst();
+      return accepted.numUpdatedRows > 0n;
+    },
+
+    /** Every attempt of the workflow, by stage and attempt number. */
+    async listAttempts(tenantId: string, workflowId: string): Promise<StageAttempt[]> {
+      const rows = await db
+        .selectFrom('workflow_stage_attempts')
+        .selectAll()
+        .where('tenant_id', '=', tenantId)
+        .where('workflow_id', '=', workflowId)
+        .orderBy('stage_id')
+        .orderBy('attempt')
+        .execute();
+      return rows.map(toStageAttempt);
+    },
+  };
+}
+
+export type PipelinesRepository = ReturnType<typeof pipelinesRepository>;
+
+function validationJson(validation: StageValidationRecord): string {
+  return JSON.stringify({ schemaVersion: 1, ...validation });
+}
+
+function usageColumns(usage: AttemptUsage = ZERO_USAGE) {
+  return {
+    input_tokens: usage.inputTokens,
+    output_tokens: usage.outputTokens,
+    cached_input_tokens: usage.cachedInputTokens,
+    cost_usd: usage.costUsd,
+  };
+}
+
+function toStageAttempt(row: Selectable<WorkflowStageAttemptsTable>): StageAttempt {
+  const validation = row.validation === null ? null : validationV1.parse(row.validation);
+  return {
+    stageId: row.stage_id,
+    attempt: row.attempt,
+    planRevision: row.plan_revision,
+    status: z.enum(ATTEMPT_STATUSES).parse(row.status),
+    reason: z.enum(ATTEMPT_REASONS).parse(row.reason),
+    feedback: row.feedback,
+    result: row.result,
+    validation: validation && { passed: validation.passed, findings: validation.findings },
+    error: row.error === null ? null : attemptError.parse(row.error),
+    usage: {
+      inputTokens: row.input_tokens,
+      outputTokens: row.output_tokens,
+      cachedInputTokens: row.cached_input_tokens,
+      costUsd: Number(row.cost_usd),
+    },
+    acceptedAt: row.accepted_at,
+    createdAt: row.created_at,
+    startedAt: row.started_at,
+    finishedAt: row.finished_at,
+    elapsedMs: row.elapsed_ms,
+  };
+}

@@ -1,0 +1,292 @@
+import { randomUUID } from 'node:crypto';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { TurnState } from '../../../src/orchestrator/tool-loop/state.js';
+import { workflowTurnsRepository } from '../../../src/orchestrator/tool-loop/turns-repository.js';
+import { workflowsRepository } from '../../../src/store/workflows.js';
+import { bearer } from '../../support/app.js';
+import {
+  answer,
+  callsTo,
+  startToolLoopHarness,
+  type ToolLoopHarness,
+  toolResultsOf,
+} from '../../support/tool-loop-harness.js';
+import { startWorkflow, storedEvents, waitForStatus } from '../../support/workflows.js';
+
+/**
+ * A tool loop that runs again: after the user answers its question
+ * (`POST /v1/workflows/:id/answer`), and after its runner is gone (a lease
+ * reclaim). Either way it continues from its persisted turns and never
+ * repeats a completed one.
+ */
+
+let h: ToolLoopHarness;
+beforeAll(async () => {
+  h = await startToolLoopHarness();
+});
+afterAll(async () => {
+  await h?.close();
+});
+
+const cityQuestion = {
+  id: 'call_question',
+  name: 'ask_user',
+  arguments: {
+    question: 'Which city?',
+    question_type: 'multiple_choice',
+    options: ['Oslo', 'Bergen'],
+  },
+};
+
+/** Starts a workflow that asks which city, and waits for its pause. */
+async function pausedWorkflow(): Promise<{ id: string; version: number }> {
+  h.provider.enqueue(
+    callsTo(
+      { id: 'call_sum', name: 'calculator', arguments: { expression: '1 + 1' } },
+      cityQuestion,
+    ),
+  );
+  const id = await startWorkflow(h.testApp, h.tenant.key, { input: 'Weather please' });
+  const paused = await waitForStatus(h.testApp, h.tenant.key, id, ['awaiting_input', 'failed']);
+  expect(paused).toMatchObject({ status: 'awaiting_input', awaitingReason: 'clarification' });
+  return { id, version: paused.version as number };
+}
+
+function postAnswer(
+  id: string,
+  body: Record<string, unknown>,
+  headers: Record<string, string> = {},
+) {
+  return h.testApp.app.inject({
+    method: 'POST',
+    url: `/v1/workflows/${id}/answer`,
+    headers: { ...bearer(h.tenant.key), ...headers },
+    payload: body,
+  });
+}
+
+describe('answering a clarification', () => {
+  it('resumes the loop with the answer as the question’s result; the first turn is not asked again', async () => {
+    const { id, version } = await pausedWorkflow();
+    const before = h.provider.requests.length;
+    h.provider.enqueue(answer('Sunny in Bergen.'));
+
+    const accepted = await postAnswer(id, { answer: 'bergen', version });
+    expect(accepted.statusCode, accepted.body).toBe(202);
+    expect(accepted.json()).toMatchObject({ status: 'running', version: version + 1 });
+
+    const done = await waitForStatus(h.testApp, h.tenant.key, id, ['completed', 'failed']);
+    expect(done).toMatchObject({ status: 'completed', result: { answer: 'Sunny in Bergen.' } });
+    const requests = h.provider.requests.slice(before);
+    expect(requests).toHaveLength(1);
+    const results = toolResultsOf(requests[0] as never);
+    expect(results.map((result) => result.callId)).toEqual(['call_sum', 'call_question']);
+    // The option as the question spelled it.
+    expect(results[1]?.content).toBe('The user answered: Bergen');
+
+    const events = await storedEvents(h.testApp, id);
+    expect(events.map((event) => event.seq)).toEqual(events.map((_, index) => index + 1));
+    expect(events.find((event) => event.type === 'clarification_answer')).toMatchObject({
+      step: 'turn-1',
+      detail: { toolCallId: 'call_question', answer: 'Bergen' },
+    });
+    // Neither begun nor classified twice.
+    expect(events.filter((event) => event.type === 'workflow_start')).toHaveLength(1);
+    expect(events.filter((event) => event.type === 'classification')).toHaveLength(1);
+    expect(events.filter((event) => event.type === 'llm_call').map((event) => event.step)).toEqual([
+      'turn-1',
+      'turn-1',
+      'turn-2',
+      'turn-2',
+    ]);
+  });
+
+  it('an answer that is not among the options is a 400 and the workflow keeps waiting', async () => {
+    const { id, version } = await pausedWorkflow();
+    const refused = await postAnswer(id, { answer: 'Trondheim' });
+    expect(refused.statusCode).toBe(400);
+    expect(refused.headers['content-type']).toContain('application/problem+json');
+    expect(refused.json()).toMatchObject({
+      code: 'answer_not_an_option',
+      errors: [{ field: 'body.answer' }],
+    });
+    const still = await h.testApp.app.inject({
+      method: 'GET',
+      url: `/v1/workflows/${id}`,
+      headers: bearer(h.tenant.key),
+    });
+    expect(still.json()).toMatchObject({ status: 'awaiting_input', version });
+    expect(
+      (
+        await h.testApp.app.inject({
+          method: 'POST',
+          url: `/v1/workflows/${id}/cancel`,
+          headers: bearer(h.tenant.key),
+        })
+      ).statusCode,
+    ).toBe(202);
+  });
+
+  it('a stale version is a 409 with the current one, by body or If-Match', async () => {
+    const { id, version } = await pausedWorkflow();
+    const stale = await postAnswer(id, { answer: 'Oslo', version: version - 1 });
+    expect(stale.statusCode).toBe(409);
+    expect(stale.json()).toMatchObject({
+      code: 'stale_version',
+      current: { status: 'awaiting_input', awaitingReason: 'clarification', version },
+    });
+    const staleHeader = await postAnswer(
+      id,
+      { answer: 'Oslo' },
+      { 'if-match': `"${version - 1}"` },
+    );
+    expect(staleHeader.json()).toMatchObject({ code: 'stale_version' });
+    const mismatch = await postAnswer(
+      id,
+      { answer: 'Oslo', version },
+      { 'if-match': `"${version - 1}"` },
+    );
+    expect(mismatch.statusCode).toBe(400);
+    expect(mismatch.json()).toMatchObject({ code: 'version_mismatch' });
+    h.provider.enqueue(answer('Oslo it is.'));
+    const accepted = await postAnswer(id, { answer: 'Oslo' }, { 'if-match': `"${version}"` });
+    expect(accepted.statusCode, accepted.body).toBe(202);
+    await waitForStatus(h.testApp, h.tenant.key, id, ['completed']);
+  });
+
+  it('answering a workflow that is not waiting is a 409 naming its status', async () => {
+    h.provider.enqueue(answer('Hello.'));
+    const id = await startWorkflow(h.testApp, h.tenant.key, { input: 'Say hello' });
+    await waitForStatus(h.testApp, h.tenant.key, id, ['completed']);
+    const refused = await postAnswer(id, { answer: 'yes' });
+    expect(refused.statusCode).toBe(409);
+    expect(refused.json()).toMatchObject({
+      code: 'not_awaiting_input',
+      current: { status: 'completed', awaitingReason: null },
+    });
+    const unknown = await postAnswer(randomUUID(), { answer: 'yes' });
+    expect(unknown.statusCode).toBe(404);
+  });
+
+  it('ten concurrent answers: exactly one is accepted, the others get 409', async () => {
+    const { id } = await pausedWorkflow();
+    h.provider.enqueue(answer('Done.'));
+    const responses = await Promise.all(
+      Array.from({ length: 10 }, (_, index) =>
+        postAnswer(id, { answer: index % 2 ? 'Oslo' : 'Bergen' }),
+      ),
+    );
+    const codes = responses.map((response) => response.statusCode).sort();
+    expect(codes).toEqual([202, 409, 409, 409, 409, 409, 409, 409, 409, 409]);
+    await waitForStatus(h.testApp, h.tenant.key, id, ['completed']);
+    const events = await storedEvents(h.testApp, id);
+    expect(events.filter((event) => event.type === 'clarification_answer')).toHaveLength(1);
+  });
+});
+
+describe('taking over a workflow whose runner is gone', () => {
+  it('resumes from the persisted turns with a `resumed` event; completed turns are not run again', async () => {
+    // A workflow another replica ran one turn of, then died holding the lease.
+    const db = h.testApp.services.database.db;
+    const workflows = workflowsRepository(db);
+    const id = randomUUID();
+    await workflows.insert({
+      id,
+      tenantId: h.tenant.id,
+      sessionId: null,
+      mode: 'simple',
+      model: 'gpt',
+      input: 'What is 6 * 7?',
+      tools: [],
+      metadata: {},
+      idempotencyKey: null,
+      requestHash: null,
+    });
+    await h.testApp.services.database.pool.query(
+      `UPDATE workflows SET status = 'running', kind = 'simple', started_at = now(),
+         lease_owner = 'dead-replica', lease_expires_at = now() - interval '1 second'
+       WHERE id = $1`,
+      [id],
+    );
+    const turn: TurnState = {
+      schemaVersion: 1,
+      turn: 1,
+      model: 'gpt',
+      assistant: {
+        content: '',
+        toolCalls: [{ id: 'call_mul', name: 'calculator', arguments: { expression: '6 * 7' } }],
+      },
+      toolResults: [
+        { toolCallId: 'call_mul', toolName: 'calculator', content: '42', isError: false },
+      ],
+      awaiting: null,
+      finishReason: 'tool_calls',
+    };
+    await workflowTurnsRepository(db).append({
+      tenantId: h.tenant.id,
+      workflowId: id,
+      state: turn,
+    });
+
+    const before = h.provider.requests.length;
+    h.provider.enqueue(answer('It is 42.'));
+    const taken = await h.testApp.services.reclaimer.sweepOnce();
+    expect(taken.map((workflow) => workflow.id)).toContain(id);
+
+    const done = await waitForStatus(h.testApp, h.tenant.key, id, ['completed', 'failed']);
+    expect(done).toMatchObject({ status: 'completed', result: { answer: 'It is 42.' } });
+    const requests = h.provider.requests.slice(before);
+    expect(requests).toHaveLength(1);
+    expect(toolResultsOf(requests[0] as never)).toEqual([{ callId: 'call_mul', content: '42' }]);
+    const events = await storedEvents(h.testApp, id);
+    expect(events[0]).toMatchObject({
+      type: 'resumed',
+      detail: { replica: h.testApp.services.replicaId, turns: 1 },
+    });
+    expect(events.some((event) => event.type === 'classification')).toBe(false);
+    expect(events.filter((event) => event.type === 'llm_call').map((event) => event.step)).toEqual([
+      'turn-2',
+      'turn-2',
+    ]);
+  });
+
+  it('a live lease is not taken, nor is a workflow just created', async () => {
+    const id = randomUUID();
+    await workflowsRepository(h.testApp.services.database.db).insert({
+      id,
+      tenantId: h.tenant.id,
+      sessionId: null,
+      mode: 'simple',
+      model: 'gpt',
+      input: 'Leased elsewhere',
+      tools: [],
+      metadata: {},
+      idempotencyKey: null,
+      requestHash: null,
+    });
+    await h.testApp.services.database.pool.query(
+      `UPDATE workflows SET status = 'running', lease_owner = 'alive', lease_expires_at = now() + interval '1 minute' WHERE id = $1`,
+      [id],
+    );
+    const fresh = randomUUID();
+    await workflowsRepository(h.testApp.services.database.db).insert({
+      id: fresh,
+      tenantId: h.tenant.id,
+      sessionId: null,
+      mode: 'simple',
+      model: 'gpt',
+      input: 'Just created',
+      tools: [],
+      metadata: {},
+      idempotencyKey: null,
+      requestHash: null,
+    });
+    const taken = await h.testApp.services.reclaimer.sweepOnce();
+    expect(taken.map((workflow) => workflow.id)).not.toContain(id);
+    expect(taken.map((workflow) => workflow.id)).not.toContain(fresh);
+    await h.testApp.services.database.pool.query(
+      `UPDATE workflows SET status = 'cancelled', finished_at = now(), lease_owner = NULL, lease_expires_at = NULL WHERE id = ANY($1)`,
+      [[id, fresh]],
+    );
+  });
+});

@@ -1,0 +1,276 @@
+import { randomUUID } from 'node:crypto';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { nextAction } from '../../src/orchestrator/pipeline/next-action.js';
+import {
+  loadPipelineState,
+  loadPipelineView,
+} from '../../src/orchestrator/pipeline/pipeline-view.js';
+import {
+  type ExecutionPlan,
+  parseStoredPlan,
+  toStoredPlan,
+} from '../../src/orchestrator/pipeline/plan.js';
+import type { DatabaseHandle } from '../../src/store/database.js';
+import { type AttemptReason, INTERRUPTED, pipelinesRepository } from '../../src/store/pipelines.js';
+import { tenantsRepository } from '../../src/store/tenants.js';
+import { createTenantDatabase, type TenantDatabase } from '../support/tenant-database.js';
+
+let testDb: TenantDatabase;
+let handle: DatabaseHandle;
+let tenantId: string;
+let otherTenantId: string;
+
+beforeAll(async () => {
+  testDb = await createTenantDatabase({ poolMax: 4 });
+  ({ handle, tenantId } = testDb);
+  otherTenantId = (await tenantsRepository(handle.db).insert({ id: randomUUID(), name: 'other' }))
+    .id;
+});
+afterAll(async () => testDb?.close());
+
+const policy = { maxValidationRetries: 1 };
+const usage = { inputTokens: 120, outputTokens: 40, cachedInputTokens: 100, costUsd: 0.00123 };
+
+const plan: ExecutionPlan = {
+  stages: [
+    { id: 'gather', title: 'Gather', goal: 'Gather facts.', checkpoint: true },
+    { id: 'write', title: 'Write', goal: 'Write it up.', checkpoint: false, dependsOn: ['gather'] },
+  ],
+};
+
+async function newWorkflow(): Promise<{ tenantId: string; workflowId: string }> {
+  const workflowId = randomUUID();
+  await handle.db
+    .insertInto('workflows')
+    .values({
+      id: workflowId,
+      tenant_id: tenantId,
+      status: 'running',
+      mode: 'complex',
+      model: 'scripted',
+      input: 'Gather facts, then write them up.',
+      tools: [],
+      metadata: '{}',
+    })
+    .execute();
+  return { tenantId, workflowId };
+}
+
+const pipelines = () => pipelinesRepository(handle.db);
+
+/** Starts a stage's attempt as a run would: revision 1, no feedback unless given. */
+function start(
+  key: { tenantId: string; workflowId: string },
+  stageId: string,
+  attempt: number,
+  extra: { reason?: AttemptReason; feedback?: string | null } = {},
+) {
+  return pipelines().startAttempt({
+    ...key,
+    stageId,
+    attempt,
+    planRevision: 1,
+    reason: extra.reason ?? 'first',
+    feedback: extra.feedback ?? null,
+  });
+}
+
+describe('plans', () => {
+  it('a modify appends a revision; the current plan is the latest; another tenant sees none', async () => {
+    const key = await newWorkflow();
+    expect(await pipelines().currentPlan(key.tenantId, key.workflowId)).toBeUndefined();
+    expect(await pipelines().savePlan({ ...key, plan: toStoredPlan(plan) })).toBe(1);
+    const patched: ExecutionPlan = { stages: [plan.stages[0] as ExecutionPlan['stages'][0]] };
+    expect(await pipelines().savePlan({ ...key, plan: toStoredPlan(patched) })).toBe(2);
+
+    const current = await pipelines().currentPlan(key.tenantId, key.workflowId);
+    expect(current?.revision).toBe(2);
+    expect(parseStoredPlan(current?.plan)).toEqual(patched);
+    const revisions = await handle.db
+      .selectFrom('workflow_plans')
+      .select('revision')
+      .where('workflow_id', '=', key.workflowId)
+      .execute();
+    expect(revisions.map((row) => row.revision).sort()).toEqual([1, 2]);
+    expect(await pipelines().currentPlan(otherTenantId, key.workflowId)).toBeUndefined();
+  });
+});
+
+describe('stage attempts', () => {
+  it('start and complete: result, validation, usage and timing are kept', async () => {
+    const key = await newWorkflow();
+    const attemptKey = { ...key, stageId: 'gather', attempt: 1 };
+    const started = await start(key, 'gather', 1);
+    expect(started).toMatchObject({ status: 'started', reason: 'first', finishedAt: null });
+    expect(started?.startedAt).toBeInstanceOf(Date);
+
+    const completed = await pipelines().completeAttempt({
+      ...attemptKey,
+      result: 'Facts.',
+      validation: { passed: true, findings: [] },
+      usage,
+    });
+    expect(completed).toMatchObject({
+      status: 'completed',
+      result: 'Facts.',
+      validation: { passed: true, findings: [] },
+      usage,
+      error: null,
+    });
+    expect(completed?.elapsedMs).toBeGreaterThanOrEqual(0);
+    expect(completed?.finishedAt).toBeInstanceOf(Date);
+    // Finished once: a second completion or failure changes nothing.
+    expect(
+      await pipelines().failAttempt({ ...attemptKey, error: { code: 'x', message: 'y' } }),
+    ).toBeUndefined();
+  });
+
+  it('an attempt already started is not started again (no second run of one attempt)', async () => {
+    const key = await newWorkflow();
+    const [first, second] = await Promise.all([start(key, 'gather', 1), start(key, 'gather', 1)]);
+    expect([first, second].filter(Boolean)).toHaveLength(1);
+  });
+
+  it('a failed validation is kept with its findings and retried under the next number', async () => {
+    const key = await newWorkflow();
+    await pipelines().savePlan({ ...key, plan: toStoredPlan(plan) });
+    const attemptKey = { ...key, stageId: 'gather', attempt: 1 };
+    await start(key, 'gather', 1);
+    const failed = await pipelines().failAttempt({
+      ...attemptKey,
+      result: '',
+      validation: { passed: false, findings: ['The result is empty.'] },
+      usage,
+    });
+    expect(failed).toMatchObject({ status: 'failed', error: null, result: '' });
+
+    const state = await loadPipelineState(handle.db, key);
+    if (!state) throw new Error('no pipeline');
+    expect(nextAction(state.plan, state.attempts, policy)).toMatchObject({
+      kind: 'run_stage',
+      stage: { id: 'gather' },
+      attempt: 2,
+      reason: 'validation_retry',
+      findings: ['The result is empty.'],
+    });
+  });
+
+  it('continue, then modify: the feedback is stored with a pending attempt that the run starts', async () => {
+    const key = await newWorkflow();
+    await pipelines().savePlan({ ...key, plan: toStoredPlan(plan) });
+    const first = { ...key, stageId: 'gather', attempt: 1 };
+    await start(key, 'gather', 1);
+    await pipelines().completeAttempt({
+      ...first,
+      result: 'Facts.',
+      validation: { passed: true, findings: [] },
+    });
+    expect((await loadPipelineView(handle.db, key, policy))?.next).toBe('await_review');
+
+    const pending = await pipelines().requestRerun({
+      ...key,
+      stageId: 'gather',
+      planRevision: 1,
+      reason: 'user_modify',
+      feedback: 'Add sources.',
+    });
+    expect(pending).toMatchObject({ attempt: 2, status: 'pending', startedAt: null });
+
+    const state = await loadPipelineState(handle.db, key);
+    if (!state) throw new Error('no pipeline');
+    const action = nextAction(state.plan, state.attempts, policy);
+    expect(action).toMatchObject({
+      kind: 'run_stage',
+      attempt: 2,
+      reason: 'user_modify',
+      feedback: 'Add sources.',
+      previousResult: 'Facts.',
+    });
+    if (action.kind !== 'run_stage') throw new Error('expected a stage run');
+    const started = await pipelines().startAttempt({
+      ...key,
+      stageId: 'gather',
+      attempt: action.attempt,
+      planRevision: state.revision,
+      reason: action.reason,
+      feedback: action.feedback,
+    });
+    expect(started).toMatchObject({ attempt: 2, status: 'started', feedback: 'Add sources.' });
+    await pipelines().completeAttempt({
+      ...key,
+      stageId: 'gather',
+      attempt: 2,
+      result: 'Facts, with sources.',
+      validation: { passed: true, findings: [] },
+    });
+
+    const accept = { ...key, stageId: 'gather', attempt: 2 };
+    expect(await pipelines().acceptAttempt(accept)).toBe(true);
+    expect(await pipelines().acceptAttempt(accept)).toBe(false);
+
+    const view = await loadPipelineView(handle.db, key, policy);
+    expect(view).toMatchObject({ revision: 1, next: 'run_stage', currentStageId: 'write' });
+    expect(view?.stages[0]).toMatchObject({
+      id: 'gather',
+      status: 'completed',
+      result: 'Facts, with sources.',
+    });
+    expect(view?.stages[0]?.attempts.map((attempt) => [attempt.attempt, attempt.accepted])).toEqual(
+      [
+        [1, false],
+        [2, true],
+      ],
+    );
+  });
+
+  it('a resumed run fails the cut-off attempt as interrupted and starts the next one', async () => {
+    const key = await newWorkflow();
+    await pipelines().savePlan({ ...key, plan: toStoredPlan(plan) });
+    await start(key, 'gather', 1);
+    // The replica dies here. Another one loads the rows:
+    const state = await loadPipelineState(handle.db, key);
+    if (!state) throw new Error('no pipeline');
+    const action = nextAction(state.plan, state.attempts, policy);
+    expect(action).toMatchObject({ kind: 'run_stage', attempt: 2, interruptedAttempt: 1 });
+    const interrupted = await pipelines().failAttempt({
+      ...key,
+      stageId: 'gather',
+      attempt: 1,
+      error: { code: INTERRUPTED, message: 'the replica running it stopped' },
+    });
+    expect(interrupted).toMatchObject({ status: 'failed', error: { code: 'interrupted' } });
+    expect(await start(key, 'gather', 2, { reason: 'resumed' })).toMatchObject({
+      attempt: 2,
+      status: 'started',
+    });
+  });
+
+  it('is scoped by tenant: another tenant can neither read nor change the attempts', async () => {
+    const key = await newWorkflow();
+    const attemptKey = { ...key, stageId: 'gather', attempt: 1 };
+    await start(key, 'gather', 1);
+    const other = { ...attemptKey, tenantId: otherTenantId };
+    expect(await pipelines().listAttempts(otherTenantId, key.workflowId)).toEqual([]);
+    expect(
+      await pipelines().completeAttempt({
+        ...other,
+        result: 'x',
+        validation: { passed: true, findings: [] },
+      }),
+    ).toBeUndefined();
+    expect(await start({ ...key, tenantId: otherTenantId }, 'gather', 1)).toBeUndefined();
+    expect(await loadPipelineView(handle.db, { ...key, tenantId: otherTenantId }, policy)).toBe(
+      undefined,
+    );
+    expect(await pipelines().listAttempts(key.tenantId, key.workflowId)).toHaveLength(1);
+  });
+
+  it('rows go with their workflow', async () => {
+    const key = await newWorkflow();
+    await pipelines().savePlan({ ...key, plan: toStoredPlan(plan) });
+    await start(key, 'gather', 1);
+    await handle.db.deleteFrom('workflows').where('id', '=', key.workflowId).execute();
+    expect(await pipelines().currentPlan(key.tenantId, key.workflowId)).toBeUndefined();
+    expect(await pipelines().listAttempts(key.tenantId, key.workflowId)).toEqual([]);
+  });
+});
