@@ -7,6 +7,7 @@ import {
   startBenchDatabase,
   startBenchServices,
 } from '../support/harness.js';
+import { percentile, round, wholeNumber } from '../support/stats.js';
 
 /**
  * Authenticated `GET /v1/me` over real HTTP on keep-alive connections: the
@@ -176,17 +177,6 @@ function summarise(latenciesMs: Float64Array, elapsedMs: number, concurrency: nu
   };
 }
 
-/** Nearest-rank percentile of ascending values. */
-function percentile(sorted: Float64Array, p: number): number {
-  const rank = Math.max(1, Math.ceil((p / 100) * sorted.length));
-  return sorted[rank - 1] ?? Number.NaN;
-}
-
-function round(value: number, digits: number): number {
-  const factor = 10 ** digits;
-  return Math.round(value * factor) / factor;
-}
-
 function printSummary(summary: Summary, warmup: number): void {
   process.stdout.write(
     [
@@ -200,11 +190,4 @@ function printSummary(summary: Summary, warmup: number): void {
       '',
     ].join('\n'),
   );
-}
-
-function wholeNumber(option: string, value: string, min: number): number {
-  if (!/^\d+$/.test(value) || Number(value) < min) {
-    throw new Error(`${option} must be a whole number of at least ${min}, got "${value}"`);
-  }
-  return Number(value);
 }

@@ -13,6 +13,7 @@ import {
   startBenchDatabase,
   startBenchServices,
 } from '../support/harness.js';
+import { percentile, round, wholeNumber } from '../support/stats.js';
 
 /**
  * What the model router costs on top of the OpenAI SDK it wraps: the same
@@ -268,17 +269,6 @@ function stats(durationsMs: Float64Array): SideStats {
   };
 }
 
-/** Nearest-rank percentile of ascending values. */
-function percentile(sorted: Float64Array, p: number): number {
-  const rank = Math.max(1, Math.ceil((p / 100) * sorted.length));
-  return sorted[rank - 1] ?? Number.NaN;
-}
-
-function round(value: number, digits: number): number {
-  const factor = 10 ** digits;
-  return Math.round(value * factor) / factor;
-}
-
 function printSummary(summary: Summary): void {
   const { bare, router } = summary;
   const ratio = (key: keyof SideStats) => round(router[key] / bare[key], 3);
@@ -311,11 +301,4 @@ function printSummary(summary: Summary): void {
       '',
     ].join('\n'),
   );
-}
-
-function wholeNumber(option: string, value: string, min: number): number {
-  if (!/^\d+$/.test(value) || Number(value) < min) {
-    throw new Error(`${option} must be a whole number of at least ${min}, got "${value}"`);
-  }
-  return Number(value);
 }

@@ -14,6 +14,7 @@ import {
   startBenchDatabase,
   startBenchServices,
 } from '../support/harness.js';
+import { percentile, round, wholeNumber } from '../support/stats.js';
 
 /**
  * What NOTIFY costs the event log. PostgreSQL serialises the commits of
@@ -344,17 +345,6 @@ function medianResult(results: PhaseResult[]): PhaseResult {
   };
 }
 
-/** Nearest-rank percentile of ascending values. */
-function percentile(sorted: ArrayLike<number>, p: number): number {
-  const rank = Math.max(1, Math.ceil((p / 100) * sorted.length));
-  return sorted[rank - 1] ?? Number.NaN;
-}
-
-function round(value: number, digits: number): number {
-  const factor = 10 ** digits;
-  return Math.round(value * factor) / factor;
-}
-
 function printSummary(plan: Plan, results: Results): void {
   const get = (mode: Mode) => results.byMode.get(mode) as PhaseResult;
   const plain = get('plain').txPerS;
@@ -388,11 +378,4 @@ function printSummary(plan: Plan, results: Results): void {
     '',
   );
   process.stdout.write(lines.join('\n'));
-}
-
-function wholeNumber(option: string, value: string, min: number): number {
-  if (!/^\d+$/.test(value) || Number(value) < min) {
-    throw new Error(`${option} must be a whole number of at least ${min}, got "${value}"`);
-  }
-  return Number(value);
 }

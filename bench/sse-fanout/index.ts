@@ -11,6 +11,7 @@ import {
   startBenchDatabase,
   startBenchServices,
 } from '../support/harness.js';
+import { percentile, round, wholeNumber } from '../support/stats.js';
 import type { FromServer, ServerOptions, ToServer } from './server.js';
 
 /**
@@ -438,17 +439,6 @@ function withTimeout<T>(promise: Promise<T>): Promise<T> {
   return Promise.race([promise, timeout]).finally(() => clearTimeout(timer));
 }
 
-/** Nearest-rank percentile of ascending values. */
-function percentile(sorted: number[], p: number): number {
-  const rank = Math.max(1, Math.ceil((p / 100) * sorted.length));
-  return sorted[rank - 1] ?? Number.NaN;
-}
-
-function round(value: number, digits: number): number {
-  const factor = 10 ** digits;
-  return Math.round(value * factor) / factor;
-}
-
 function printSummary(plan: Plan, results: SizeResult[]): void {
   const bySize = new Map(results.map((result) => [result.subscribers, result]));
   const lines = [
@@ -496,11 +486,4 @@ function printSummary(plan: Plan, results: SizeResult[]): void {
 function transportChoice(value: string): TransportChoice {
   if (value === 'auto' || value === 'http' || value === 'hub') return value;
   throw new Error(`--transport must be auto, http or hub, got "${value}"`);
-}
-
-function wholeNumber(option: string, value: string, min: number): number {
-  if (!/^\d+$/.test(value) || Number(value) < min) {
-    throw new Error(`${option} must be a whole number of at least ${min}, got "${value}"`);
-  }
-  return Number(value);
 }

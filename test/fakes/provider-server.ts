@@ -10,6 +10,7 @@ import type {
   FakeApi,
   FakeCut,
   FakeErrorResponse,
+  FakeProviderOptions,
   FakeProviderServer,
   FakeReply,
   FakeResponse,
@@ -34,6 +35,7 @@ export type {
   FakeErrorResponse,
   FakeErrorType,
   FakeFinishReason,
+  FakeProviderOptions,
   FakeProviderServer,
   FakeReply,
   FakeReset,
@@ -129,15 +131,23 @@ interface Answer {
   requestId: string;
 }
 
-export async function startFakeProviderServer(): Promise<FakeProviderServer> {
+export async function startFakeProviderServer(
+  options: FakeProviderOptions = {},
+): Promise<FakeProviderServer> {
+  const { respond: respondWhenEmpty, onAnswered, recordRequests = true } = options;
   const queue: FakeResponse[] = [];
   const requests: RecordedRequest[] = [];
   const waiters: Array<(request: RecordedRequest) => void> = [];
   const failures: unknown[] = [];
   let aborted = 0;
+  let received = 0;
   let closing = false;
 
-  async function answerRequest(req: IncomingMessage, exchange: Exchange): Promise<void> {
+  async function answerRequest(
+    req: IncomingMessage,
+    exchange: Exchange,
+    arrivedAt: number,
+  ): Promise<void> {
     const path = req.url ?? '/';
     const api = req.method === 'POST' ? ROUTES[new URL(path, 'http://fake').pathname] : undefined;
     if (!api) {
@@ -156,18 +166,24 @@ export async function startFakeProviderServer(): Promise<FakeProviderServer> {
       body,
       receivedAt: Date.now(),
     };
-    requests.push(recorded);
+    received += 1;
+    if (recordRequests) requests.push(recorded);
     for (const resolve of waiters.splice(0)) resolve(recorded);
+    if (onAnswered) {
+      exchange.res.once('finish', () =>
+        onAnswered(recorded, { arrivedAt, endedAt: performance.now() }),
+      );
+    }
 
     const { model, streamed, includeUsage } = answerOptions(body);
     const answer: Answer = {
       exchange,
       wire: WIRES[api],
-      context: { model, seq: requests.length, includeUsage },
+      context: { model, seq: received, includeUsage },
       streamed,
-      requestId: `req_fake${requests.length}`,
+      requestId: `req_fake${received}`,
     };
-    const response = queue.shift();
+    const response = queue.shift() ?? respondWhenEmpty?.(recorded);
     if (!response) {
       // x-should-retry: false stops SDK retries, so a forgotten enqueue fails at once and loudly.
       sendJson(answer, 500, answer.wire.errorBody('server', NO_RESPONSE_ENQUEUED), {
@@ -179,10 +195,11 @@ export async function startFakeProviderServer(): Promise<FakeProviderServer> {
   }
 
   const server = http.createServer((req, res) => {
+    const arrivedAt = performance.now();
     const exchange = new Exchange(res, () => {
       if (!closing) aborted += 1;
     });
-    answerRequest(req, exchange).catch((error: unknown) => {
+    answerRequest(req, exchange, arrivedAt).catch((error: unknown) => {
       failures.push(error);
       exchange.dropConnection();
     });
@@ -190,13 +207,13 @@ export async function startFakeProviderServer(): Promise<FakeProviderServer> {
 
   await new Promise<void>((resolve, reject) => {
     server.once('error', reject);
-    server.listen(0, '127.0.0.1', () => {
+    server.listen(options.port ?? 0, options.host ?? '127.0.0.1', () => {
       server.off('error', reject);
       resolve();
     });
   });
-  const { port } = server.address() as AddressInfo;
-  const url = `http://127.0.0.1:${port}`;
+  const { address, port } = server.address() as AddressInfo;
+  const url = `http://${address.includes(':') ? `[${address}]` : address}:${port}`;
 
   let closed: Promise<void> | undefined;
   async function closeServer(): Promise<void> {

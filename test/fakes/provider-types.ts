@@ -139,6 +139,28 @@ export interface RecordedRequest {
   receivedAt: number;
 }
 
+/** How the fake is started; tests need none of it, benchmarks do. */
+export interface FakeProviderOptions {
+  /**
+   * Answers a request when nothing is enqueued: a script of many concurrent
+   * conversations, where a FIFO queue cannot know which one asks next.
+   * Without it, a request finding the queue empty gets a 500.
+   */
+  respond?: (request: RecordedRequest) => FakeResponse;
+  /**
+   * Called when a response has been written to the socket, with
+   * `performance.now()` times from the request's arrival (before its body
+   * was read) to that moment: the time spent inside the fake.
+   */
+  onAnswered?: (request: RecordedRequest, span: { arrivedAt: number; endedAt: number }) => void;
+  /** Keep every request in `requests` (the default); long benchmarks turn it off to bound memory. */
+  recordRequests?: boolean;
+  /** 0 (the default) picks a free port; a fixed one gives a URL to configure a separately started service with. */
+  port?: number;
+  /** Interface to listen on; 127.0.0.1 unless set. */
+  host?: string;
+}
+
 export interface FakeProviderServer {
   /** `http://127.0.0.1:<port>` */
   url: string;
@@ -148,7 +170,7 @@ export interface FakeProviderServer {
   anthropicBaseUrl: string;
   /** FIFO queue shared by both APIs, one response consumed per request. */
   enqueue(...responses: FakeResponse[]): void;
-  /** Every request to a known route, in arrival order (a live array). */
+  /** Every request to a known route, in arrival order (a live array; empty with `recordRequests: false`). */
   requests: RecordedRequest[];
   /** Number of requests whose client went away before the response finished (for cancel tests). */
   abortedRequests(): number;

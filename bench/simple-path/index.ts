@@ -1,0 +1,409 @@
+import http from 'node:http';
+import os from 'node:os';
+import { performance } from 'node:perf_hooks';
+import { parseArgs } from 'node:util';
+import { buildApp } from '../../src/http/app.js';
+import {
+  type Cleanup,
+  runBenchmark,
+  startBenchDatabase,
+  startBenchServices,
+} from '../support/harness.js';
+import { percentile, round, wholeNumber } from '../support/stats.js';
+import { countRoundTrips, type RoundTripCounter, type StatementCount } from './db-roundtrips.js';
+import { BENCH_MODEL, type BenchProvider, startBenchProvider } from './provider.js';
+import { runWorkflows, type ServiceTarget, type WorkflowRun } from './workload.js';
+
+/**
+ * End-to-end workflows per second on the simple path: each workflow is a
+ * two-turn tool loop (the model calls `calculator`, then answers), started
+ * with `POST /v1/workflows` and `Accept: text/event-stream`, its events read
+ * until `workflow_end`. The fake provider (OpenAI wire format, streamed)
+ * answers at once. Measured at concurrency 1 and 32, after a warm-up:
+ *
+ *   throughput   workflows finished per second of the phase;
+ *   overhead     per workflow, its wall time minus the time spent inside the
+ *                fake provider (request arrival to response end, summed over
+ *                its two requests): what Waymark and the client cost;
+ *   round trips  Postgres round trips per workflow, by statement kind (see
+ *                db-roundtrips.ts for how they are counted).
+ *
+ * By default everything runs in this process: an embedded PostgreSQL, the
+ * real services and app on loopback, the fake provider and the client, all
+ * sharing one event loop (the client and the fake take a share of it, so
+ * the numbers are a floor to compare changes, not a capacity figure). Parts
+ * can run elsewhere instead:
+ *
+ *   --provider-url URL   the service talks to a fake running elsewhere (its
+ *                        OpenAI base URL, e.g. http://127.0.0.1:4010/v1, as
+ *                        `--serve-provider` prints); the time inside it is
+ *                        unknown here, so the overhead is not reported
+ *   --service-url URL --api-key KEY
+ *                        drive a service started separately (`npm start`), whose
+ *                        WAYMARK_MODELS points at this run's fake (start it on a
+ *                        fixed --provider-port) or at --provider-url; round trips
+ *                        are counted only in-process
+ *   --serve-provider     only run the scripted fake on --provider-port and print
+ *                        the WAYMARK_MODELS to start a service with, until Ctrl-C
+ *
+ *   npm run bench -- simple-path [--workflows-c1 400] [--workflows-c32 3000]
+ *     [--warmup 300] [--model bench] [--provider-port 0] [--provider-host 127.0.0.1]
+ *     [--provider-url URL] [--service-url URL --api-key KEY] [--serve-provider] [--show-sql]
+ *     [--synchronous-commit on|off]
+ */
+
+/** From the issue. */
+const TARGET_OVERHEAD_P50_MS_C1 = 3;
+const TARGET_WPS_C32 = 450;
+const HIGH_CONCURRENCY = 32;
+/** Key of the provider in the catalogue the in-process service gets. */
+const PROVIDER_KEY_ENV = 'BENCH_PROVIDER_KEY';
+
+interface Plan {
+  workflowsC1: number;
+  workflowsC32: number;
+  warmup: number;
+  model: string | undefined;
+  providerPort: number;
+  providerHost: string;
+  providerUrl: string | undefined;
+  service: { url: string; apiKey: string } | undefined;
+  serveProvider: boolean;
+  showSql: boolean;
+  /** In-process only: `off` takes the WAL flush out of every commit, to see what it costs. */
+  synchronousCommit: 'on' | 'off';
+}
+
+interface Percentiles {
+  p50: number;
+  p99: number;
+  mean: number;
+}
+
+interface PhaseResult {
+  concurrency: number;
+  workflows: number;
+  wps: number;
+  wallMs: Percentiles;
+  /** Undefined when the fake runs elsewhere. */
+  insideProviderMs: Percentiles | undefined;
+  overheadMs: Percentiles | undefined;
+  /** Undefined when the service runs elsewhere. */
+  statements: StatementCount[] | undefined;
+  /** CPU time of this process (service, client and fake when in-process), per workflow. */
+  cpuMsPerWorkflow: number;
+  /** Share of the phase this process's event loop was busy, 0..1. */
+  eventLoopUtilization: number;
+}
+
+interface Results {
+  plan: Plan;
+  where: string;
+  c1: PhaseResult;
+  c32: PhaseResult;
+}
+
+export async function run(args: string[]): Promise<void> {
+  const plan = parsePlan(args);
+  if (plan.serveProvider) {
+    await runBenchmark(
+      'simple-path',
+      (signal, cleanups) => serveProvider(plan, signal, cleanups),
+      () => {},
+    );
+    return;
+  }
+  await runBenchmark(
+    'simple-path',
+    (signal, cleanups) => benchmark(plan, signal, cleanups),
+    printSummary,
+  );
+}
+
+function parsePlan(args: string[]): Plan {
+  const { values } = parseArgs({
+    args,
+    options: {
+      'workflows-c1': { type: 'string', default: '400' },
+      'workflows-c32': { type: 'string', default: '3000' },
+      warmup: { type: 'string', default: '300' },
+      model: { type: 'string' },
+      'provider-port': { type: 'string', default: '0' },
+      'provider-host': { type: 'string', default: '127.0.0.1' },
+      'provider-url': { type: 'string' },
+      'service-url': { type: 'string' },
+      'api-key': { type: 'string' },
+      'serve-provider': { type: 'boolean', default: false },
+      'show-sql': { type: 'boolean', default: false },
+      'synchronous-commit': { type: 'string', default: 'on' },
+    },
+  });
+  const serviceUrl = values['service-url'];
+  const apiKey = values['api-key'] ?? process.env.WAYMARK_API_KEY;
+  const synchronousCommit = values['synchronous-commit'];
+  if (synchronousCommit !== 'on' && synchronousCommit !== 'off') {
+    throw new Error(`--synchronous-commit must be on or off, got "${synchronousCommit}"`);
+  }
+  if (serviceUrl && !apiKey) {
+    throw new Error(
+      '--service-url needs --api-key (or WAYMARK_API_KEY) of a tenant of that service',
+    );
+  }
+  return {
+    workflowsC1: wholeNumber('--workflows-c1', values['workflows-c1'], 1),
+    workflowsC32: wholeNumber('--workflows-c32', values['workflows-c32'], HIGH_CONCURRENCY),
+    warmup: wholeNumber('--warmup', values.warmup, 0),
+    model: values.model,
+    providerPort: wholeNumber('--provider-port', values['provider-port'], 0),
+    providerHost: values['provider-host'],
+    providerUrl: values['provider-url'],
+    service: serviceUrl && apiKey ? { url: serviceUrl, apiKey } : undefined,
+    serveProvider: values['serve-provider'],
+    showSql: values['show-sql'],
+    synchronousCommit,
+  };
+}
+
+/** The catalogue a service needs to send its model calls to the fake at `openaiBaseUrl`. */
+function benchCatalogue(openaiBaseUrl: string): string {
+  return JSON.stringify({
+    providers: [
+      { name: 'fake', kind: 'openai', baseUrl: openaiBaseUrl, apiKeyEnv: PROVIDER_KEY_ENV },
+    ],
+    models: [
+      {
+        name: BENCH_MODEL,
+        provider: 'fake',
+        modelId: 'bench-model',
+        contextWindow: 128_000,
+        maxOutputTokens: 512,
+        pricing: { input: 0.15, output: 0.6, cachedInput: 0.075 },
+      },
+    ],
+    defaultModel: BENCH_MODEL,
+  });
+}
+
+async function serveProvider(plan: Plan, signal: AbortSignal, cleanups: Cleanup[]): Promise<void> {
+  const provider = await startBenchProvider({ port: plan.providerPort, host: plan.providerHost });
+  cleanups.push(() => provider.server.close());
+  process.stdout.write(
+    [
+      `simple-path fake provider on ${provider.server.openaiBaseUrl} (OpenAI wire format); Ctrl-C stops it.`,
+      'Start a service against it with:',
+      `  ${PROVIDER_KEY_ENV}=sk-fake WAYMARK_MODELS='${benchCatalogue(provider.server.openaiBaseUrl)}' RATE_LIMIT_MAX=1000000 npm start`,
+      `then drive it: npm run bench -- simple-path --provider-url ${provider.server.openaiBaseUrl} --service-url http://127.0.0.1:8080 --api-key <key>`,
+      '',
+    ].join('\n'),
+  );
+  await new Promise<void>((resolve) =>
+    signal.addEventListener('abort', () => resolve(), { once: true }),
+  );
+}
+
+async function benchmark(plan: Plan, signal: AbortSignal, cleanups: Cleanup[]): Promise<Results> {
+  let provider: BenchProvider | undefined;
+  if (!plan.providerUrl) {
+    provider = await startBenchProvider({ port: plan.providerPort, host: plan.providerHost });
+    const server = provider.server;
+    cleanups.push(() => server.close());
+  }
+  const providerUrl = plan.providerUrl ?? provider?.server.openaiBaseUrl ?? '';
+
+  let target: ServiceTarget;
+  let counter: RoundTripCounter | undefined;
+  if (plan.service) {
+    target = { baseUrl: plan.service.url, apiKey: plan.service.apiKey, model: plan.model };
+  } else {
+    target = await startService(cleanups, {
+      providerUrl,
+      model: plan.model ?? BENCH_MODEL,
+      synchronousCommit: plan.synchronousCommit,
+    });
+    counter = countRoundTrips();
+    const installed = counter;
+    cleanups.push(async () => installed.restore());
+  }
+  const agent = new http.Agent({ keepAlive: true, maxSockets: HIGH_CONCURRENCY });
+  // Pushed last, so run first: idle keep-alive sockets would otherwise hold app.close().
+  cleanups.push(async () => agent.destroy());
+
+  const load = { target, agent, signal };
+  let next = 1;
+  const phase = async (count: number, concurrency: number) => {
+    const first = next;
+    next += count;
+    return runWorkflows({ ...load, first, count, concurrency });
+  };
+
+  // One workflow first, so a broken setup fails loudly instead of timing errors.
+  const [checked] = (await phase(1, 1)).runs;
+  if (provider && checked && provider.timeInside(checked.n).requests !== 2) {
+    throw new Error(
+      `the first workflow made ${provider.timeInside(checked.n).requests} model calls, not 2`,
+    );
+  }
+  await phase(plan.warmup, HIGH_CONCURRENCY);
+
+  const measure = async (count: number, concurrency: number): Promise<PhaseResult> => {
+    if (signal.aborted) throw signal.reason;
+    counter?.reset();
+    const cpuBefore = process.cpuUsage();
+    const loopBefore = performance.eventLoopUtilization();
+    const { runs, elapsedMs } = await phase(count, concurrency);
+    const loop = performance.eventLoopUtilization(loopBefore);
+    const cpu = process.cpuUsage(cpuBefore);
+    // Settle: a response's end can be recorded by the fake a tick after
+    // the service already used it; the ledger flush trails the workflows.
+    await new Promise((resolve) => setTimeout(resolve, 50));
+    return {
+      concurrency,
+      workflows: runs.length,
+      wps: (runs.length / elapsedMs) * 1000,
+      wallMs: summarise(runs.map((one) => one.wallMs)),
+      insideProviderMs: provider ? summarise(insideTimes(provider, runs)) : undefined,
+      overheadMs: provider ? summarise(overheads(provider, runs)) : undefined,
+      statements: counter?.snapshot(),
+      cpuMsPerWorkflow: (cpu.user + cpu.system) / 1000 / runs.length,
+      eventLoopUtilization: loop.utilization,
+    };
+  };
+  const c1 = await measure(plan.workflowsC1, 1);
+  const c32 = await measure(plan.workflowsC32, HIGH_CONCURRENCY);
+  if (provider && provider.strayRequests() > 0) {
+    throw new Error(`${provider.strayRequests()} model calls carried no bench question`);
+  }
+
+  const where = [
+    plan.service
+      ? `service at ${plan.service.url}`
+      : `service in-process (embedded PostgreSQL, synchronous_commit ${plan.synchronousCommit})`,
+    plan.providerUrl ? `fake provider at ${plan.providerUrl}` : 'fake provider in-process',
+  ].join(', ');
+  return { plan, where, c1, c32 };
+}
+
+/** The real services and app over a fresh embedded PostgreSQL, as main.ts starts them. */
+async function startService(
+  cleanups: Cleanup[],
+  options: { providerUrl: string; model: string; synchronousCommit: 'on' | 'off' },
+): Promise<ServiceTarget> {
+  const { providerUrl, model } = options;
+  const embedded = await startBenchDatabase(cleanups, 'simple-path');
+  const { services, bootstrap } = await startBenchServices(cleanups, {
+    databaseUrl: embedded.url,
+    env: {
+      [PROVIDER_KEY_ENV]: 'sk-fake',
+      WAYMARK_MODELS: benchCatalogue(providerUrl),
+      // 1,000,000 is the most RATE_LIMIT_MAX accepts, far above what one run sends.
+      RATE_LIMIT_MAX: '1000000',
+    },
+  });
+  if (options.synchronousCommit === 'off') {
+    // For the whole server and after a reload, so the connections already pooled get it too.
+    await services.database.pool.query('ALTER SYSTEM SET synchronous_commit = off');
+    await services.database.pool.query('SELECT pg_reload_conf()');
+  }
+  await services.hub.start();
+  services.retention.start();
+  const app = await buildApp(services);
+  cleanups.push(() => app.close());
+  const baseUrl = await app.listen({ host: '127.0.0.1', port: 0 });
+  return { baseUrl, apiKey: bootstrap.adminKey.secret, model };
+}
+
+function insideTimes(provider: BenchProvider, runs: WorkflowRun[]): number[] {
+  return runs.map((one) => provider.timeInside(one.n).ms);
+}
+
+function overheads(provider: BenchProvider, runs: WorkflowRun[]): number[] {
+  return runs.map((one) => one.wallMs - provider.timeInside(one.n).ms);
+}
+
+function summarise(values: number[]): Percentiles {
+  const sorted = Float64Array.from(values).sort();
+  const sum = sorted.reduce((total, value) => total + value, 0);
+  return {
+    p50: percentile(sorted, 50),
+    p99: percentile(sorted, 99),
+    mean: sorted.length > 0 ? sum / sorted.length : Number.NaN,
+  };
+}
+
+function roundTripsPerWorkflow(phase: PhaseResult): number | undefined {
+  if (!phase.statements) return undefined;
+  const calls = phase.statements.reduce((total, statement) => total + statement.calls, 0);
+  return calls / phase.workflows;
+}
+
+function formatMs(values: Percentiles | undefined): string {
+  if (!values) return 'unknown (the fake runs elsewhere)';
+  return `p50 ${round(values.p50, 2)} ms, p99 ${round(values.p99, 2)} ms, mean ${round(values.mean, 2)} ms`;
+}
+
+function phaseLines(phase: PhaseResult): string[] {
+  const lines = [
+    `  concurrency ${phase.concurrency}: ${phase.workflows} workflows, ${round(phase.wps, 1)} workflows/s`,
+    `    wall time        ${formatMs(phase.wallMs)}`,
+    `    inside provider  ${formatMs(phase.insideProviderMs)}`,
+    `    overhead         ${formatMs(phase.overheadMs)}`,
+    `    this process: ${round(phase.cpuMsPerWorkflow, 2)} ms CPU per workflow, event loop ${Math.round(phase.eventLoopUtilization * 100)}% busy`,
+  ];
+  const perWorkflow = roundTripsPerWorkflow(phase);
+  if (!phase.statements || perWorkflow === undefined) {
+    lines.push('    Postgres round trips: not counted (the service runs elsewhere)');
+    return lines;
+  }
+  const dbMs = phase.statements.reduce((total, statement) => total + statement.totalMs, 0);
+  lines.push(
+    `    Postgres round trips: ${round(perWorkflow, 2)} per workflow, ${round(dbMs / phase.workflows, 2)} ms summed per workflow (call to answer)`,
+    '      per workflow  ms each  statement',
+  );
+  for (const statement of phase.statements) {
+    lines.push(
+      `      ${String(round(statement.calls / phase.workflows, 2)).padStart(12)}  ${String(
+        round(statement.totalMs / statement.calls, 3),
+      ).padStart(7)}  ${statement.kind}`,
+    );
+  }
+  return lines;
+}
+
+function printSummary(results: Results): void {
+  const { plan, c1, c32 } = results;
+  const lines = [
+    `simple-path: two-turn tool loop (calculator, then the answer) per workflow, POST with Accept: text/event-stream; ` +
+      `${plan.warmup} warm-up workflows; ${results.where}; ${os.cpus().length} CPUs; load average ${round(os.loadavg()[0] ?? Number.NaN, 2)}`,
+    ...phaseLines(c1),
+    ...phaseLines(c32),
+  ];
+  if (plan.showSql) {
+    lines.push('  statements (first of each kind):');
+    const examples = new Map<string, string>();
+    for (const statement of [...(c1.statements ?? []), ...(c32.statements ?? [])]) {
+      if (!examples.has(statement.kind)) examples.set(statement.kind, statement.example);
+    }
+    for (const [kind, example] of examples) lines.push(`    ${kind}: ${example}`);
+  }
+  if (c1.overheadMs) {
+    const met = c1.overheadMs.p50 <= TARGET_OVERHEAD_P50_MS_C1;
+    lines.push(
+      `  target: overhead p50 <= ${TARGET_OVERHEAD_P50_MS_C1} ms at concurrency 1: ${round(c1.overheadMs.p50, 2)} ms, ${met ? 'met' : 'MISSED'}`,
+    );
+  }
+  lines.push(
+    `  target: >= ${TARGET_WPS_C32} workflows/s at concurrency ${HIGH_CONCURRENCY}: ${round(c32.wps, 1)}, ${c32.wps >= TARGET_WPS_C32 ? 'met' : 'MISSED'}`,
+  );
+  const roundTrips = roundTripsPerWorkflow(c1);
+  lines.push(
+    // The one line scripts parse: keep it last and its keys stable.
+    `bench simple-path: ${JSON.stringify({
+      overhead_p50_ms_c1: c1.overheadMs ? round(c1.overheadMs.p50, 2) : null,
+      overhead_p99_ms_c1: c1.overheadMs ? round(c1.overheadMs.p99, 2) : null,
+      wps_c32: round(c32.wps, 1),
+      db_roundtrips_per_workflow: roundTrips === undefined ? null : round(roundTrips, 2),
+    })}`,
+    '',
+  );
+  process.stdout.write(lines.join('\n'));
+}

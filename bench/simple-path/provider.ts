@@ -1,0 +1,101 @@
+import { startFakeProviderServer } from '../../test/fakes/provider-server.js';
+import type {
+  FakeProviderServer,
+  FakeResponse,
+  RecordedRequest,
+} from '../../test/fakes/provider-types.js';
+
+/**
+ * The model side of bench/simple-path: the fake provider server (OpenAI
+ * wire format, streamed) answering every conversation with the same two
+ * turns, at once: a `calculator` call, then, once the request carries the
+ * tool's result, the answer. Each workflow asks a numbered question, which
+ * is how the fake tells concurrent conversations apart and how the time
+ * spent inside it is summed per workflow.
+ */
+
+/** Catalogue name of the one model the service is given (or must have, when external). */
+export const BENCH_MODEL = 'bench';
+
+const QUESTION = /^Bench question (\d+):/;
+
+/** The input of workflow `n`. */
+export function benchQuestion(n: number): string {
+  return `Bench question ${n}: what is 6 * 7?`;
+}
+
+const TOOL_CALL: FakeResponse = {
+  kind: 'reply',
+  toolCalls: [{ name: 'calculator', arguments: { expression: '6 * 7' } }],
+  usage: { input: 120, output: 12 },
+};
+const ANSWER: FakeResponse = {
+  kind: 'reply',
+  // One chunk: the fake answers at once, with no pacing between deltas.
+  chunks: ['Six times seven is 42.'],
+  usage: { input: 160, output: 8 },
+};
+
+interface OpenAiMessage {
+  role?: unknown;
+  content?: unknown;
+}
+
+function messagesOf(request: RecordedRequest): OpenAiMessage[] {
+  const messages: unknown = request.body?.messages;
+  return Array.isArray(messages) ? (messages as OpenAiMessage[]) : [];
+}
+
+/** The workflow number in the request's question, or undefined for a request that is not the bench's. */
+export function workflowNumberOf(request: RecordedRequest): number | undefined {
+  const question = messagesOf(request).find((message) => message.role === 'user');
+  const match = typeof question?.content === 'string' ? QUESTION.exec(question.content) : null;
+  return match ? Number(match[1]) : undefined;
+}
+
+/** Turn one calls the calculator; a request that already holds a tool result gets the answer. */
+export function answerTwoTurns(request: RecordedRequest): FakeResponse {
+  return messagesOf(request).some((message) => message.role === 'tool') ? ANSWER : TOOL_CALL;
+}
+
+export interface BenchProvider {
+  server: FakeProviderServer;
+  /**
+   * Milliseconds spent inside the fake for workflow `n` (request arrival to
+   * response end, summed over its requests), and how many requests it made.
+   */
+  timeInside(n: number): { ms: number; requests: number };
+  /** Requests that carried no bench question (a misconfigured run). */
+  strayRequests(): number;
+}
+
+/** Starts the scripted fake; `port` 0 picks a free one. */
+export async function startBenchProvider(options: {
+  port: number;
+  host: string;
+}): Promise<BenchProvider> {
+  const inside = new Map<number, { ms: number; requests: number }>();
+  let stray = 0;
+  const server = await startFakeProviderServer({
+    ...options,
+    respond: answerTwoTurns,
+    // Tens of thousands of requests with their bodies would only grow the heap under test.
+    recordRequests: false,
+    onAnswered(request, span) {
+      const n = workflowNumberOf(request);
+      if (n === undefined) {
+        stray += 1;
+        return;
+      }
+      const sum = inside.get(n) ?? { ms: 0, requests: 0 };
+      sum.ms += span.endedAt - span.arrivedAt;
+      sum.requests += 1;
+      inside.set(n, sum);
+    },
+  });
+  return {
+    server,
+    timeInside: (n) => inside.get(n) ?? { ms: 0, requests: 0 },
+    strayRequests: () => stray,
+  };
+}

@@ -1,0 +1,142 @@
+import http from 'node:http';
+import { benchQuestion } from './provider.js';
+
+/**
+ * The client side of bench/simple-path: each workflow is one
+ * `POST /v1/workflows` with `Accept: text/event-stream`, whose response is
+ * the new workflow's event stream, read until its `workflow_end` frame. Its
+ * wall time runs from sending the request to parsing that frame.
+ */
+
+export interface ServiceTarget {
+  /** e.g. `http://127.0.0.1:8080` */
+  baseUrl: string;
+  apiKey: string;
+  /** Catalogue name the workflows ask for; undefined leaves the choice to the service. */
+  model: string | undefined;
+}
+
+export interface WorkflowRun {
+  /** The number in the workflow's question. */
+  n: number;
+  wallMs: number;
+}
+
+export interface LoadOptions {
+  target: ServiceTarget;
+  agent: http.Agent;
+  /** Workflow numbers `first` .. `first + count - 1`, so every question of a run is distinct. */
+  first: number;
+  count: number;
+  concurrency: number;
+  signal: AbortSignal;
+}
+
+/**
+ * Runs `count` workflows from `concurrency` loops, each starting its next
+ * one when the last ended. The first failure stops every loop and is
+ * thrown once they have all stopped.
+ */
+export async function runWorkflows(
+  options: LoadOptions,
+): Promise<{ runs: WorkflowRun[]; elapsedMs: number }> {
+  const runs: WorkflowRun[] = [];
+  const failed = new AbortController();
+  const signal = AbortSignal.any([options.signal, failed.signal]);
+  const url = new URL('/v1/workflows', options.target.baseUrl);
+  let next = 0;
+  const loop = async (): Promise<void> => {
+    while (!signal.aborted) {
+      const index = next++;
+      if (index >= options.count) return;
+      const n = options.first + index;
+      try {
+        // Not aborted mid-flight: an interrupt lets the workflows in flight
+        // finish (milliseconds), then every loop stops here.
+        runs.push({ n, wallMs: await runWorkflow(url, options, n) });
+      } catch (error) {
+        failed.abort(error);
+        return;
+      }
+    }
+  };
+  const started = performance.now();
+  await Promise.all(Array.from({ length: options.concurrency }, loop));
+  const elapsedMs = performance.now() - started;
+  if (signal.aborted) throw signal.reason;
+  return { runs, elapsedMs };
+}
+
+const END_FRAME = 'event: workflow_end\n';
+
+/** One workflow, streamed; resolves with its wall time once `workflow_end` says it completed. */
+function runWorkflow(
+  url: URL,
+  options: Pick<LoadOptions, 'target' | 'agent'>,
+  n: number,
+): Promise<number> {
+  const { target, agent } = options;
+  const body = JSON.stringify({
+    input: benchQuestion(n),
+    mode: 'simple',
+    tools: ['calculator'],
+    ...(target.model ? { model: target.model } : {}),
+  });
+  return new Promise((resolve, reject) => {
+    const started = performance.now();
+    const request = http.request(
+      url,
+      {
+        method: 'POST',
+        agent,
+        headers: {
+          authorization: `Bearer ${target.apiKey}`,
+          accept: 'text/event-stream',
+          'content-type': 'application/json',
+          'content-length': Buffer.byteLength(body),
+        },
+      },
+      (response) => {
+        response.setEncoding('utf8');
+        let buffer = '';
+        let wallMs: number | undefined;
+        let failure: Error | undefined;
+        response.on('data', (chunk: string) => {
+          if (wallMs !== undefined || failure) return;
+          buffer += chunk;
+          if (response.statusCode !== 200) return;
+          const at = buffer.indexOf(END_FRAME);
+          if (at === -1) {
+            // Only the frame in progress matters; the rest is read and dropped.
+            const last = buffer.lastIndexOf('\n\n');
+            if (last !== -1) buffer = buffer.slice(last + 2);
+            return;
+          }
+          const frameEnd = buffer.indexOf('\n\n', at);
+          if (frameEnd === -1) return;
+          const timeAt = performance.now();
+          const data = /\ndata: (.*)/.exec(buffer.slice(at, frameEnd))?.[1] ?? '{}';
+          const end = JSON.parse(data) as { status?: unknown; detail?: unknown };
+          if (end.status === 'completed') wallMs = timeAt - started;
+          else failure = new Error(`workflow ${n} ended ${String(end.status)}: ${data}`);
+        });
+        // The stream ends after workflow_end; reading it to the end frees the keep-alive socket.
+        response.once('end', () => {
+          if (failure) return reject(failure);
+          if (wallMs !== undefined) return resolve(wallMs);
+          const status = response.statusCode;
+          reject(
+            new Error(
+              status === 200
+                ? `workflow ${n}: the event stream ended without workflow_end`
+                : `POST /v1/workflows answered ${status}: ${buffer.slice(0, 500)}`,
+            ),
+          );
+        });
+        response.once('error', reject);
+      },
+    );
+    request.once('error', reject);
+    request.end(body);
+  });
+}
