@@ -1,5 +1,5 @@
 import type { Logger } from 'pino';
-import type { Db } from '../store/database.js';
+import type { Db, DbOrTx } from '../store/database.js';
 import { type NewEventRow, workflowEventsRepository } from '../store/workflow-events.js';
 import { toEvent } from '../workflows/rows.js';
 import {
@@ -15,7 +15,6 @@ import type {
   WorkflowResult,
 } from '../workflows/types.js';
 import type { EventHub } from './event-hub.js';
-import { notificationPayload } from './notification.js';
 
 export interface TrackerOptions {
   db: Db;
@@ -78,21 +77,26 @@ export function createWorkflowTracker(options: TrackerOptions) {
   ): Promise<WorkflowEvent> {
     // Tokens written before this event must reach readers before it.
     await flushTokens();
-    const committed = await db.transaction().execute(async (tx) => {
-      await alsoInTransaction?.(tx);
-      const repository = workflowEventsRepository(tx);
-      const [row] = await repository.append({ workflowId, tenantId, events: [event] });
+    const append = async (within: DbOrTx, fastCommit: boolean) => {
+      const { rows } = await workflowEventsRepository(within).appendNotified({
+        workflowId,
+        tenantId,
+        events: [event],
+        origin: options.origin,
+        fastCommit,
+      });
+      const [row] = rows;
       if (!row) throw new Error('appending an event returned no row');
-      await repository.notify(
-        notificationPayload({
-          kind: 'events',
-          workflowId,
-          lastSeq: row.seq,
-          origin: options.origin,
-        }),
-      );
       return toEvent(row);
-    });
+    };
+    // A lone event is one statement, committed without waiting for the WAL
+    // flush (see appendNotified); one with other writes is a durable transaction.
+    const committed = alsoInTransaction
+      ? await db.transaction().execute(async (tx) => {
+          await alsoInTransaction(tx);
+          return append(tx, false);
+        })
+      : await append(db, true);
     hub.publish([committed]);
     return committed;
   }

@@ -3,7 +3,6 @@ import { conflict, notFound } from '../errors.js';
 import type { Db } from '../store/database.js';
 import type { Database, WorkflowRow } from '../store/schema.js';
 import { type NewEventRow, workflowEventsRepository } from '../store/workflow-events.js';
-import { notificationPayload } from '../tracker/notification.js';
 import { toEvent, toWorkflow } from './rows.js';
 import { assertTransition } from './state-machine.js';
 import type {
@@ -79,7 +78,7 @@ export async function transitionWorkflow(
       );
     }
     const now = new Date();
-    await tx
+    const changed = await tx
       .updateTable('workflows')
       .set({
         status: input.to,
@@ -96,29 +95,18 @@ export async function transitionWorkflow(
         ...(input.error ? { error: JSON.stringify(input.error) } : {}),
       })
       .where('id', '=', input.workflowId)
-      .execute();
+      .returningAll()
+      .executeTakeFirstOrThrow();
     await input.alsoInTransaction?.(tx);
-    const events = workflowEventsRepository(tx);
-    const appended = await events.append({
+    const appended = await workflowEventsRepository(tx).appendNotified({
       workflowId: input.workflowId,
       tenantId: input.tenantId,
       events: input.events,
+      origin: input.origin,
       afterTransition: true,
     });
-    const updated = await tx
-      .selectFrom('workflows')
-      .selectAll()
-      .where('id', '=', input.workflowId)
-      .executeTakeFirstOrThrow();
-    await events.notify(
-      notificationPayload({
-        kind: 'events',
-        workflowId: input.workflowId,
-        lastSeq: updated.last_seq,
-        origin: input.origin,
-      }),
-    );
-    return { workflow: toWorkflow(updated), events: appended.map(toEvent) };
+    const updated = { ...changed, last_seq: appended.lastSeq };
+    return { workflow: toWorkflow(updated), events: appended.rows.map(toEvent) };
   });
 }
 

@@ -4,7 +4,7 @@ import path from 'node:path';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import type { WorkflowEvent } from '../../src/workflows/types.js';
 import { startFakeProviderServer } from '../fakes/provider-server.js';
-import type { FakeProviderServer, RecordedRequest } from '../fakes/provider-types.js';
+import type { FakeProviderServer, FakeResponse, RecordedRequest } from '../fakes/provider-types.js';
 import { createTestDatabase, type TestDatabase } from '../support/database.js';
 import { eventually, openStream, within } from '../support/event-streams.js';
 import { printedBootstrapKeys, type WaymarkProcess, waymarkProcesses } from '../support/process.js';
@@ -12,19 +12,20 @@ import { toolResultsOf } from '../support/tool-loop-harness.js';
 
 /**
  * Two real server processes on one database. The one running a workflow
- * is killed with SIGKILL in the middle of a model turn; the other takes the
- * workflow over once its lease expires and finishes it from the last
- * persisted turn. An SSE client that moves to the survivor with
- * Last-Event-ID sees every event exactly once.
+ * is killed with SIGKILL in the middle of a model turn (of the tool loop,
+ * or of a pipeline stage); the other takes the workflow over once its lease
+ * expires and finishes it from the last persisted turn or stage. An SSE
+ * client that moves to the survivor with Last-Event-ID sees every event
+ * exactly once.
  */
 
 const processes = waymarkProcesses();
-let database: TestDatabase | undefined;
+/** One fresh database per test: each starts from an empty tenancy with a printed key. */
+const databases: TestDatabase[] = [];
 let provider: FakeProviderServer;
 const dataDirs: string[] = [];
 
 beforeAll(async () => {
-  database = await createTestDatabase();
   provider = await startFakeProviderServer();
   for (let i = 0; i < 2; i++) {
     dataDirs.push(await mkdtemp(path.join(os.tmpdir(), `waymark-e2e-crash-${i}-`)));
@@ -38,12 +39,11 @@ afterEach(async () => {
 afterAll(async () => {
   await processes.killAll();
   await provider?.close();
-  await database?.drop();
+  await Promise.all(databases.map((database) => database.drop()));
   await Promise.all(dataDirs.map((dir) => rm(dir, { recursive: true, force: true })));
 });
 
-function replicaEnv(index: number): Record<string, string> {
-  if (!database) throw new Error('the test database was not created');
+function replicaEnv(database: TestDatabase, index: number): Record<string, string> {
   return {
     DATABASE_URL: database.url,
     WAYMARK_DATA_DIR: dataDirs[index] as string,
@@ -75,74 +75,128 @@ function requestsFor(question: string): RecordedRequest[] {
   );
 }
 
-describe('a replica killed in the middle of a tool loop', () => {
-  it('the other replica finishes the workflow; turns completed before the crash are not run again; the SSE client sees every event once', async () => {
-    const a: WaymarkProcess = await processes.start({ env: replicaEnv(0) });
-    await a.waitUntilReady(60_000);
-    const [key] = printedBootstrapKeys(a.stdout());
-    if (!key) throw new Error('no bootstrap key was printed');
-    const b: WaymarkProcess = await processes.start({ env: replicaEnv(1) });
-    await b.waitUntilReady(60_000);
+/** Two replicas on the test database: A (which will run the workflow and be killed) and B. */
+async function startReplicas(): Promise<{ a: WaymarkProcess; b: WaymarkProcess; key: string }> {
+  const database = await createTestDatabase();
+  databases.push(database);
+  const a = await processes.start({ env: replicaEnv(database, 0) });
+  await a.waitUntilReady(60_000);
+  const [key] = printedBootstrapKeys(a.stdout());
+  if (!key) throw new Error('no bootstrap key was printed');
+  const b = await processes.start({ env: replicaEnv(database, 1) });
+  await b.waitUntilReady(60_000);
+  return { a, b, key };
+}
 
+/** A reply that hangs after its first chunk until released: the model turn A is killed in. */
+function hangingReply(): { reply: FakeResponse; started: Promise<void>; release: () => void } {
+  let release: () => void = () => undefined;
+  const held = new Promise<void>((resolve) => {
+    release = resolve;
+  });
+  let markStarted: () => void = () => undefined;
+  const started = new Promise<void>((resolve) => {
+    markStarted = resolve;
+  });
+  return {
+    reply: {
+      kind: 'reply',
+      chunks: ['The answer ', 'is cut off.'],
+      betweenChunks: async () => {
+        markStarted();
+        await held;
+      },
+    },
+    started,
+    release,
+  };
+}
+
+async function createWorkflow(
+  replica: WaymarkProcess,
+  key: string,
+  body: Record<string, unknown>,
+): Promise<string> {
+  const created = await fetch(`${replica.url}/v1/workflows`, {
+    method: 'POST',
+    headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json' },
+    body: JSON.stringify(body),
+  });
+  expect(created.status).toBe(202);
+  return ((await created.json()) as { id: string }).id;
+}
+
+/**
+ * Kills A once `inFlight` says the turn to cut is under way, then follows
+ * the workflow on B from the last event A's stream delivered; returns
+ * every event the client saw, over both connections.
+ */
+async function killAndFollow(options: {
+  a: WaymarkProcess;
+  b: WaymarkProcess;
+  key: string;
+  id: string;
+  hanging: ReturnType<typeof hangingReply>;
+  inFlight: (events: WorkflowEvent[]) => boolean;
+}): Promise<{ events: WorkflowEvent[]; afterKill: WorkflowEvent[] }> {
+  const { a, b, key, id, hanging } = options;
+  const first = openStream(`${a.url}/v1/workflows/${id}/events`, { key });
+  await within(hanging.started, 20_000, 'the hanging turn streaming on A');
+  await eventually(() => options.inFlight(first.events), 10_000, 'the cut turn under way on A');
+  a.signal('SIGKILL');
+  await a.waitForExit(10_000);
+  hanging.release();
+  first.close();
+  const second = openStream(`${b.url}/v1/workflows/${id}/events`, {
+    key,
+    lastEventId: first.lastEventId(),
+  });
+  await within(second.ended, 30_000, 'the workflow ending on B');
+  return { events: [...first.events, ...second.events], afterKill: second.events };
+}
+
+async function workflowOn(replica: WaymarkProcess, key: string, id: string) {
+  const response = await fetch(`${replica.url}/v1/workflows/${id}`, {
+    headers: { authorization: `Bearer ${key}` },
+  });
+  return (await response.json()) as Record<string, unknown>;
+}
+
+function expectEveryEventOnce(events: WorkflowEvent[]): void {
+  expect(events.map((event) => event.seq)).toEqual(events.map((_, index) => index + 1));
+  expect(events.at(-1)).toMatchObject({ type: 'workflow_end', status: 'completed' });
+}
+
+describe('a replica killed with SIGKILL while it runs a workflow', () => {
+  it('in the middle of a tool loop: the other replica finishes it; turns completed before the crash are not run again; the SSE client sees every event once', async () => {
+    const { a, b, key } = await startReplicas();
+    const hanging = hangingReply();
     // Turn 1 calls the calculator; turn 2 hangs after its first chunk until A is dead.
-    let releaseTurn2: () => void = () => undefined;
-    const turn2Held = new Promise<void>((resolve) => {
-      releaseTurn2 = resolve;
-    });
-    let turn2Started: () => void = () => undefined;
-    const turn2Streaming = new Promise<void>((resolve) => {
-      turn2Started = resolve;
-    });
     provider.enqueue(
       {
         kind: 'reply',
         toolCalls: [{ id: 'call_mul', name: 'calculator', arguments: { expression: '6 * 7' } }],
       },
-      {
-        kind: 'reply',
-        chunks: ['The answer ', 'is cut off.'],
-        betweenChunks: async () => {
-          turn2Started();
-          await turn2Held;
-        },
-      },
+      hanging.reply,
       { kind: 'reply', chunks: ['It is ', '42.'] },
     );
     const question = `What is six times seven? (${Date.now()})`;
-    const created = await fetch(`${a.url}/v1/workflows`, {
-      method: 'POST',
-      headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json' },
-      body: JSON.stringify({ input: question, mode: 'simple' }),
-    });
-    expect(created.status).toBe(202);
-    const { id } = (await created.json()) as { id: string };
-
-    const first = openStream(`${a.url}/v1/workflows/${id}/events`, { key });
-    await within(turn2Streaming, 20_000, 'turn 2 streaming on A');
-    await eventually(
-      () => first.events.some((event) => event.type === 'llm_call' && event.step === 'turn-2'),
-      10_000,
-      'turn 2 started on A',
-    );
-    a.signal('SIGKILL');
-    await a.waitForExit(10_000);
-    releaseTurn2();
-    first.close();
-
-    const second = openStream(`${b.url}/v1/workflows/${id}/events`, {
+    const id = await createWorkflow(a, key, { input: question, mode: 'simple' });
+    const { events, afterKill } = await killAndFollow({
+      a,
+      b,
       key,
-      lastEventId: first.lastEventId(),
+      id,
+      hanging,
+      inFlight: (seen) =>
+        seen.some((event) => event.type === 'llm_call' && event.step === 'turn-2'),
     });
-    await within(second.ended, 30_000, 'the workflow ending on B');
 
-    const events: WorkflowEvent[] = [...first.events, ...second.events];
-    expect(events.map((event) => event.seq)).toEqual(events.map((_, index) => index + 1));
-    expect(events.at(-1)).toMatchObject({ type: 'workflow_end', status: 'completed' });
-    expect(second.events.some((event) => event.type === 'resumed')).toBe(true);
+    expectEveryEventOnce(events);
+    expect(afterKill.some((event) => event.type === 'resumed')).toBe(true);
     expect(events.find((event) => event.type === 'answer')?.detail).toMatchObject({
       text: 'It is 42.',
     });
-
     // Turn 1 ran once; turn 2 twice (cut off on A, again on B), with turn 1's result.
     const requests = requestsFor(question);
     expect(requests).toHaveLength(3);
@@ -150,9 +204,61 @@ describe('a replica killed in the middle of a tool loop', () => {
     for (const retried of requests.slice(1)) {
       expect(toolResultsOf(retried).map((result) => result.callId)).toEqual(['call_mul']);
     }
-    const workflow = (await (
-      await fetch(`${b.url}/v1/workflows/${id}`, { headers: { authorization: `Bearer ${key}` } })
-    ).json()) as Record<string, unknown>;
-    expect(workflow).toMatchObject({ status: 'completed', result: { answer: 'It is 42.' } });
+    expect(await workflowOn(b, key, id)).toMatchObject({
+      status: 'completed',
+      result: { answer: 'It is 42.' },
+    });
+  });
+
+  it('in the middle of a pipeline stage: the other replica finishes it; stages completed before the crash are not run again; the SSE client sees every event once', async () => {
+    const { a, b, key } = await startReplicas();
+    const hanging = hangingReply();
+    const stage = (id: string) => ({ id, title: `Stage ${id}`, goal: `Work out ${id}` });
+    provider.enqueue(
+      { kind: 'reply', text: JSON.stringify({ stages: [stage('a'), stage('b'), stage('c')] }) },
+      { kind: 'reply', text: 'Result of a.' },
+      hanging.reply,
+      { kind: 'reply', text: 'Result of b.' },
+      { kind: 'reply', text: 'Result of c.' },
+      { kind: 'reply', text: 'The final answer.' },
+    );
+    const question = `Compare a, b and c (${Date.now()})`;
+    const id = await createWorkflow(a, key, { input: question, mode: 'complex' });
+    const { events, afterKill } = await killAndFollow({
+      a,
+      b,
+      key,
+      id,
+      hanging,
+      inFlight: (seen) =>
+        seen.some(
+          (event) => event.type === 'stage' && event.step === 'b' && event.status === 'started',
+        ),
+    });
+
+    expectEveryEventOnce(events);
+    expect(afterKill.some((event) => event.type === 'resumed')).toBe(true);
+    expect(
+      events
+        .filter((event) => event.type === 'stage' && event.status === 'completed')
+        .map((event) => event.step),
+    ).toEqual(['a', 'b', 'c']);
+    // Planner and stage a once, stage b twice (cut off on A, again on B), c and synthesis once.
+    const requests = requestsFor(question);
+    expect(requests).toHaveLength(6);
+    const pipeline = (await (
+      await fetch(`${b.url}/v1/workflows/${id}/pipeline`, {
+        headers: { authorization: `Bearer ${key}` },
+      })
+    ).json()) as { stages: { id: string; attempts: { status: string; reason: string }[] }[] };
+    expect(
+      pipeline.stages.map((s) =>
+        s.attempts.map((attempt) => `${attempt.status}:${attempt.reason}`),
+      ),
+    ).toEqual([['completed:first'], ['failed:first', 'completed:resumed'], ['completed:first']]);
+    expect(await workflowOn(b, key, id)).toMatchObject({
+      status: 'completed',
+      result: { answer: 'The final answer.' },
+    });
   });
 });

@@ -19,7 +19,7 @@ import {
 let testApp: TestApp;
 let tenant: TestTenant;
 beforeAll(async () => {
-  testApp = await startTestApp({ WAYMARK_MODELS: scriptedCatalogue(0) });
+  testApp = await startTestApp({ WAYMARK_MODELS: scriptedCatalogue(0), RATE_LIMIT_MAX: '100000' });
   tenant = await createTenant(testApp, await bootstrapOperator(testApp), { name: 'scripted' });
 });
 afterAll(async () => {
