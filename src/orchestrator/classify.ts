@@ -1,6 +1,7 @@
 import type { Logger } from 'pino';
 import { type Config, ConfigError } from '../config.js';
 import type { Catalogue } from '../llm/catalogue.js';
+import type { NewEventRow } from '../store/workflow-events.js';
 import { workflowsRepository } from '../store/workflows.js';
 import type { WorkflowTracker } from '../tracker/tracker.js';
 import type { WorkflowEvent, WorkflowKind, WorkflowMode } from '../workflows/types.js';
@@ -42,14 +43,11 @@ export interface ClassifyOptions {
 }
 
 export async function classifyQuestion(options: ClassifyOptions): Promise<Classification> {
-  if (options.mode !== 'auto') {
-    return { kind: options.mode, method: 'mode', reason: `the request set mode "${options.mode}"` };
+  if (options.mode !== 'auto' || !options.modelCheck) {
+    return classifyByRequestOrKeywords(options.input, options.mode, options.keywords);
   }
   const heuristic = options.keywords.classify(options.input);
   const keywordReason = describeMatches(heuristic.matched);
-  if (!options.modelCheck) {
-    return { kind: heuristic.kind, method: 'keywords', reason: keywordReason };
-  }
   const outcome = await askModel(options.modelCheck, options.input);
   if (outcome.status === 'answered') {
     return {
@@ -88,6 +86,44 @@ function describeFallback(outcome: Exclude<ModelCheckOutcome, { status: 'answere
 }
 
 /**
+ * The decision when it needs no model (the request's mode, or the keywords
+ * when the model check is off), else undefined: the run's first transition
+ * can then carry it, rather than a transaction of its own.
+ */
+export function classifyWithoutModel(options: {
+  input: string;
+  mode: WorkflowMode;
+  settings: ClassifierSettings;
+}): Classification | undefined {
+  if (options.mode === 'auto' && options.settings.checkModel !== undefined) return undefined;
+  return classifyByRequestOrKeywords(options.input, options.mode, options.settings.keywords);
+}
+
+function classifyByRequestOrKeywords(
+  input: string,
+  mode: WorkflowMode,
+  keywords: KeywordMatcher,
+): Classification {
+  if (mode !== 'auto') {
+    return { kind: mode, method: 'mode', reason: `the request set mode "${mode}"` };
+  }
+  const heuristic = keywords.classify(input);
+  return { kind: heuristic.kind, method: 'keywords', reason: describeMatches(heuristic.matched) };
+}
+
+/** The `classification` event of a decision. */
+export function classificationEvent(classification: Classification): NewEventRow {
+  const { kind, method, reason } = classification;
+  return {
+    type: 'classification',
+    step: 'classify',
+    status: 'completed',
+    detail: { kind, method, reason },
+    elapsedMs: null,
+  };
+}
+
+/**
  * Records the decision: the workflow's `classification` event, and its
  * `kind` on the workflow row in the same transaction, so a resumed run
  * takes the same path without classifying again.
@@ -97,16 +133,8 @@ export function recordClassification(
   classification: Classification,
   workflow: { tenantId: string; id: string },
 ): Promise<WorkflowEvent> {
-  const { kind, method, reason } = classification;
-  return tracker.record(
-    {
-      type: 'classification',
-      step: 'classify',
-      status: 'completed',
-      detail: { kind, method, reason },
-      elapsedMs: null,
-    },
-    (tx) => workflowsRepository(tx).setKind(workflow.tenantId, workflow.id, kind),
+  return tracker.record(classificationEvent(classification), (tx) =>
+    workflowsRepository(tx).setKind(workflow.tenantId, workflow.id, classification.kind),
   );
 }
 

@@ -3,6 +3,7 @@ import { workflowsRepository } from '../store/workflows.js';
 import { createWorkflowTracker } from '../tracker/tracker.js';
 import { toWorkflow } from '../workflows/rows.js';
 import type { Workflow, WorkflowError } from '../workflows/types.js';
+import { classificationEvent, classifyWithoutModel } from './classify.js';
 import type { Execution } from './executions.js';
 import { answerWithToolLoop } from './run-answer.js';
 import { type MinimalExecutorOptions, type Run, type RunCause, stop } from './workflow-run.js';
@@ -117,17 +118,33 @@ async function executeRun(run: Run): Promise<void> {
       claimed.last_seq,
     );
     // Queued: a first run. Running: the workflow was resumed (answered, or taken over).
-    if (run.workflow.status === 'queued') {
-      await run.tracker.begin({ mode: workflow.mode, model: workflow.model });
+    const firstRun = run.workflow.status === 'queued';
+    if (firstRun) {
+      const classification = classifyWithoutModel({
+        input: workflow.input,
+        mode: workflow.mode,
+        settings: options.orchestrator.classifier,
+      });
+      const begun = await run.tracker.begin(
+        { mode: workflow.mode, model: workflow.model },
+        classification && {
+          kind: classification.kind,
+          events: [classificationEvent(classification)],
+        },
+      );
+      // With its kind when classified here, so the orchestrator does not classify again.
+      run.workflow = begun.workflow;
     }
-    await answerWithToolLoop(run);
+    await answerWithToolLoop(run, { firstRun });
+    // It ended or paused: that transition cleared the lease.
+    leased = false;
   } catch (error) {
     await settleAfterError(run, error);
   } finally {
     clearInterval(heartbeat);
     unsubscribe?.();
     run.tracker.close();
-    // A final transition has cleared the lease already; this covers a run that ended without one.
+    // Covers a run that failed or stopped without a transition clearing the lease.
     if (leased) {
       await run.repository
         .releaseLease(lease)

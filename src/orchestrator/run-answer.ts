@@ -3,6 +3,8 @@ import type { Catalogue, ProviderKind } from '../llm/catalogue.js';
 import type { RouterEvent } from '../llm/router/types.js';
 import type { Message } from '../llm/types.js';
 import type { Database } from '../store/schema.js';
+import type { NewEventRow } from '../store/workflow-events.js';
+import { workflowsRepository } from '../store/workflows.js';
 import type { CompletionReason, WorkflowUsage } from '../workflows/types.js';
 import { answerWorkflow } from './answer-workflow.js';
 import type { PipelinePause } from './pipeline/run-pipeline.js';
@@ -21,13 +23,17 @@ import { type Run, throwIfStopped } from './workflow-run.js';
 const MODEL_STEP = 'model';
 
 /** Classify, then the tool loop (answer-workflow.ts); ends the workflow with its outcome. */
-export async function answerWithToolLoop(run: Run): Promise<void> {
+export async function answerWithToolLoop(
+  run: Run,
+  /** False when the workflow ran before: it continues from its persisted steps. */
+  { firstRun }: { firstRun: boolean },
+): Promise<void> {
   const { tracker, workflow, options } = run;
   throwIfStopped(run);
   const history = await sessionHistoryOf(run);
   throwIfStopped(run);
   const turns = workflowTurnsRepository(options.db);
-  const resume = await resumePointOf(run);
+  const resume = firstRun ? undefined : await resumePointOf(run);
   throwIfStopped(run);
   const outcome = await answerWorkflow({
     resume,
@@ -65,23 +71,44 @@ export async function answerWithToolLoop(run: Run): Promise<void> {
     return;
   }
 
+  // The answer, the usage and the end commit together: one transaction, not four.
+  const usage = usageOf(run);
+  const usageEvents = usage ? [usage.event] : [];
+  const addUsage = async (tx: Transaction<Database>) => {
+    if (usage) await workflowsRepository(tx).addUsage(workflow.tenantId, workflow.id, usage.totals);
+  };
+  throwIfStopped(run);
   if (outcome.failure) {
-    await recordUsage(run);
-    throwIfStopped(run);
     await tracker.end(
       { status: 'failed', error: outcome.failure },
-      performance.now() - run.startedAt,
+      {
+        elapsedMs: performance.now() - run.startedAt,
+        events: usageEvents,
+        alsoInTransaction: addUsage,
+      },
     );
     return;
   }
-  await tracker.emit('answer', null, 'completed', { text: run.answer });
-  await recordUsage(run);
-  throwIfStopped(run);
   await tracker.end(
     // A loop ends in model_error only with a failure, which ended the workflow above.
     { status: 'completed', answer: run.answer, reason: outcome.reason as CompletionReason },
-    performance.now() - run.startedAt,
-    (tx) => appendToSession(run, tx),
+    {
+      elapsedMs: performance.now() - run.startedAt,
+      events: [
+        {
+          type: 'answer',
+          step: null,
+          status: 'completed',
+          detail: { text: run.answer },
+          elapsedMs: null,
+        },
+        ...usageEvents,
+      ],
+      alsoInTransaction: async (tx) => {
+        await addUsage(tx);
+        await appendToSession(run, tx);
+      },
+    },
   );
 }
 
@@ -90,8 +117,7 @@ export async function answerWithToolLoop(run: Run): Promise<void> {
  * another runner) continues from its persisted turns; one taken over says
  * so with a `resumed` event.
  */
-async function resumePointOf(run: Run): Promise<LoopResume | undefined> {
-  if (run.workflow.status === 'queued') return undefined;
+async function resumePointOf(run: Run): Promise<LoopResume> {
   const resume = await loadLoopResume(run.options.db, {
     tenantId: run.workflow.tenantId,
     workflowId: run.workflow.id,
@@ -218,14 +244,31 @@ function report(run: Run, event: RouterEvent): void {
 
 /** The `usage` event and the workflow's totals, when the model reported usage. */
 async function recordUsage(run: Run): Promise<void> {
-  if (!run.usage) return;
+  const usage = usageOf(run);
+  if (!usage) return;
   throwIfStopped(run);
-  const usage: WorkflowUsage = {
+  await run.tracker.record(usage.event, (tx) =>
+    workflowsRepository(tx).addUsage(run.workflow.tenantId, run.workflow.id, usage.totals),
+  );
+}
+
+/** This run's usage as its `usage` event and as the increment of the workflow's totals. */
+function usageOf(run: Run): { event: NewEventRow; totals: WorkflowUsage } | undefined {
+  if (!run.usage) return undefined;
+  const totals: WorkflowUsage = {
     inputTokens: run.usage.inputTokens,
     outputTokens: run.usage.outputTokens,
     cachedInputTokens: run.usage.cachedInputTokens,
     costUsd: run.costUsd,
   };
-  await run.tracker.emit('usage', null, 'info', { model: run.model, ...usage });
-  await run.repository.addUsage(run.workflow.tenantId, run.workflow.id, usage);
+  return {
+    event: {
+      type: 'usage',
+      step: null,
+      status: 'info',
+      detail: { model: run.model, ...totals },
+      elapsedMs: null,
+    },
+    totals,
+  };
 }

@@ -12,6 +12,7 @@ import type {
   EventStatus,
   EventType,
   WorkflowEvent,
+  WorkflowKind,
   WorkflowResult,
 } from '../workflows/types.js';
 import type { EventHub } from './event-hub.js';
@@ -173,11 +174,17 @@ export function createWorkflowTracker(options: TrackerOptions) {
     transition,
 
     /** queued -> running, with the `workflow_start` event. */
-    begin(detail: Record<string, unknown> = {}): Promise<TransitionResult> {
+    begin(
+      detail: Record<string, unknown> = {},
+      /** Decided already (a classification needing no model): written with the start. */
+      decided?: { kind: WorkflowKind; events: NewEventRow[] },
+    ): Promise<TransitionResult> {
       return transition({
         to: 'running',
+        ...(decided ? { kind: decided.kind } : {}),
         events: [
           { type: 'workflow_start', step: null, status: 'started', detail, elapsedMs: null },
+          ...(decided?.events ?? []),
         ],
       });
     },
@@ -191,8 +198,12 @@ export function createWorkflowTracker(options: TrackerOptions) {
         | { status: 'completed'; answer: string; reason?: CompletionReason }
         | { status: 'failed'; error: { code: string; message: string } }
         | { status: 'cancelled'; reason?: string },
-      elapsedMs?: number,
-      alsoInTransaction?: Transition['alsoInTransaction'],
+      options: {
+        elapsedMs?: number;
+        /** Events that precede `workflow_end` in the same transaction (the answer, the usage). */
+        events?: NewEventRow[];
+        alsoInTransaction?: Transition['alsoInTransaction'];
+      } = {},
     ): Promise<TransitionResult> {
       const result: WorkflowResult | undefined =
         outcome.status === 'completed'
@@ -209,15 +220,16 @@ export function createWorkflowTracker(options: TrackerOptions) {
         ...(result ? { result } : {}),
         ...(outcome.status === 'failed' ? { error: outcome.error } : {}),
         events: [
+          ...(options.events ?? []),
           {
             type: 'workflow_end',
             step: null,
             status: outcome.status,
             detail,
-            elapsedMs: elapsedMs ?? null,
+            elapsedMs: options.elapsedMs ?? null,
           },
         ],
-        alsoInTransaction,
+        alsoInTransaction: options.alsoInTransaction,
       });
     },
 

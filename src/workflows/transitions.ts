@@ -77,6 +77,7 @@ export async function transitionWorkflow(
         currentState(current),
       );
     }
+    await input.alsoInTransaction?.(tx);
     const now = new Date();
     const changed = await tx
       .updateTable('workflows')
@@ -87,8 +88,10 @@ export async function transitionWorkflow(
         version: current.version + 1,
         updated_at: now,
         ...(input.to === 'running' && !current.startedAt ? { started_at: now } : {}),
-        ...(isFinished(input.to)
-          ? { finished_at: now, lease_owner: null, lease_expires_at: null }
+        ...(isFinished(input.to) ? { finished_at: now } : {}),
+        // Neither a finished nor a paused workflow needs a runner.
+        ...(isFinished(input.to) || input.to === 'awaiting_input'
+          ? { lease_owner: null, lease_expires_at: null }
           : {}),
         ...(input.kind ? { kind: input.kind } : {}),
         ...(input.result ? { result: JSON.stringify(input.result) } : {}),
@@ -97,7 +100,6 @@ export async function transitionWorkflow(
       .where('id', '=', input.workflowId)
       .returningAll()
       .executeTakeFirstOrThrow();
-    await input.alsoInTransaction?.(tx);
     const appended = await workflowEventsRepository(tx).appendNotified({
       workflowId: input.workflowId,
       tenantId: input.tenantId,
