@@ -58,6 +58,7 @@ function startRun(options: MinimalExecutorOptions, workflow: Workflow, cause: Ru
     stopReason: undefined,
     model: workflow.model,
     answer: '',
+    streamed: '',
     usage: undefined,
     costUsd: 0,
     reports: Promise.resolve(),
@@ -187,6 +188,13 @@ async function settleAfterError(run: Run, error: unknown): Promise<void> {
     switch (run.stopReason) {
       case 'cancelled':
         run.log.info('the workflow was cancelled; its run stopped');
+        if (run.streamed !== '') {
+          await run.repository.keepPartialAnswer(
+            run.workflow.tenantId,
+            run.workflow.id,
+            run.streamed,
+          );
+        }
         return;
       case 'lease_lost':
         run.log.warn('the workflow’s lease was lost; its run stopped');

@@ -45,7 +45,13 @@ export async function answerWithToolLoop(
       kind: providerKindOf(options.catalogue, workflow.model),
     },
     router: options.router,
-    tracker,
+    tracker: {
+      ...tracker,
+      token: (text) => {
+        run.streamed += text;
+        tracker.token(text);
+      },
+    },
     signal: run.controller.signal,
     log: run.log,
     onRouterEvent: (event) => report(run, event),

@@ -57,6 +57,8 @@ export interface Run {
   /** Catalogue name of the model answering now; changes on a fallback. */
   model: string;
   answer: string;
+  /** Every text delta streamed so far: kept on the workflow when it is cancelled. */
+  streamed: string;
   usage: Usage | undefined;
   /** What the turns cost, each at the prices of the model that answered it (the budget's figure). */
   costUsd: number;

@@ -199,6 +199,22 @@ export function workflowsRepository(db: DbOrTx) {
         .execute();
     },
 
+    /**
+     * Keeps the text a cancelled run had streamed as the workflow's partial
+     * result. Only on a cancelled workflow without a result: the cancel's
+     * transition ended it, the run that was stopped adds what it had.
+     */
+    async keepPartialAnswer(tenantId: string, id: string, text: string): Promise<void> {
+      await db
+        .updateTable('workflows')
+        .set({ result: JSON.stringify({ answer: text, reason: 'cancelled' }) })
+        .where('tenant_id', '=', tenantId)
+        .where('id', '=', id)
+        .where('status', '=', 'cancelled')
+        .where('result', 'is', null)
+        .execute();
+    },
+
     /** Sets the kind the classification decided; written once per workflow. */
     async setKind(tenantId: string, id: string, kind: string): Promise<void> {
       await db

@@ -111,11 +111,18 @@ export const BUDGET_CAPS = ['iteration_cap', 'token_budget', 'cost_budget'] as c
 export type BudgetCap = (typeof BUDGET_CAPS)[number];
 
 /**
- * Why a completed workflow ended: the model answered; a budget cap was
- * reached and one last turn without tools answered from what was gathered;
- * or the conversation outgrew the model's context window (a partial answer).
+ * Why a workflow's result is what it is: the model answered; a budget cap
+ * was reached and one last turn without tools answered from what was
+ * gathered; the conversation outgrew the model's context window (a partial
+ * answer); or the workflow was cancelled and `answer` is the text streamed
+ * until then.
  */
-export const COMPLETION_REASONS = ['answered', ...BUDGET_CAPS, 'context_exhausted'] as const;
+export const COMPLETION_REASONS = [
+  'answered',
+  ...BUDGET_CAPS,
+  'context_exhausted',
+  'cancelled',
+] as const;
 export type CompletionReason = (typeof COMPLETION_REASONS)[number];
 
 export interface WorkflowResult {

@@ -71,7 +71,7 @@ function expectGapFree(events: { seq: number }[]): void {
 }
 
 describe('cancel', () => {
-  it('a running workflow ends cancelled within a second and its model call is aborted', async () => {
+  it('a running workflow ends cancelled within a second, its model call aborted and the text streamed so far kept', async () => {
     const id = await startStreaming(testApp, tenant.key);
     const asked = performance.now();
     const response = await cancelWorkflow(testApp, tenant.key, id);
@@ -84,9 +84,11 @@ describe('cancel', () => {
       1_000,
     );
     expect(performance.now() - asked).toBeLessThan(1_000);
-    expect(await getWorkflow(testApp, tenant.key, id)).toMatchObject({
+    const cancelled = await getWorkflow(testApp, tenant.key, id);
+    expect(cancelled).toMatchObject({
       status: 'cancelled',
       finishedAt: expect.any(String),
+      result: { reason: 'cancelled', answer: expect.stringMatching(/\S/) },
     });
     expect(await ledgerOutcomes(testApp, id)).toEqual(['cancelled']);
 

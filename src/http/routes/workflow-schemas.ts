@@ -119,7 +119,8 @@ export const workflowSchema = z
           .enum(COMPLETION_REASONS)
           .describe(
             'Why the workflow ended: answered; a budget cap reached (iteration_cap, token_budget, cost_budget), ' +
-              'the answer then being a best-effort one from what was gathered; or context_exhausted, a partial answer',
+              'the answer then being a best-effort one from what was gathered; context_exhausted, a partial answer; ' +
+              'or cancelled: the text streamed before the cancel, kept on the cancelled workflow',
           ),
       })
       .nullable()
