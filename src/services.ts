@@ -5,8 +5,8 @@ import type { Config } from './config.js';
 import { createLlm, type Llm } from './llm/create-llm.js';
 import { classifierSettings } from './orchestrator/classify.js';
 import { createExecutions, type Executions } from './orchestrator/executions.js';
+import { createExecutor } from './orchestrator/executor.js';
 import { createLeaseReclaimer, type LeaseReclaimer } from './orchestrator/lease-reclaimer.js';
-import { createMinimalExecutor } from './orchestrator/minimal-executor.js';
 import { createPipelineReviews, type PipelineReviews } from './orchestrator/pipeline/review.js';
 import type { PipelineSettings } from './orchestrator/pipeline/run-pipeline.js';
 import { turnCost } from './orchestrator/tool-loop/budget.js';
@@ -109,7 +109,7 @@ export function createServices(options: {
     stageResultMaxChars: options.config.PIPELINE_STAGE_RESULT_MAX_CHARS,
     synthesisResultMaxChars: options.config.PIPELINE_SYNTHESIS_RESULT_MAX_CHARS,
   };
-  const executor = createMinimalExecutor({
+  const executor = createExecutor({
     db: database.db,
     hub,
     router: llm.router,

@@ -13,7 +13,7 @@ import type { Executions, StopReason } from './executions.js';
 
 /** The executor's collaborators, and the state of one workflow run with its stop helpers. */
 
-export interface MinimalExecutorOptions {
+export interface ExecutorOptions {
   db: Db;
   hub: EventHub;
   router: ModelRouter;
@@ -44,7 +44,7 @@ export type RunCause = 'created' | 'answered' | 'reviewed' | 'reclaimed';
 
 /** The state of one workflow run; never shared between runs. */
 export interface Run {
-  readonly options: MinimalExecutorOptions;
+  readonly options: ExecutorOptions;
   /** As launched, then as the lease claim read it. */
   workflow: Workflow;
   readonly cause: RunCause;

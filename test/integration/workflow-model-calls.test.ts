@@ -15,7 +15,7 @@ import {
 } from '../support/workflows.js';
 
 /**
- * The minimal executor's model call through the real OpenAI and Anthropic
+ * The executor's model call through the real OpenAI and Anthropic
  * SDKs against the fake provider server: retries and fallbacks become
  * events, usage and cost reach the workflow, a provider failure fails the
  * workflow with the provider-neutral code, and a cancel aborts the HTTP

@@ -19,7 +19,7 @@ import {
 } from '../support/workflows.js';
 
 /**
- * Runs of the minimal executor: cancel (here and from another replica),
+ * Runs of the executor: cancel (here and from another replica),
  * concurrent transitions, shutdown drain, and the leases under them. The
  * `slow` model pauses 200 ms between tokens, so its answer takes seconds.
  */

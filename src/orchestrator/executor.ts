@@ -6,9 +6,9 @@ import type { Workflow, WorkflowError } from '../workflows/types.js';
 import { classificationEvent, classifyWithoutModel } from './classify.js';
 import type { Execution } from './executions.js';
 import { answerWithToolLoop } from './run-answer.js';
-import { type MinimalExecutorOptions, type Run, type RunCause, stop } from './workflow-run.js';
+import { type ExecutorOptions, type Run, type RunCause, stop } from './workflow-run.js';
 
-export type { MinimalExecutorOptions } from './workflow-run.js';
+export type { ExecutorOptions } from './workflow-run.js';
 
 /**
  * Runs workflows on this replica: holds the lease, listens for a cancel,
@@ -22,7 +22,7 @@ const INTERNAL_ERROR: WorkflowError = {
   message: 'An internal error occurred',
 };
 
-export function createMinimalExecutor(options: MinimalExecutorOptions) {
+export function createExecutor(options: ExecutorOptions) {
   return {
     /**
      * Runs a newly created workflow on this replica. Scheduled with
@@ -35,9 +35,9 @@ export function createMinimalExecutor(options: MinimalExecutorOptions) {
   };
 }
 
-export type MinimalExecutor = ReturnType<typeof createMinimalExecutor>;
+export type Executor = ReturnType<typeof createExecutor>;
 
-function startRun(options: MinimalExecutorOptions, workflow: Workflow, cause: RunCause): void {
+function startRun(options: ExecutorOptions, workflow: Workflow, cause: RunCause): void {
   const log = options.log.child({ workflowId: workflow.id });
   const run: Run = {
     options,
@@ -173,7 +173,7 @@ function startHeartbeat(
   return timer;
 }
 
-function leaseMsOf(options: MinimalExecutorOptions): number {
+function leaseMsOf(options: ExecutorOptions): number {
   return options.leaseMs ?? 30_000;
 }
 
