@@ -1,4 +1,5 @@
 import type { Logger } from 'pino';
+import { createPeriodicTask } from '../periodic.js';
 import type { Db } from '../store/database.js';
 import { claimExpiredLeases } from '../store/workflows.js';
 import { toWorkflow } from '../workflows/rows.js';
@@ -32,9 +33,6 @@ export interface LeaseReclaimerOptions {
 export function createLeaseReclaimer(options: LeaseReclaimerOptions) {
   const log = options.log.child({ component: 'lease-reclaimer' });
   const batchSize = options.batchSize ?? 20;
-  let timer: NodeJS.Timeout | undefined;
-  let sweeping: Promise<unknown> = Promise.resolve();
-  let stopped = false;
 
   /** Takes over what is waiting, up to one batch; returns the workflows resumed here. */
   async function sweepOnce(): Promise<Workflow[]> {
@@ -52,35 +50,21 @@ export function createLeaseReclaimer(options: LeaseReclaimerOptions) {
     return workflows;
   }
 
-  function schedule(delayMs: number): void {
-    timer = setTimeout(() => {
-      const run = sweepOnce()
-        .catch((error: unknown) => log.error({ err: error }, 'lease reclaim sweep failed'))
-        .finally(() => {
-          if (!stopped) schedule(options.intervalMs);
-        });
-      sweeping = run;
-    }, delayMs);
-    // The sweep never keeps the process alive on its own.
-    timer.unref();
-  }
+  const task = createPeriodicTask({
+    intervalMs: options.intervalMs,
+    run: sweepOnce,
+    log,
+    failureMessage: 'lease reclaim sweep failed',
+  });
 
   return {
     /** Sweeps now (a restarted replica resumes what it left at once), then every `intervalMs`. */
-    start(): void {
-      if (timer || stopped) return;
-      schedule(0);
-    },
+    start: task.start,
 
     sweepOnce,
 
     /** No sweep after this; waits for one in progress. Called first at shutdown. */
-    async stop(): Promise<void> {
-      stopped = true;
-      clearTimeout(timer);
-      timer = undefined;
-      await sweeping;
-    },
+    stop: task.stop,
   };
 }
 

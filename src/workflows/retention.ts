@@ -1,5 +1,6 @@
 import { sql } from 'kysely';
 import type { Logger } from 'pino';
+import { createPeriodicTask } from '../periodic.js';
 import type { Db } from '../store/database.js';
 
 export interface RetentionSweeperOptions {
@@ -24,9 +25,6 @@ const DAY_MS = 86_400_000;
 export function createRetentionSweeper(options: RetentionSweeperOptions) {
   const log = options.log.child({ component: 'retention' });
   const batchSize = options.batchSize ?? 500;
-  let timer: NodeJS.Timeout | undefined;
-  let sweeping: Promise<unknown> = Promise.resolve();
-  let stopped = false;
 
   /**
    * One batch, oldest first. FOR UPDATE SKIP LOCKED: replicas sweeping at
@@ -60,24 +58,18 @@ export function createRetentionSweeper(options: RetentionSweeperOptions) {
       deleted += count;
       // A short batch means nothing unlocked is left; rows another replica
       // holds are its to delete.
-      if (count < batchSize || stopped) break;
+      if (count < batchSize || task.stopped()) break;
     }
     if (deleted > 0) log.info({ deleted, cutoff }, 'deleted finished workflows past retention');
     return deleted;
   }
 
-  function schedule(delayMs: number): void {
-    timer = setTimeout(() => {
-      const run = sweepOnce()
-        .catch((error: unknown) => log.error({ err: error }, 'retention sweep failed'))
-        .finally(() => {
-          if (!stopped) schedule(options.intervalMs);
-        });
-      sweeping = run;
-    }, delayMs);
-    // The sweep never keeps the process alive on its own.
-    timer.unref();
-  }
+  const task = createPeriodicTask({
+    intervalMs: options.intervalMs,
+    run: () => sweepOnce(),
+    log,
+    failureMessage: 'retention sweep failed',
+  });
 
   return {
     /** Sweeps now, then `intervalMs` after each sweep ends; a no-op when retention is 0. */
@@ -86,21 +78,15 @@ export function createRetentionSweeper(options: RetentionSweeperOptions) {
         log.info('workflow retention disabled; finished workflows are kept');
         return;
       }
-      if (timer || stopped) return;
       // First sweep at once: replicas redeployed more often than the
       // interval would otherwise never sweep.
-      schedule(0);
+      task.start();
     },
 
     sweepOnce,
 
     /** Cancels the next sweep and waits for one in progress to end its current batch. */
-    async stop(): Promise<void> {
-      stopped = true;
-      clearTimeout(timer);
-      timer = undefined;
-      await sweeping;
-    },
+    stop: task.stop,
   };
 }
 

@@ -5,6 +5,7 @@ import type { PipelineReviews } from '../../orchestrator/pipeline/review.js';
 import { principalOf } from '../auth.js';
 import { problemResponses } from '../problem.js';
 import { idParamsSchema } from './schemas.js';
+import { usageSchema } from './workflow-schemas.js';
 
 /** `GET /v1/workflows/:id/pipeline`: the plan of a complex workflow and where each stage is. */
 
@@ -17,12 +18,7 @@ const attemptSchema = z.object({
   feedback: z.string().nullable(),
   validation: z.object({ passed: z.boolean(), findings: z.array(z.string()) }).nullable(),
   error: z.object({ code: z.string(), message: z.string() }).nullable(),
-  usage: z.object({
-    inputTokens: z.number().int(),
-    outputTokens: z.number().int(),
-    cachedInputTokens: z.number().int(),
-    costUsd: z.number(),
-  }),
+  usage: usageSchema,
   accepted: z.boolean().describe('The user continued past this attempt'),
   startedAt: z.iso.datetime().nullable(),
   finishedAt: z.iso.datetime().nullable(),

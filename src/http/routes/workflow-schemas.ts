@@ -16,6 +16,14 @@ const MAX_METADATA_BYTES = 16 * 1024;
 /** PostgreSQL rejects NUL in text and in jsonb strings; refusing it here makes it a 400, not a 500. */
 const hasNoNul = (text: string) => !text.includes('\u0000');
 
+/** Tokens and cost, of a workflow or of one pipeline stage attempt. */
+export const usageSchema = z.object({
+  inputTokens: z.number().int(),
+  outputTokens: z.number().int(),
+  cachedInputTokens: z.number().int(),
+  costUsd: z.number(),
+});
+
 export const workflowStatusSchema = z.enum(WORKFLOW_STATUSES).meta({ id: 'WorkflowStatus' });
 
 export const createWorkflowBody = z
@@ -126,12 +134,7 @@ export const workflowSchema = z
       .nullable()
       .describe('The answer of a completed workflow; null otherwise'),
     error: z.object({ code: z.string(), message: z.string() }).nullable(),
-    usage: z.object({
-      inputTokens: z.number().int(),
-      outputTokens: z.number().int(),
-      cachedInputTokens: z.number().int(),
-      costUsd: z.number(),
-    }),
+    usage: usageSchema,
     budget: workflowBudgetSchema
       .nullable()
       .describe(

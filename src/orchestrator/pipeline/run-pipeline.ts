@@ -282,25 +282,16 @@ async function runStage(
     earlierResults,
     plan: state.plan,
   });
-  if (validation.passed) {
-    await pipelines.completeAttempt({
-      ...key,
-      attempt: action.attempt,
-      result: outcome.answer,
-      validation,
-      usage,
-    });
-    await input.tracker.emit('stage', stage.id, 'completed', { ...detail, validation }, elapsedMs);
-    return outcome.reason;
-  }
-  await pipelines.failAttempt({
-    ...key,
-    attempt: action.attempt,
-    result: outcome.answer,
-    validation,
-    usage,
-  });
-  await input.tracker.emit('stage', stage.id, 'failed', { ...detail, validation }, elapsedMs);
+  const ended = { ...key, attempt: action.attempt, result: outcome.answer, validation, usage };
+  if (validation.passed) await pipelines.completeAttempt(ended);
+  else await pipelines.failAttempt(ended);
+  await input.tracker.emit(
+    'stage',
+    stage.id,
+    validation.passed ? 'completed' : 'failed',
+    { ...detail, validation },
+    elapsedMs,
+  );
   return outcome.reason;
 }
 
