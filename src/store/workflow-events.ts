@@ -97,16 +97,6 @@ export function workflowEventsRepository(db: DbOrTx) {
       const unfinishedOnly = input.afterTransition
         ? sql``
         : sql`AND status NOT IN ('completed', 'failed', 'cancelled')`;
-      const records = JSON.stringify(
-        input.events.map((event, index) => ({
-          i: index + 1,
-          type: event.type,
-          step: event.step,
-          status: event.status,
-          detail: event.detail,
-          elapsed_ms: event.elapsedMs === null ? null : Math.round(event.elapsedMs),
-        })),
-      );
       // A transition has set updated_at with its status already.
       const updatedAt = input.afterTransition ? sql`updated_at` : sql`now()`;
       const commitMode = input.fastCommit
@@ -117,19 +107,7 @@ export function workflowEventsRepository(db: DbOrTx) {
           UPDATE workflows SET last_seq = last_seq + ${count}, updated_at = ${updatedAt}
           WHERE id = ${input.workflowId} AND tenant_id = ${input.tenantId} ${unfinishedOnly}
           RETURNING id, tenant_id, last_seq
-        ), inserted AS (
-          INSERT INTO workflow_events
-            (workflow_id, tenant_id, seq, type, step, status, detail, elapsed_ms)
-          SELECT bumped.id, bumped.tenant_id, bumped.last_seq - ${count} + e.i,
-                 e.type, e.step, e.status, e.detail, e.elapsed_ms
-          FROM bumped, jsonb_to_recordset(${records}::jsonb)
-            AS e(i integer, type text, step text, status text, detail jsonb, elapsed_ms integer)
-          RETURNING *
-        ), notified AS (
-          SELECT pg_notify(${EVENTS_CHANNEL}, json_build_object(
-            'k', 'e', 'w', bumped.id, 's', bumped.last_seq, 'o', ${input.origin}::text)::text)
-          FROM bumped
-        )
+        ), ${eventsAfter('bumped', input)}
         SELECT inserted.*, bumped.last_seq AS workflow_last_seq
         FROM inserted, bumped, notified ${commitMode}
         ORDER BY inserted.seq`.execute(db);
@@ -200,4 +178,42 @@ async function throwWhyNotAppended(
     .executeTakeFirst();
   if (exists) throw conflict('workflow_finished', `The workflow is already ${exists.status}`);
   throw new Error(`workflow ${input.workflowId} does not exist`);
+}
+
+/**
+ * The `inserted` and `notified` CTEs of an append: `events` get the seqs
+ * up to the `last_seq` that the CTE `source` (a workflows row whose
+ * last_seq was just raised by their number, under its row lock) returned,
+ * and one NOTIFY says so. The payload is `notificationPayload`'s wire shape
+ * (tracker/notification.ts), built here because the seq is known only in
+ * SQL.
+ */
+export function eventsAfter(
+  source: 'bumped' | 'changed',
+  input: { events: NewEventRow[]; origin: string },
+) {
+  const from = sql.raw(source);
+  const records = JSON.stringify(
+    input.events.map((event, index) => ({
+      i: index + 1,
+      type: event.type,
+      step: event.step,
+      status: event.status,
+      detail: event.detail,
+      elapsed_ms: event.elapsedMs === null ? null : Math.round(event.elapsedMs),
+    })),
+  );
+  return sql`inserted AS (
+      INSERT INTO workflow_events
+        (workflow_id, tenant_id, seq, type, step, status, detail, elapsed_ms)
+      SELECT ${from}.id, ${from}.tenant_id, ${from}.last_seq - ${input.events.length} + e.i,
+             e.type, e.step, e.status, e.detail, e.elapsed_ms
+      FROM ${from}, jsonb_to_recordset(${records}::jsonb)
+        AS e(i integer, type text, step text, status text, detail jsonb, elapsed_ms integer)
+      RETURNING *
+    ), notified AS (
+      SELECT pg_notify(${EVENTS_CHANNEL}, json_build_object(
+        'k', 'e', 'w', ${from}.id, 's', ${from}.last_seq, 'o', ${input.origin}::text)::text)
+      FROM ${from}
+    )`;
 }

@@ -25,3 +25,8 @@ export function assertTransition(from: WorkflowStatus, to: WorkflowStatus): void
   }
   throw conflict('invalid_transition', `A ${from} workflow cannot become ${to}`);
 }
+
+/** The statuses a workflow may be in to become `to`. */
+export function statusesBefore(to: WorkflowStatus): WorkflowStatus[] {
+  return (Object.keys(ALLOWED) as WorkflowStatus[]).filter((from) => canTransition(from, to));
+}
