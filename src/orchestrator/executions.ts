@@ -50,6 +50,9 @@ export function createExecutions(options: { log: Logger }) {
 
     isRunning: (workflowId: string): boolean => running.has(workflowId),
 
+    /** The run of the workflow on this replica, if any. */
+    get: (workflowId: string): Execution | undefined => running.get(workflowId),
+
     size: (): number => running.size,
 
     /**

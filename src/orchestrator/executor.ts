@@ -38,6 +38,14 @@ export function createExecutor(options: ExecutorOptions) {
 export type Executor = ReturnType<typeof createExecutor>;
 
 function startRun(options: ExecutorOptions, workflow: Workflow, cause: RunCause): void {
+  // The workflow's previous run here is still unwinding (it just paused,
+  // and the user was quick): start once it is done. Its lease claim then
+  // decides, as for any run, whether this one still has work to do.
+  const previous = options.executions.get(workflow.id);
+  if (previous) {
+    void previous.done.then(() => startRun(options, workflow, cause));
+    return;
+  }
   const log = options.log.child({ workflowId: workflow.id });
   const run: Run = {
     options,

@@ -4,13 +4,12 @@ import type { RouterEvent } from '../llm/router/types.js';
 import type { Message } from '../llm/types.js';
 import type { Database } from '../store/schema.js';
 import type { NewEventRow } from '../store/workflow-events.js';
-import { workflowsRepository } from '../store/workflows.js';
-import type { CompletionReason, WorkflowUsage } from '../workflows/types.js';
+import type { AwaitingReason, CompletionReason, WorkflowUsage } from '../workflows/types.js';
 import { answerWorkflow } from './answer-workflow.js';
 import type { PipelinePause } from './pipeline/run-pipeline.js';
 import type { LoopResume } from './tool-loop/resume.js';
 import { loadLoopResume, workflowTurnsRepository } from './tool-loop/turns-repository.js';
-import type { ClarificationRequest } from './tool-loop/types.js';
+import type { ClarificationRequest, Spent } from './tool-loop/types.js';
 import { type Run, throwIfStopped } from './workflow-run.js';
 
 /**
@@ -33,7 +32,7 @@ export async function answerWithToolLoop(
   const history = await sessionHistoryOf(run);
   throwIfStopped(run);
   const turns = workflowTurnsRepository(options.db);
-  const resume = firstRun ? undefined : await resumePointOf(run);
+  const resume = await resumePointOf(run, firstRun);
   throwIfStopped(run);
   const outcome = await answerWorkflow({
     resume,
@@ -61,7 +60,7 @@ export async function answerWithToolLoop(
     },
     persistTurn: (state) =>
       turns.append({ tenantId: workflow.tenantId, workflowId: workflow.id, state }),
-    pause: (request) => pauseForClarification(run, request),
+    pause: (request, spent) => pauseForClarification(run, request, spent),
     pausePipeline: (pause) => pausePipeline(run, pause),
     db: options.db,
     throwIfStopped: () => throwIfStopped(run),
@@ -72,26 +71,18 @@ export async function answerWithToolLoop(
   run.answer = outcome.answer;
   throwIfStopped(run);
   if (outcome.reason === 'paused') {
-    // The workflow waits for the user's answer; its run ends here and the lease is released.
-    await recordUsage(run);
+    // The pause recorded the usage and cleared the lease; the run ends here.
     return;
   }
 
   // The answer, the usage and the end commit together: one transaction, not four.
   const usage = usageOf(run);
   const usageEvents = usage ? [usage.event] : [];
-  const addUsage = async (tx: Transaction<Database>) => {
-    if (usage) await workflowsRepository(tx).addUsage(workflow.tenantId, workflow.id, usage.totals);
-  };
   throwIfStopped(run);
   if (outcome.failure) {
     await tracker.end(
       { status: 'failed', error: outcome.failure },
-      {
-        elapsedMs: performance.now() - run.startedAt,
-        events: usageEvents,
-        alsoInTransaction: addUsage,
-      },
+      { elapsedMs: performance.now() - run.startedAt, events: usageEvents, usage: usage?.totals },
     );
     return;
   }
@@ -110,28 +101,30 @@ export async function answerWithToolLoop(
         },
         ...usageEvents,
       ],
-      alsoInTransaction: async (tx) => {
-        await addUsage(tx);
-        await appendToSession(run, tx);
-      },
+      usage: usage?.totals,
+      // Only with a session: a transition with no other writes is one statement.
+      ...(workflow.sessionId !== null
+        ? { alsoInTransaction: (tx: Transaction<Database>) => appendToSession(run, tx) }
+        : {}),
     },
   );
 }
 
 /**
- * A workflow that ran before (it was answered, or is taken over from
- * another runner) continues from its persisted turns; one taken over says
- * so with a `resumed` event.
+ * A workflow that ran before (it was answered or reviewed, or is taken
+ * over from another runner) continues from what it persisted: a tool loop
+ * from its turns (a pipeline reads its stage rows itself). One taken over
+ * says so with a `resumed` event.
  */
-async function resumePointOf(run: Run): Promise<LoopResume> {
-  const resume = await loadLoopResume(run.options.db, {
-    tenantId: run.workflow.tenantId,
-    workflowId: run.workflow.id,
-  });
+async function resumePointOf(run: Run, firstRun: boolean): Promise<LoopResume | undefined> {
+  if (firstRun) return undefined;
+  const key = { tenantId: run.workflow.tenantId, workflowId: run.workflow.id };
+  const resume =
+    run.workflow.kind === 'complex' ? undefined : await loadLoopResume(run.options.db, key);
   if (run.cause === 'reclaimed') {
     await run.tracker.emit('resumed', null, 'info', {
       replica: run.options.replicaId,
-      turns: resume.turns.length,
+      ...(resume ? { turns: resume.turns.length } : {}),
     });
   }
   return resume;
@@ -139,35 +132,48 @@ async function resumePointOf(run: Run): Promise<LoopResume> {
 
 /** running -> awaiting_input (checkpoint or stage_failed), with the event the user acts on. */
 async function pausePipeline(run: Run, pause: PipelinePause): Promise<void> {
+  await pauseWith(run, { reason: pause.reason, event: pause.event, spent: pause.spent });
+}
+
+/** running -> awaiting_input with the event the user acts on, and this run's usage. */
+async function pauseWith(
+  run: Run,
+  pause: { reason: AwaitingReason; event: NewEventRow; spent: Spent },
+): Promise<void> {
   throwIfStopped(run);
+  run.usage = pause.spent.usage;
+  run.costUsd = pause.spent.costUsd;
+  const usage = usageOf(run);
   await run.tracker.transition({
     to: 'awaiting_input',
     awaitingReason: pause.reason,
-    events: [pause.event],
+    events: [pause.event, ...(usage ? [usage.event] : [])],
+    ...(usage ? { usage: usage.totals } : {}),
   });
 }
 
 /** running -> awaiting_input (clarification), with the `clarification_request` event. */
-async function pauseForClarification(run: Run, request: ClarificationRequest): Promise<void> {
-  throwIfStopped(run);
-  await run.tracker.transition({
-    to: 'awaiting_input',
-    awaitingReason: 'clarification',
-    events: [
-      {
-        type: 'clarification_request',
-        step: request.step,
-        status: 'paused',
-        detail: {
-          question: request.question,
-          question_type: request.questionType,
-          options: request.options ?? null,
-          context: request.context ?? null,
-          toolCallId: request.toolCallId,
-        },
-        elapsedMs: null,
+async function pauseForClarification(
+  run: Run,
+  request: ClarificationRequest,
+  spent: Spent,
+): Promise<void> {
+  await pauseWith(run, {
+    reason: 'clarification',
+    spent,
+    event: {
+      type: 'clarification_request',
+      step: request.step,
+      status: 'paused',
+      detail: {
+        question: request.question,
+        question_type: request.questionType,
+        options: request.options ?? null,
+        context: request.context ?? null,
+        toolCallId: request.toolCallId,
       },
-    ],
+      elapsedMs: null,
+    },
   });
 }
 
@@ -246,16 +252,6 @@ function report(run: Run, event: RouterEvent): void {
     .catch((error: unknown) => {
       run.reportFailure ??= error;
     });
-}
-
-/** The `usage` event and the workflow's totals, when the model reported usage. */
-async function recordUsage(run: Run): Promise<void> {
-  const usage = usageOf(run);
-  if (!usage) return;
-  throwIfStopped(run);
-  await run.tracker.record(usage.event, (tx) =>
-    workflowsRepository(tx).addUsage(run.workflow.tenantId, run.workflow.id, usage.totals),
-  );
 }
 
 /** This run's usage as its `usage` event and as the increment of the workflow's totals. */

@@ -224,21 +224,6 @@ export function workflowsRepository(db: DbOrTx) {
         .where('id', '=', id)
         .execute();
     },
-
-    /** Adds a model call's usage to the workflow's totals (an increment: concurrent adders never lose one). */
-    async addUsage(tenantId: string, id: string, usage: UsageIncrement): Promise<void> {
-      await db
-        .updateTable('workflows')
-        .set({
-          input_tokens: sql<string>`input_tokens + ${usage.inputTokens}`,
-          output_tokens: sql<string>`output_tokens + ${usage.outputTokens}`,
-          cached_input_tokens: sql<string>`cached_input_tokens + ${usage.cachedInputTokens}`,
-          cost_usd: sql<string>`cost_usd + ${usage.costUsd}`,
-        })
-        .where('tenant_id', '=', tenantId)
-        .where('id', '=', id)
-        .execute();
-    },
   };
 }
 

@@ -202,6 +202,8 @@ export function createWorkflowTracker(options: TrackerOptions) {
         elapsedMs?: number;
         /** Events that precede `workflow_end` in the same transaction (the answer, the usage). */
         events?: NewEventRow[];
+        /** The run's usage, added to the workflow's totals with the end. */
+        usage?: Transition['usage'];
         alsoInTransaction?: Transition['alsoInTransaction'];
       } = {},
     ): Promise<TransitionResult> {
@@ -229,6 +231,7 @@ export function createWorkflowTracker(options: TrackerOptions) {
             elapsedMs: options.elapsedMs ?? null,
           },
         ],
+        ...(options.usage ? { usage: options.usage } : {}),
         alsoInTransaction: options.alsoInTransaction,
       });
     },

@@ -7,6 +7,7 @@ import {
   type NewEventRow,
   workflowEventsRepository,
 } from '../store/workflow-events.js';
+import type { UsageIncrement } from '../store/workflows.js';
 import { toEvent, toWorkflow } from './rows.js';
 import { assertTransition, statusesBefore } from './state-machine.js';
 import type {
@@ -35,6 +36,8 @@ export interface TransitionInput {
   fromAwaiting?: readonly AwaitingReason[];
   kind?: WorkflowKind;
   result?: WorkflowResult;
+  /** Added to the workflow's usage totals with the status change (a run's usage at its end or pause). */
+  usage?: UsageIncrement;
   error?: WorkflowError;
   /** Events appended in the same transaction. */
   events: NewEventRow[];
@@ -106,6 +109,7 @@ export async function transitionWorkflow(
         ...(input.kind ? { kind: input.kind } : {}),
         ...(input.result ? { result: JSON.stringify(input.result) } : {}),
         ...(input.error ? { error: JSON.stringify(input.error) } : {}),
+        ...(input.usage ? usageIncrements(input.usage) : {}),
       })
       .where('id', '=', input.workflowId)
       .returningAll()
@@ -154,6 +158,10 @@ async function compareAndSet(
         kind = ${input.kind ? sql`${input.kind}` : sql`kind`},
         result = ${input.result ? sql`${JSON.stringify(input.result)}::jsonb` : sql`result`},
         error = ${input.error ? sql`${JSON.stringify(input.error)}::jsonb` : sql`error`},
+        input_tokens = input_tokens + ${input.usage?.inputTokens ?? 0},
+        output_tokens = output_tokens + ${input.usage?.outputTokens ?? 0},
+        cached_input_tokens = cached_input_tokens + ${input.usage?.cachedInputTokens ?? 0},
+        cost_usd = cost_usd + ${input.usage?.costUsd ?? 0},
         last_seq = last_seq + ${input.events.length}
       WHERE id = ${input.workflowId} AND tenant_id = ${input.tenantId}
         AND status = ANY(${from}::text[])
@@ -170,6 +178,16 @@ async function compareAndSet(
   return {
     workflow: toWorkflow(workflowRow),
     events: appended.map((event) => toEvent({ ...event, ts: new Date(event.ts) })),
+  };
+}
+
+/** Column increments of a usage addition (concurrent adders never lose one). */
+function usageIncrements(usage: UsageIncrement) {
+  return {
+    input_tokens: sql<string>`input_tokens + ${usage.inputTokens}`,
+    output_tokens: sql<string>`output_tokens + ${usage.outputTokens}`,
+    cached_input_tokens: sql<string>`cached_input_tokens + ${usage.cachedInputTokens}`,
+    cost_usd: sql<string>`cost_usd + ${usage.costUsd}`,
   };
 }
 

@@ -1,12 +1,17 @@
 import type { ModelRouter, RouterCall } from '../../llm/router/router.js';
 import type { Message, SystemPrompt, Usage } from '../../llm/types.js';
 import type { Db } from '../../store/database.js';
-import { type AttemptUsage, INTERRUPTED, pipelinesRepository } from '../../store/pipelines.js';
+import {
+  type AttemptUsage,
+  INTERRUPTED,
+  pipelinesRepository,
+  type StageAttempt,
+} from '../../store/pipelines.js';
 import type { NewEventRow } from '../../store/workflow-events.js';
 import type { WorkflowTracker } from '../../tracker/tracker.js';
 import type { Workflow } from '../../workflows/types.js';
 import { addUsage } from '../collect-text.js';
-import type { LoopOutcome } from '../tool-loop/types.js';
+import type { LoopOutcome, Spent } from '../tool-loop/types.js';
 import { nextAction, type PipelinePolicy, type RunStage, stageResults } from './next-action.js';
 import { loadPipelineState, type PipelineState } from './pipeline-view.js';
 import { type PlanLimits, toStoredPlan } from './plan.js';
@@ -38,6 +43,8 @@ export interface PipelineSettings {
 export interface PipelinePause {
   reason: 'checkpoint' | 'stage_failed';
   event: NewEventRow;
+  /** This run's usage, recorded with the pause (which ends the run). */
+  spent: Spent;
 }
 
 /** A stage's sub-agent run: the tool loop with the stage's prompt, and events under the stage's step. */
@@ -99,10 +106,16 @@ export async function runPipeline(input: PipelineRunInput): Promise<LoopOutcome>
     const action = nextAction(state.plan, state.attempts, run.policy);
     switch (action.kind) {
       case 'run_stage': {
-        const reason = await runStage(run, state, action);
+        const ran = await runStage(run, state, action);
+        // The rows the attempt wrote, kept in memory: a stage costs no re-read
+        // of the whole pipeline. An attempt another run started means the
+        // rows changed under us: read them again.
+        state = ran
+          ? withAttempts(state, ran.written)
+          : ((await loadPipelineState(input.db, key)) ?? state);
         // A spent budget ends the pipeline: the answer is written from the stages done so far.
-        if (reason === 'token_budget' || reason === 'cost_budget') {
-          return synthesize(run, (await loadPipelineState(input.db, key)) ?? state, reason);
+        if (ran?.reason === 'token_budget' || ran?.reason === 'cost_budget') {
+          return synthesize(run, state, ran.reason);
         }
         break;
       }
@@ -112,6 +125,7 @@ export async function runPipeline(input: PipelineRunInput): Promise<LoopOutcome>
         );
         await input.pause({
           reason: 'checkpoint',
+          spent: { usage: run.usage, costUsd: run.costUsd },
           event: {
             type: 'checkpoint',
             step: action.stage.id,
@@ -131,6 +145,7 @@ export async function runPipeline(input: PipelineRunInput): Promise<LoopOutcome>
       case 'stage_failed':
         await input.pause({
           reason: 'stage_failed',
+          spent: { usage: run.usage, costUsd: run.costUsd },
           event: {
             type: 'stage',
             step: action.stage.id,
@@ -151,8 +166,15 @@ export async function runPipeline(input: PipelineRunInput): Promise<LoopOutcome>
       default:
         return assertNever(action);
     }
-    state = (await loadPipelineState(input.db, key)) ?? state;
   }
+}
+
+/** The state with attempt rows written by this run replacing (or adding to) the ones it had. */
+function withAttempts(state: PipelineState, written: StageAttempt[]): PipelineState {
+  const keyOf = (attempt: StageAttempt) => `${attempt.stageId}\u0000${attempt.attempt}`;
+  const byKey = new Map(state.attempts.map((attempt) => [keyOf(attempt), attempt]));
+  for (const attempt of written) byKey.set(keyOf(attempt), attempt);
+  return { ...state, attempts: [...byKey.values()] };
 }
 
 /** The planner's plan, persisted as revision 1 and announced with a `plan` event. */
@@ -209,9 +231,13 @@ async function runStage(
   run: PipelineRun,
   state: PipelineState,
   action: RunStage,
-): Promise<LoopOutcome['reason'] | undefined> {
+): Promise<{ reason: LoopOutcome['reason']; written: StageAttempt[] } | undefined> {
   const { input } = run;
   const { stage } = action;
+  const written: StageAttempt[] = [];
+  const keep = (row: StageAttempt | undefined) => {
+    if (row) written.push(row);
+  };
   const pipelines = pipelinesRepository(input.db);
   const key = {
     tenantId: input.workflow.tenantId,
@@ -219,11 +245,13 @@ async function runStage(
     stageId: stage.id,
   };
   if (action.interruptedAttempt !== null) {
-    await pipelines.failAttempt({
-      ...key,
-      attempt: action.interruptedAttempt,
-      error: { code: INTERRUPTED, message: 'The run was cut off during this attempt' },
-    });
+    keep(
+      await pipelines.failAttempt({
+        ...key,
+        attempt: action.interruptedAttempt,
+        error: { code: INTERRUPTED, message: 'The run was cut off during this attempt' },
+      }),
+    );
   }
   const startedRow = await pipelines.startAttempt({
     ...key,
@@ -234,6 +262,7 @@ async function runStage(
   });
   // Started by another run meanwhile: the next decision, from fresh rows, says what is left.
   if (!startedRow) return undefined;
+  keep(startedRow);
   const detail = { stage: stage.id, title: stage.title, attempt: action.attempt };
   await input.tracker.emit('stage', stage.id, 'started', { ...detail, reason: action.reason });
   const started = performance.now();
@@ -260,13 +289,15 @@ async function runStage(
   const usage = attemptUsage(outcome);
   const elapsedMs = performance.now() - started;
   if (outcome.failure) {
-    await pipelines.failAttempt({
-      ...key,
-      attempt: action.attempt,
-      result: outcome.answer || undefined,
-      error: outcome.failure,
-      usage,
-    });
+    keep(
+      await pipelines.failAttempt({
+        ...key,
+        attempt: action.attempt,
+        result: outcome.answer || undefined,
+        error: outcome.failure,
+        usage,
+      }),
+    );
     await input.tracker.emit(
       'stage',
       stage.id,
@@ -274,7 +305,7 @@ async function runStage(
       { ...detail, error: outcome.failure },
       elapsedMs,
     );
-    return outcome.reason;
+    return { reason: outcome.reason, written };
   }
   const validation = validateStageResult({
     stage,
@@ -283,8 +314,9 @@ async function runStage(
     plan: state.plan,
   });
   const ended = { ...key, attempt: action.attempt, result: outcome.answer, validation, usage };
-  if (validation.passed) await pipelines.completeAttempt(ended);
-  else await pipelines.failAttempt(ended);
+  keep(
+    validation.passed ? await pipelines.completeAttempt(ended) : await pipelines.failAttempt(ended),
+  );
   await input.tracker.emit(
     'stage',
     stage.id,
@@ -292,7 +324,7 @@ async function runStage(
     { ...detail, validation },
     elapsedMs,
   );
-  return outcome.reason;
+  return { reason: outcome.reason, written };
 }
 
 /** The final answer: one streamed turn over the stage results. */

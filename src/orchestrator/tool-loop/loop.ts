@@ -82,14 +82,17 @@ async function pause(
   step: Extract<LoopStep, { kind: 'paused' }>,
 ): Promise<LoopOutcome> {
   const args = askUserParameters.parse(step.call.arguments);
-  await run.options.pause({
-    step: turnStep(run.turns),
-    toolCallId: step.call.id,
-    question: args.question,
-    questionType: args.question_type,
-    options: args.options,
-    context: args.context,
-  });
+  await run.options.pause(
+    {
+      step: turnStep(run.turns),
+      toolCallId: step.call.id,
+      question: args.question,
+      questionType: args.question_type,
+      options: args.options,
+      context: args.context,
+    },
+    { usage: run.usage, costUsd: run.costUsd },
+  );
   return {
     answer: '',
     reason: 'paused',

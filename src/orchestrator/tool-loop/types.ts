@@ -56,7 +56,7 @@ export interface LoopOptions {
   /** Resolves once the router events reported so far are persisted, so events stay in order. */
   flushRouterEvents: () => Promise<void>;
   /** Pauses the workflow for the user's answer (awaiting_input, clarification). */
-  pause: (request: ClarificationRequest) => Promise<void>;
+  pause: (request: ClarificationRequest, spent: Spent) => Promise<void>;
   /** Called with each turn before the next one starts. */
   persistTurn: (state: TurnState) => Promise<void>;
   /** Throws when the run was stopped (cancel, shutdown, lost lease). */
@@ -88,6 +88,12 @@ export interface LoopRun {
   /** What this run's turns cost, each at the prices of the model that answered it. */
   costUsd: number;
   failure: { code: string; message: string } | undefined;
+}
+
+/** What a run has used so far: recorded with its pause, which ends the run. */
+export interface Spent {
+  usage: Usage | undefined;
+  costUsd: number;
 }
 
 /** What `ask_user` asks, as the `clarification_request` event carries it. */
