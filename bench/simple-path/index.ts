@@ -4,13 +4,17 @@ import { performance } from 'node:perf_hooks';
 import { parseArgs } from 'node:util';
 import { buildApp } from '../../src/http/app.js';
 import {
+  countRoundTrips,
+  type RoundTripCounter,
+  type StatementCount,
+} from '../support/db-roundtrips.js';
+import {
   type Cleanup,
   runBenchmark,
   startBenchDatabase,
   startBenchServices,
 } from '../support/harness.js';
 import { percentile, round, wholeNumber } from '../support/stats.js';
-import { countRoundTrips, type RoundTripCounter, type StatementCount } from './db-roundtrips.js';
 import { BENCH_MODEL, type BenchProvider, startBenchProvider } from './provider.js';
 import { runWorkflows, type ServiceTarget, type WorkflowRun } from './workload.js';
 
@@ -26,7 +30,7 @@ import { runWorkflows, type ServiceTarget, type WorkflowRun } from './workload.j
  *                fake provider (request arrival to response end, summed over
  *                its two requests): what Waymark and the client cost;
  *   round trips  Postgres round trips per workflow, by statement kind (see
- *                db-roundtrips.ts for how they are counted).
+ *                bench/support/db-roundtrips.ts for how they are counted).
  *
  * By default everything runs in this process: an embedded PostgreSQL, the
  * real services and app on loopback, the fake provider and the client, all
