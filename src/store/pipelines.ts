@@ -242,44 +242,28 @@ export function pipelinesRepository(db: DbOrTx) {
 
     /**
      * Records the user's `retry` or `modify` as the stage's next attempt,
-     * pending until the run starts it; the feedback is stored with it, so a
-     * run on any replica sees it. Call it in the transaction that moves the
-     * workflow back to running.
+     * pending until the run starts it. The review itself writes it with its
+     * transition (`rerunAfterTransition`); this is the same write on its own.
      */
-    async requestRerun(
-      input: WorkflowKey & {
-        stageId: string;
-        planRevision: number;
-        reason: Extract<AttemptReason, 'user_retry' | 'user_modify'>;
-        feedback: string | null;
-      },
-    ): Promise<StageAttempt> {
+    async requestRerun(input: WorkflowKey & RerunRequest): Promise<StageAttempt> {
       const inserted = await sql<Selectable<WorkflowStageAttemptsTable>>`
-        INSERT INTO workflow_stage_attempts
-          (workflow_id, stage_id, attempt, tenant_id, plan_revision, status, reason, feedback)
-        SELECT ${input.workflowId}, ${input.stageId}, coalesce(max(attempt), 0) + 1,
-               ${input.tenantId}, ${input.planRevision}, 'pending', ${input.reason}, ${input.feedback}
-        FROM workflow_stage_attempts
-        WHERE workflow_id = ${input.workflowId} AND tenant_id = ${input.tenantId}
-          AND stage_id = ${input.stageId}
-        RETURNING *`.execute(db);
+        WITH ${workflowAsChanged(input)}, ${rerunAfterTransition(input)}
+        SELECT * FROM rerun`.execute(db);
       const row = inserted.rows[0];
       if (!row) throw new Error('recording the re-run returned no row');
       return toStageAttempt(row);
     },
 
     /**
-     * Records the user's `continue` on a finished attempt (a checkpoint's
-     * result, or a failure to move past). False when the attempt is not
-     * finished or was accepted already.
+     * Records the user's `continue` on a finished attempt; false when it is
+     * not finished or was accepted already. The review writes it with its
+     * transition (`acceptAfterTransition`); this is the same write on its own.
      */
     async acceptAttempt(input: AttemptKey): Promise<boolean> {
-      const accepted = await attemptRow(input)
-        .set({ accepted_at: sql<Date>`now()` })
-        .where('status', 'in', ['completed', 'failed'])
-        .where('accepted_at', 'is', null)
-        .executeTakeFirst();
-      return accepted.numUpdatedRows > 0n;
+      const accepted = await sql`
+        WITH ${workflowAsChanged(input)}, ${acceptAfterTransition(input)}
+        SELECT * FROM accepted`.execute(db);
+      return accepted.rows.length > 0;
     },
 
     /** Every attempt of the workflow, by stage and attempt number. */
@@ -336,4 +320,65 @@ function toStageAttempt(row: Selectable<WorkflowStageAttemptsTable>): StageAttem
     finishedAt: row.finished_at,
     elapsedMs: row.elapsed_ms,
   };
+}
+
+/** What a `retry` or `modify` asks of a stage. */
+export interface RerunRequest {
+  stageId: string;
+  planRevision: number;
+  reason: Extract<AttemptReason, 'user_retry' | 'user_modify'>;
+  feedback: string | null;
+}
+
+/**
+ * The review's writes, as data-modifying CTEs of the transition statement
+ * that resumes the workflow (workflows/transitions.ts `alsoInStatement`):
+ * each selects `FROM changed`, the workflow row the transition updated, so
+ * it happens if and only if the transition does, in one round trip.
+ */
+
+/** `rerun`: the stage's next attempt, pending, with the user's feedback. */
+export function rerunAfterTransition(input: RerunRequest) {
+  return sql`rerun AS (
+    INSERT INTO workflow_stage_attempts
+      (workflow_id, stage_id, attempt, tenant_id, plan_revision, status, reason, feedback)
+    SELECT changed.id, ${input.stageId},
+           coalesce((SELECT max(earlier.attempt) FROM workflow_stage_attempts AS earlier
+                     WHERE earlier.workflow_id = changed.id
+                       AND earlier.stage_id = ${input.stageId}), 0) + 1,
+           changed.tenant_id, ${input.planRevision}, 'pending', ${input.reason}, ${input.feedback}
+    FROM changed
+    RETURNING *
+  )`;
+}
+
+/** `accepted`: the user's `continue` on a finished attempt not accepted yet. */
+export function acceptAfterTransition(input: { stageId: string; attempt: number }) {
+  return sql`accepted AS (
+    UPDATE workflow_stage_attempts SET accepted_at = now()
+    FROM changed
+    WHERE workflow_stage_attempts.workflow_id = changed.id
+      AND workflow_stage_attempts.tenant_id = changed.tenant_id
+      AND workflow_stage_attempts.stage_id = ${input.stageId}
+      AND workflow_stage_attempts.attempt = ${input.attempt}
+      AND workflow_stage_attempts.status IN ('completed', 'failed')
+      AND workflow_stage_attempts.accepted_at IS NULL
+    RETURNING workflow_stage_attempts.attempt
+  )`;
+}
+
+/** `revised`: the next plan revision (a `modify` with a plan patch). */
+export function planRevisionAfterTransition(input: { revision: number; plan: object }) {
+  return sql`revised AS (
+    INSERT INTO workflow_plans (workflow_id, revision, tenant_id, plan)
+    SELECT changed.id, ${input.revision}, changed.tenant_id, ${JSON.stringify(input.plan)}::jsonb
+    FROM changed
+  )`;
+}
+
+/** The workflow as a `changed` CTE, for the review writes made on their own. */
+function workflowAsChanged(key: WorkflowKey) {
+  return sql`changed AS (
+    SELECT id, tenant_id FROM workflows WHERE id = ${key.workflowId} AND tenant_id = ${key.tenantId}
+  )`;
 }

@@ -1,12 +1,10 @@
 import { createHash, randomUUID } from 'node:crypto';
-import type { Transaction } from 'kysely';
 import type { Logger } from 'pino';
 import { badRequest, conflict, notFound } from '../errors.js';
 import type { Catalogue } from '../llm/catalogue.js';
 import { selectModel } from '../llm/model-selection.js';
 import type { SessionService } from '../sessions/service.js';
 import type { Db } from '../store/database.js';
-import type { Database } from '../store/schema.js';
 import { type NewEventRow, workflowEventsRepository } from '../store/workflow-events.js';
 import { type ListPosition, workflowsRepository } from '../store/workflows.js';
 import type { Principal } from '../tenancy/types.js';
@@ -15,7 +13,7 @@ import { createWorkflowTracker } from '../tracker/tracker.js';
 import { isEmptyBudget, type RequestedBudget, resolveBudget } from './budget.js';
 import { checkAnswer } from './clarification.js';
 import { toWorkflow } from './rows.js';
-import { assertAwaiting } from './transitions.js';
+import { assertAwaiting, type TransitionInput } from './transitions.js';
 import type {
   AwaitingReason,
   Workflow,
@@ -269,7 +267,7 @@ export function createWorkflowService(options: WorkflowServiceOptions) {
         expectedVersion: number;
         cause: ResumeCause;
         events: NewEventRow[];
-        alsoInTransaction?: (tx: Transaction<Database>) => Promise<void>;
+        alsoInStatement?: TransitionInput['alsoInStatement'];
       },
     ): Promise<Workflow> {
       const tracker = trackerFor(tenantId, id);
@@ -279,7 +277,7 @@ export function createWorkflowService(options: WorkflowServiceOptions) {
           fromAwaiting: change.fromAwaiting,
           expectedVersion: change.expectedVersion,
           events: change.events,
-          alsoInTransaction: change.alsoInTransaction,
+          alsoInStatement: change.alsoInStatement,
         });
         options.launch(workflow, change.cause);
         return workflow;

@@ -1,12 +1,8 @@
-import { sql, type Transaction } from 'kysely';
+import { type RawBuilder, sql, type Transaction } from 'kysely';
 import { conflict, notFound } from '../errors.js';
-import type { Db } from '../store/database.js';
+import type { Db, DbOrTx } from '../store/database.js';
 import type { Database, WorkflowEventRow, WorkflowRow } from '../store/schema.js';
-import {
-  eventsAfter,
-  type NewEventRow,
-  workflowEventsRepository,
-} from '../store/workflow-events.js';
+import { eventsAfter, type NewEventRow } from '../store/workflow-events.js';
 import type { UsageIncrement } from '../store/workflows.js';
 import { toEvent, toWorkflow } from './rows.js';
 import { assertTransition, statusesBefore } from './state-machine.js';
@@ -46,6 +42,12 @@ export interface TransitionInput {
    * has passed its checks (a completed workflow's messages in its session).
    */
   alsoInTransaction?: (tx: Transaction<Database>) => Promise<void>;
+  /**
+   * Writes made in the transition's own statement: data-modifying CTEs that
+   * select `FROM changed` (the workflow row as updated), so they happen if
+   * and only if the transition does (a review's stage-attempt rows).
+   */
+  alsoInStatement?: RawBuilder<unknown>[];
   /** Replica id, carried in the NOTIFY so the origin can skip its own echo. */
   origin: string;
 }
@@ -56,12 +58,16 @@ export interface TransitionResult {
 }
 
 /**
- * The one way a workflow changes status: one transaction that locks the
- * row, checks the state machine and the version, updates the row
- * (`version + 1`), appends the transition's events and notifies the other
- * replicas. Two concurrent transitions on one workflow queue on the row
- * lock; the second sees the first's result and fails the checks if it no
- * longer applies, so two `continue`s never both succeed.
+ * The one way a workflow changes status: a compare-and-set that checks the
+ * state machine, the pause reason and the version, updates the row
+ * (`version + 1`), writes the action's rows (`alsoInStatement`), appends
+ * the transition's events and notifies the other replicas, all in one
+ * statement. Two concurrent transitions on one workflow queue on the row
+ * lock; the second re-checks against the first's result and is refused if
+ * it no longer applies, so two `continue`s never both succeed. A refusal,
+ * or writes that need their own statements (`alsoInTransaction`), take the
+ * locked path: lock, check (throwing the 404 or 409 that says why), write,
+ * then the same compare-and-set.
  */
 export async function transitionWorkflow(
   db: Db,
@@ -91,38 +97,11 @@ export async function transitionWorkflow(
       );
     }
     await input.alsoInTransaction?.(tx);
-    const now = new Date();
-    const changed = await tx
-      .updateTable('workflows')
-      .set({
-        status: input.to,
-        awaiting_reason:
-          input.to === 'awaiting_input' ? (input.awaitingReason ?? 'checkpoint') : null,
-        version: current.version + 1,
-        updated_at: now,
-        ...(input.to === 'running' && !current.startedAt ? { started_at: now } : {}),
-        ...(isFinished(input.to) ? { finished_at: now } : {}),
-        // Neither a finished nor a paused workflow needs a runner.
-        ...(isFinished(input.to) || input.to === 'awaiting_input'
-          ? { lease_owner: null, lease_expires_at: null }
-          : {}),
-        ...(input.kind ? { kind: input.kind } : {}),
-        ...(input.result ? { result: JSON.stringify(input.result) } : {}),
-        ...(input.error ? { error: JSON.stringify(input.error) } : {}),
-        ...(input.usage ? usageIncrements(input.usage) : {}),
-      })
-      .where('id', '=', input.workflowId)
-      .returningAll()
-      .executeTakeFirstOrThrow();
-    const appended = await workflowEventsRepository(tx).appendNotified({
-      workflowId: input.workflowId,
-      tenantId: input.tenantId,
-      events: input.events,
-      origin: input.origin,
-      afterTransition: true,
-    });
-    const updated = { ...changed, last_seq: appended.lastSeq };
-    return { workflow: toWorkflow(updated), events: appended.rows.map(toEvent) };
+    // Under the lock with the checks passed, the compare-and-set cannot be refused.
+    const done = await compareAndSet(tx, input);
+    if (!done)
+      throw new Error(`the transition of workflow ${input.workflowId} was refused under its lock`);
+    return done;
   });
 }
 
@@ -137,7 +116,7 @@ export async function transitionWorkflow(
  * refused. Undefined when refused: the caller finds out why.
  */
 async function compareAndSet(
-  db: Db,
+  db: DbOrTx,
   input: TransitionInput,
 ): Promise<TransitionResult | undefined> {
   const now = new Date();
@@ -168,7 +147,7 @@ async function compareAndSet(
         ${input.expectedVersion === undefined ? sql`` : sql`AND version = ${input.expectedVersion}`}
         ${input.fromAwaiting ? sql`AND awaiting_reason = ANY(${[...input.fromAwaiting]}::text[])` : sql``}
       RETURNING *
-    ), ${eventsAfter('changed', input)}
+    ), ${sql.join([...(input.alsoInStatement ?? []), eventsAfter('changed', input)], sql`, `)}
     SELECT changed.*,
       (SELECT coalesce(json_agg(inserted.* ORDER BY inserted.seq), '[]') FROM inserted) AS appended_events
     FROM changed, notified`.execute(db);
@@ -178,16 +157,6 @@ async function compareAndSet(
   return {
     workflow: toWorkflow(workflowRow),
     events: appended.map((event) => toEvent({ ...event, ts: new Date(event.ts) })),
-  };
-}
-
-/** Column increments of a usage addition (concurrent adders never lose one). */
-function usageIncrements(usage: UsageIncrement) {
-  return {
-    input_tokens: sql<string>`input_tokens + ${usage.inputTokens}`,
-    output_tokens: sql<string>`output_tokens + ${usage.outputTokens}`,
-    cached_input_tokens: sql<string>`cached_input_tokens + ${usage.cachedInputTokens}`,
-    cost_usd: sql<string>`cost_usd + ${usage.costUsd}`,
   };
 }
 

@@ -1,6 +1,10 @@
 import { badRequest, conflict, notFound } from '../../errors.js';
 import type { Db } from '../../store/database.js';
-import { pipelinesRepository } from '../../store/pipelines.js';
+import {
+  acceptAfterTransition,
+  planRevisionAfterTransition,
+  rerunAfterTransition,
+} from '../../store/pipelines.js';
 import type { WorkflowService } from '../../workflows/service.js';
 import { assertAwaiting } from '../../workflows/transitions.js';
 import type { AwaitingReason, Workflow } from '../../workflows/types.js';
@@ -80,15 +84,9 @@ export function createPipelineReviews(options: {
         expectedVersion: input.version ?? paused.workflow.version,
         cause: 'reviewed',
         events: [reviewEvent(paused, { action: 'continue' })],
-        alsoInTransaction: async (tx) => {
-          const accepted = await pipelinesRepository(tx).acceptAttempt({
-            tenantId,
-            workflowId: id,
-            stageId: paused.stage.id,
-            attempt: paused.attempt,
-          });
-          if (!accepted) throw conflict('not_awaiting_input', 'The stage was reviewed already');
-        },
+        alsoInStatement: [
+          acceptAfterTransition({ stageId: paused.stage.id, attempt: paused.attempt }),
+        ],
       });
     },
 
@@ -100,16 +98,14 @@ export function createPipelineReviews(options: {
         expectedVersion: input.version ?? paused.workflow.version,
         cause: 'reviewed',
         events: [reviewEvent(paused, { action: 'retry' })],
-        alsoInTransaction: async (tx) => {
-          await pipelinesRepository(tx).requestRerun({
-            tenantId,
-            workflowId: id,
+        alsoInStatement: [
+          rerunAfterTransition({
             stageId: paused.stage.id,
             planRevision: paused.state.revision,
             reason: 'user_retry',
             feedback: null,
-          });
-        },
+          }),
+        ],
       });
     },
 
@@ -133,6 +129,7 @@ export function createPipelineReviews(options: {
         }
         replacement = toStoredPlan(patched.plan);
       }
+      const revision = replacement ? paused.state.revision + 1 : paused.state.revision;
       return workflows.resume(tenantId, id, {
         fromAwaiting: REVIEWABLE,
         expectedVersion: input.version ?? paused.workflow.version,
@@ -144,20 +141,18 @@ export function createPipelineReviews(options: {
             planReplaced: replacement !== undefined,
           }),
         ],
-        alsoInTransaction: async (tx) => {
-          const pipelines = pipelinesRepository(tx);
-          const revision = replacement
-            ? await pipelines.savePlan({ tenantId, workflowId: id, plan: replacement })
-            : paused.state.revision;
-          await pipelines.requestRerun({
-            tenantId,
-            workflowId: id,
+        // The version check makes the revision read with the pause the latest one.
+        alsoInStatement: [
+          ...(replacement
+            ? [planRevisionAfterTransition({ revision: revision, plan: replacement })]
+            : []),
+          rerunAfterTransition({
             stageId: paused.stage.id,
             planRevision: revision,
             reason: 'user_modify',
             feedback: input.feedback,
-          });
-        },
+          }),
+        ],
       });
     },
 
