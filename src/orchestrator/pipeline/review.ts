@@ -46,6 +46,9 @@ export function createPipelineReviews(options: {
 
   /** The paused workflow and the stage its pause is about, read at one version. */
   async function pausedStage(tenantId: string, id: string) {
+    // The workflow first, then its rows: rows read after version v are at
+    // least as new as v, so a decision taken on stale rows fails the
+    // version check. Read in parallel, older rows could pass it.
     const workflow = await workflows.get(tenantId, id);
     assertAwaiting(workflow, REVIEWABLE);
     const state = await loadPipelineState(db, { tenantId, workflowId: id });
