@@ -228,6 +228,43 @@ describe('the pipeline', () => {
     expect(done).toMatchObject({ status: 'completed', result: { answer: 'The total is 7.' } });
   });
 
+  it('an invalid plan gets one repair turn quoting the problems, then the pipeline runs', async () => {
+    const before = h.provider.requests.length;
+    h.provider.enqueue(
+      answer('Here is my plan: stages a and b.'),
+      planReply(stage('a'), stage('b', { dependsOn: ['a'] })),
+      answer('Result of a.'),
+      answer('Result of b.'),
+      answer('Repaired answer.'),
+    );
+    const id = await startWorkflow(h.testApp, h.tenant.key, {
+      input: 'Plan badly first',
+      mode: 'complex',
+    });
+    const done = await waitForStatus(h.testApp, h.tenant.key, id, ['completed', 'failed']);
+    expect(done).toMatchObject({ status: 'completed', result: { answer: 'Repaired answer.' } });
+    const repair = h.provider.requests[before + 1] as RecordedRequest;
+    expect(textOf(repair)).toContain('Here is my plan');
+    expect(textOf(repair)).toMatch(/JSON/);
+    const events = await storedEvents(h.testApp, id);
+    expect(events.find((e) => e.type === 'plan')).toMatchObject({
+      status: 'completed',
+      detail: { revision: 1, repaired: true },
+    });
+  });
+
+  it('a plan still invalid after its repair fails the workflow with plan_invalid', async () => {
+    h.provider.enqueue(answer('No plan.'), answer('Still no plan.'));
+    const id = await startWorkflow(h.testApp, h.tenant.key, {
+      input: 'Never plan',
+      mode: 'complex',
+    });
+    const failed = await waitForStatus(h.testApp, h.tenant.key, id, ['completed', 'failed']);
+    expect(failed).toMatchObject({ status: 'failed', error: { code: 'plan_invalid' } });
+    const events = await storedEvents(h.testApp, id);
+    expect(events.find((e) => e.type === 'plan')).toMatchObject({ status: 'failed' });
+  });
+
   it('GET pipeline of a simple workflow is a 404', async () => {
     h.provider.enqueue(answer('Hi.'));
     const id = await startWorkflow(h.testApp, h.tenant.key, { input: 'Say hi', mode: 'simple' });
