@@ -1,14 +1,27 @@
 import { z } from 'zod';
 import type { StreamPart, ToolDefinition } from './types.js';
 
-/** JSON Schema of a tool's parameters, as both vendors take it (an object schema). */
+/**
+ * Converted schemas by the zod schema they come from. A pure memo, the one
+ * module-level state here on purpose: schemas are immutable and live as
+ * long as their tool, and converting one costs more than the rest of a
+ * request's preparation (every request offers every tool, and the tool loop
+ * estimates each request's tokens before sending it). Weak, so a tool
+ * dropped with its run (an MCP server's) is not kept.
+ */
+const jsonSchemas = new WeakMap<object, Record<string, unknown>>();
+
+/** JSON Schema of a tool's parameters, as both vendors take it (an object schema). Do not mutate it. */
 export function toolParametersJsonSchema(tool: ToolDefinition): Record<string, unknown> {
+  const known = jsonSchemas.get(tool.parameters);
+  if (known) return known;
   const schema = z.toJSONSchema(tool.parameters, { target: 'draft-7', io: 'input' }) as Record<
     string,
     unknown
   >;
   // The `$schema` keyword is noise to the providers (and some reject it).
   const { $schema: _ignored, ...rest } = schema;
+  jsonSchemas.set(tool.parameters, rest);
   return rest;
 }
 
