@@ -125,9 +125,11 @@ function volatilePart(options: SystemPromptOptions): string {
   return lines.join('\n');
 }
 
+/** getUTCDay() order; toLocaleDateString would build an Intl formatter on every call. */
+const WEEKDAYS = ['Sunday', 'Monday', 'Tuesday', 'Wednesday', 'Thursday', 'Friday', 'Saturday'];
+
 /** `2026-12-01T09:30:00Z (Tuesday, UTC)`: seconds are enough, the weekday saves the model a calculation. */
 function formatTime(now: Date): string {
   const iso = now.toISOString().replace(/\.\d{3}Z$/, 'Z');
-  const weekday = now.toLocaleDateString('en-US', { weekday: 'long', timeZone: 'UTC' });
-  return `${iso} (${weekday}, UTC)`;
+  return `${iso} (${WEEKDAYS[now.getUTCDay()]}, UTC)`;
 }
