@@ -159,6 +159,7 @@ describe('validation of a new HTTP tool', () => {
     ['has a dot', 'my.tool'],
     ['is longer than 64 characters', `t${'x'.repeat(64)}`],
     ['is empty', ''],
+    ['looks like an MCP server’s tool (server__tool)', 'weather__forecast'],
   ])('a name that %s is a 400 naming body.name', async (_what, name) => {
     const response = await createTool(toolBody({ name }));
     expect(response.statusCode).toBe(400);

@@ -2,6 +2,7 @@ import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 import { z } from 'zod';
 import { toolParametersJsonSchema } from '../../llm/tool-arguments.js';
 import type { HttpToolInfo, HttpToolsService } from '../../tools/http-tools-service.js';
+import { MCP_TOOL_NAME_SEPARATOR } from '../../tools/mcp-tools.js';
 import type { Tool } from '../../tools/types.js';
 import { principalOf } from '../auth.js';
 import { problemResponses } from '../problem.js';
@@ -29,6 +30,11 @@ const toolNameSchema = z
   .regex(
     /^[a-zA-Z][a-zA-Z0-9_-]{0,63}$/,
     'a letter, then letters, digits, _ or -, at most 64 characters',
+  )
+  // `<server>__<tool>` is how MCP servers' tools are named: an HTTP tool may not look like one.
+  .refine(
+    (name) => !name.includes(MCP_TOOL_NAME_SEPARATOR),
+    `must not contain "${MCP_TOOL_NAME_SEPARATOR}", which names MCP servers' tools`,
   );
 
 const parametersSchema = z
