@@ -1,4 +1,4 @@
-import { Kysely, PostgresDialect, type Transaction } from 'kysely';
+import { Kysely, PostgresDialect, sql, type Transaction } from 'kysely';
 import pg from 'pg';
 import type { Logger } from 'pino';
 import type { Database } from './schema.js';
@@ -6,6 +6,17 @@ import type { Database } from './schema.js';
 export type Db = Kysely<Database>;
 /** Repositories take either; the caller owns the transaction. */
 export type DbOrTx = Kysely<Database> | Transaction<Database>;
+
+/**
+ * A one-row FROM item that turns off the wait for the WAL flush for the
+ * statement's own transaction (SET LOCAL, so it works through a
+ * transaction-mode pooler). For writes whose loss in a PostgreSQL crash
+ * only means a step runs again or an event is missing at the end of the
+ * log: commits are lost as a suffix, never with a gap, and the next durable
+ * commit flushes them. A commit costs ~0.3 ms instead of ~2.5 ms here
+ * (bench/simple-path, 2 cores, embedded PostgreSQL).
+ */
+export const WITHOUT_FLUSH_WAIT = sql`(SELECT set_config('synchronous_commit', 'off', true)) AS commit_mode`;
 
 export interface DatabaseHandle {
   db: Db;

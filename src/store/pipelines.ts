@@ -1,6 +1,6 @@
 import { type Selectable, sql } from 'kysely';
 import { z } from 'zod';
-import type { DbOrTx } from './database.js';
+import { type DbOrTx, WITHOUT_FLUSH_WAIT } from './database.js';
 import type { WorkflowStageAttemptsTable } from './schema.js';
 
 /**
@@ -178,6 +178,9 @@ export function pipelinesRepository(db: DbOrTx) {
     async startAttempt(
       input: AttemptKey & { planRevision: number; reason: AttemptReason; feedback: string | null },
     ): Promise<StageAttempt | undefined> {
+      // Not waiting for the WAL flush: a start lost to a PostgreSQL crash
+      // only means the stage starts again (how it ends is written durably).
+      const startedAt = sql<Date>`(SELECT clock_timestamp() FROM ${WITHOUT_FLUSH_WAIT})`;
       const row = await db
         .insertInto('workflow_stage_attempts')
         .values({
@@ -193,7 +196,7 @@ export function pipelinesRepository(db: DbOrTx) {
           validation: null,
           error: null,
           accepted_at: null,
-          started_at: sql<Date>`clock_timestamp()`,
+          started_at: startedAt,
           finished_at: null,
           elapsed_ms: null,
         })
@@ -204,7 +207,7 @@ export function pipelinesRepository(db: DbOrTx) {
               status: 'started',
               plan_revision: input.planRevision,
               feedback: input.feedback,
-              started_at: sql<Date>`clock_timestamp()`,
+              started_at: startedAt,
             })
             .where('workflow_stage_attempts.status', '=', 'pending')
             .where('workflow_stage_attempts.tenant_id', '=', input.tenantId),

@@ -1,6 +1,6 @@
 import { sql } from 'kysely';
 import { conflict } from '../errors.js';
-import type { DbOrTx } from './database.js';
+import { type DbOrTx, WITHOUT_FLUSH_WAIT } from './database.js';
 import type { WorkflowEventRow } from './schema.js';
 
 export interface NewEventRow {
@@ -99,9 +99,7 @@ export function workflowEventsRepository(db: DbOrTx) {
         : sql`AND status NOT IN ('completed', 'failed', 'cancelled')`;
       // A transition has set updated_at with its status already.
       const updatedAt = input.afterTransition ? sql`updated_at` : sql`now()`;
-      const commitMode = input.fastCommit
-        ? sql`, (SELECT set_config('synchronous_commit', 'off', true)) AS commit_mode`
-        : sql``;
+      const commitMode = input.fastCommit ? sql`, ${WITHOUT_FLUSH_WAIT}` : sql``;
       const result = await sql<WorkflowEventRow & { workflow_last_seq: number }>`
         WITH bumped AS (
           UPDATE workflows SET last_seq = last_seq + ${count}, updated_at = ${updatedAt}

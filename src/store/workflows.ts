@@ -1,5 +1,5 @@
 import { sql } from 'kysely';
-import type { DbOrTx } from './database.js';
+import { type DbOrTx, WITHOUT_FLUSH_WAIT } from './database.js';
 import type { WorkflowRow } from './schema.js';
 
 export interface NewWorkflowRow {
@@ -142,14 +142,13 @@ export function workflowsRepository(db: DbOrTx) {
       owner: string;
       leaseMs: number;
     }): Promise<WorkflowRow | undefined> {
-      // Committed without waiting for the WAL flush (this transaction only):
-      // a claim lost to a PostgreSQL crash costs nothing, every run stops with
-      // its connections and the leases are claimed again.
+      // A claim lost to a PostgreSQL crash costs nothing: every run stops
+      // with its connections and the leases are claimed again.
       const claimed = await sql<WorkflowRow>`
         UPDATE workflows
         SET lease_owner = ${input.owner},
             lease_expires_at = now() + ${input.leaseMs}::double precision * interval '1 millisecond'
-        FROM (SELECT set_config('synchronous_commit', 'off', true)) AS commit_mode
+        FROM ${WITHOUT_FLUSH_WAIT}
         WHERE id = ${input.id} AND tenant_id = ${input.tenantId}
           AND status = ANY(${LEASABLE}::text[])
           AND (lease_owner IS NULL OR lease_owner = ${input.owner} OR lease_expires_at < now())
