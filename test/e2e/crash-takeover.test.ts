@@ -16,7 +16,8 @@ import { toolResultsOf } from '../support/tool-loop-harness.js';
  * or of a pipeline stage); the other takes the workflow over once its lease
  * expires and finishes it from the last persisted turn or stage. An SSE
  * client that moves to the survivor with Last-Event-ID sees every event
- * exactly once.
+ * exactly once. Stopped with SIGTERM instead, the replica hands the lease
+ * over and the other one resumes at once.
  */
 
 const processes = waymarkProcesses();
@@ -76,14 +77,16 @@ function requestsFor(question: string): RecordedRequest[] {
 }
 
 /** Two replicas on the test database: A (which will run the workflow and be killed) and B. */
-async function startReplicas(): Promise<{ a: WaymarkProcess; b: WaymarkProcess; key: string }> {
+async function startReplicas(
+  overrides: Record<string, string> = {},
+): Promise<{ a: WaymarkProcess; b: WaymarkProcess; key: string }> {
   const database = await createTestDatabase();
   databases.push(database);
-  const a = await processes.start({ env: replicaEnv(database, 0) });
+  const a = await processes.start({ env: { ...replicaEnv(database, 0), ...overrides } });
   await a.waitUntilReady(60_000);
   const [key] = printedBootstrapKeys(a.stdout());
   if (!key) throw new Error('no bootstrap key was printed');
-  const b = await processes.start({ env: replicaEnv(database, 1) });
+  const b = await processes.start({ env: { ...replicaEnv(database, 1), ...overrides } });
   await b.waitUntilReady(60_000);
   return { a, b, key };
 }
@@ -138,13 +141,15 @@ async function killAndFollow(options: {
   id: string;
   hanging: ReturnType<typeof hangingReply>;
   inFlight: (events: WorkflowEvent[]) => boolean;
+  /** SIGKILL (a crash) unless given. */
+  signal?: NodeJS.Signals;
 }): Promise<{ events: WorkflowEvent[]; afterKill: WorkflowEvent[] }> {
   const { a, b, key, id, hanging } = options;
   const first = openStream(`${a.url}/v1/workflows/${id}/events`, { key });
   await within(hanging.started, 20_000, 'the hanging turn streaming on A');
   await eventually(() => options.inFlight(first.events), 10_000, 'the cut turn under way on A');
-  a.signal('SIGKILL');
-  await a.waitForExit(10_000);
+  a.signal(options.signal ?? 'SIGKILL');
+  await a.waitForExit(30_000);
   hanging.release();
   first.close();
   const second = openStream(`${b.url}/v1/workflows/${id}/events`, {
@@ -167,8 +172,8 @@ function expectEveryEventOnce(events: WorkflowEvent[]): void {
   expect(events.at(-1)).toMatchObject({ type: 'workflow_end', status: 'completed' });
 }
 
-describe('a replica killed with SIGKILL while it runs a workflow', () => {
-  it('in the middle of a tool loop: the other replica finishes it; turns completed before the crash are not run again; the SSE client sees every event once', async () => {
+describe('a replica that stops while it runs a workflow', () => {
+  it('SIGKILL in the middle of a tool loop: the other replica finishes it; turns completed before the crash are not run again; the SSE client sees every event once', async () => {
     const { a, b, key } = await startReplicas();
     const hanging = hangingReply();
     // Turn 1 calls the calculator; turn 2 hangs after its first chunk until A is dead.
@@ -210,7 +215,7 @@ describe('a replica killed with SIGKILL while it runs a workflow', () => {
     });
   });
 
-  it('in the middle of a pipeline stage: the other replica finishes it; stages completed before the crash are not run again; the SSE client sees every event once', async () => {
+  it('SIGKILL in the middle of a pipeline stage: the other replica finishes it; stages completed before the crash are not run again; the SSE client sees every event once', async () => {
     const { a, b, key } = await startReplicas();
     const hanging = hangingReply();
     const stage = (id: string) => ({ id, title: `Stage ${id}`, goal: `Work out ${id}` });
@@ -259,6 +264,47 @@ describe('a replica killed with SIGKILL while it runs a workflow', () => {
     expect(await workflowOn(b, key, id)).toMatchObject({
       status: 'completed',
       result: { answer: 'The final answer.' },
+    });
+  });
+
+  it('SIGTERM in the middle of a tool loop: the replica hands its lease over and the other one resumes at once, long before the lease would expire', async () => {
+    // A lease of a minute: only the hand-over explains a resume within seconds.
+    const { a, b, key } = await startReplicas({
+      WORKFLOW_LEASE_MS: '60000',
+      WORKFLOW_LEASE_RENEW_MS: '20000',
+      SHUTDOWN_GRACE_MS: '200',
+    });
+    const hanging = hangingReply();
+    provider.enqueue(
+      {
+        kind: 'reply',
+        toolCalls: [{ id: 'call_add', name: 'calculator', arguments: { expression: '40 + 2' } }],
+      },
+      hanging.reply,
+      { kind: 'reply', chunks: ['It is ', '42.'] },
+    );
+    const question = `What is forty plus two? (${Date.now()})`;
+    const id = await createWorkflow(a, key, { input: question, mode: 'simple' });
+    const stopped = performance.now();
+    const { events, afterKill } = await killAndFollow({
+      a,
+      b,
+      key,
+      id,
+      hanging,
+      inFlight: (seen) =>
+        seen.some((event) => event.type === 'llm_call' && event.step === 'turn-2'),
+      signal: 'SIGTERM',
+    });
+    expect(performance.now() - stopped).toBeLessThan(30_000);
+    expectEveryEventOnce(events);
+    expect(afterKill.some((event) => event.type === 'resumed')).toBe(true);
+    expect(events.some((event) => event.type === 'workflow_end' && event.status === 'failed')).toBe(
+      false,
+    );
+    expect(await workflowOn(b, key, id)).toMatchObject({
+      status: 'completed',
+      result: { answer: 'It is 42.' },
     });
   });
 });
