@@ -15,31 +15,51 @@ export const CHARACTERS_PER_TOKEN = 3.5;
 /** Per-message framing (role markers, separators) that the text alone does not show. */
 const MESSAGE_OVERHEAD_TOKENS = 4;
 
-export function estimateTextTokens(text: string, kind: ProviderKind): number {
+/**
+ * Exact counts already made, by text, kept by one caller across its
+ * estimates: the tool loop estimates every turn's request, which repeats
+ * the system prompt, the tools and the history of the turns before, and
+ * tokenising them again was ~4% of a workflow's CPU (bench/simple-path).
+ */
+export type TokenCounts = Map<string, number>;
+
+export function estimateTextTokens(text: string, kind: ProviderKind, counts?: TokenCounts): number {
   if (text.length === 0) return 0;
-  if (kind === 'openai') return countTokens(text);
-  return Math.ceil(text.length / CHARACTERS_PER_TOKEN);
+  if (kind !== 'openai') return Math.ceil(text.length / CHARACTERS_PER_TOKEN);
+  const known = counts?.get(text);
+  if (known !== undefined) return known;
+  const count = countTokens(text);
+  counts?.set(text, count);
+  return count;
 }
 
-export function estimateRequestTokens(request: ModelRequest, kind: ProviderKind): number {
+export function estimateRequestTokens(
+  request: ModelRequest,
+  kind: ProviderKind,
+  counts?: TokenCounts,
+): number {
   let total = 0;
   if (request.system) {
-    total += estimateTextTokens(request.system.stable, kind) + MESSAGE_OVERHEAD_TOKENS;
-    if (request.system.volatile) total += estimateTextTokens(request.system.volatile, kind);
+    total += estimateTextTokens(request.system.stable, kind, counts) + MESSAGE_OVERHEAD_TOKENS;
+    if (request.system.volatile) total += estimateTextTokens(request.system.volatile, kind, counts);
   }
-  for (const message of request.messages) total += estimateMessageTokens(message, kind);
+  for (const message of request.messages) total += estimateMessageTokens(message, kind, counts);
   for (const tool of request.tools ?? []) {
     const schema = JSON.stringify(toolParametersJsonSchema(tool));
-    total += estimateTextTokens(`${tool.name} ${tool.description} ${schema}`, kind);
+    total += estimateTextTokens(`${tool.name} ${tool.description} ${schema}`, kind, counts);
   }
   return total;
 }
 
-export function estimateMessageTokens(message: Message, kind: ProviderKind): number {
+export function estimateMessageTokens(
+  message: Message,
+  kind: ProviderKind,
+  counts?: TokenCounts,
+): number {
   const text =
     message.role === 'assistant'
       ? message.content +
         message.toolCalls.map((call) => call.name + JSON.stringify(call.arguments)).join('')
       : message.content;
-  return estimateTextTokens(text, kind) + MESSAGE_OVERHEAD_TOKENS;
+  return estimateTextTokens(text, kind, counts) + MESSAGE_OVERHEAD_TOKENS;
 }

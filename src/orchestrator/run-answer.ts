@@ -42,6 +42,7 @@ export async function answerWithToolLoop(
     limits: {
       contextWindow: contextWindowOf(options.catalogue, workflow.model),
       kind: providerKindOf(options.catalogue, workflow.model),
+      tokenCounts: new Map(),
     },
     router: options.router,
     tracker: {

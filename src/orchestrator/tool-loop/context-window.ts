@@ -1,5 +1,5 @@
 import type { ProviderKind } from '../../llm/catalogue.js';
-import { estimateRequestTokens } from '../../llm/estimate-tokens.js';
+import { estimateRequestTokens, type TokenCounts } from '../../llm/estimate-tokens.js';
 import type { Message, ModelRequest } from '../../llm/types.js';
 
 /**
@@ -21,10 +21,12 @@ export const WRAP_UP_INSTRUCTION =
 export interface ContextLimits {
   contextWindow: number;
   kind: ProviderKind;
+  /** The run's token counts so far, reused by each turn's estimate. */
+  tokenCounts?: TokenCounts;
 }
 
 export function estimateShare(request: ModelRequest, limits: ContextLimits): number {
-  return estimateRequestTokens(request, limits.kind) / limits.contextWindow;
+  return estimateRequestTokens(request, limits.kind, limits.tokenCounts) / limits.contextWindow;
 }
 
 /**
