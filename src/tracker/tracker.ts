@@ -181,6 +181,8 @@ export function createWorkflowTracker(options: TrackerOptions) {
     ): Promise<TransitionResult> {
       return transition({
         to: 'running',
+        // Undone by a PostgreSQL crash, the start only happens again.
+        durable: false,
         ...(decided ? { kind: decided.kind } : {}),
         events: [
           { type: 'workflow_start', step: null, status: 'started', detail, elapsedMs: null },

@@ -1,6 +1,6 @@
 import { type RawBuilder, sql, type Transaction } from 'kysely';
 import { conflict, notFound } from '../errors.js';
-import type { Db, DbOrTx } from '../store/database.js';
+import { type Db, type DbOrTx, WITHOUT_FLUSH_WAIT } from '../store/database.js';
 import type { Database, WorkflowEventRow, WorkflowRow } from '../store/schema.js';
 import { eventsAfter, type NewEventRow } from '../store/workflow-events.js';
 import type { UsageIncrement } from '../store/workflows.js';
@@ -48,6 +48,12 @@ export interface TransitionInput {
    * and only if the transition does (a review's stage-attempt rows).
    */
   alsoInStatement?: RawBuilder<unknown>[];
+  /**
+   * False: commit without waiting for the WAL flush (see WITHOUT_FLUSH_WAIT),
+   * for a transition a PostgreSQL crash may undo at no cost (a run's start:
+   * the workflow is queued again). Durable unless said.
+   */
+  durable?: boolean;
   /** Replica id, carried in the NOTIFY so the origin can skip its own echo. */
   origin: string;
 }
@@ -150,7 +156,9 @@ async function compareAndSet(
     ), ${sql.join([...(input.alsoInStatement ?? []), eventsAfter('changed', input)], sql`, `)}
     SELECT changed.*,
       (SELECT coalesce(json_agg(inserted.* ORDER BY inserted.seq), '[]') FROM inserted) AS appended_events
-    FROM changed, notified`.execute(db);
+    FROM changed, notified${input.durable === false ? sql`, ${WITHOUT_FLUSH_WAIT}` : sql``}`.execute(
+    db,
+  );
   const row = result.rows[0];
   if (!row) return undefined;
   const { appended_events: appended, ...workflowRow } = row;

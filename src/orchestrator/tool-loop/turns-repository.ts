@@ -1,6 +1,6 @@
 import { sql } from 'kysely';
 import type { Message } from '../../llm/types.js';
-import type { Db } from '../../store/database.js';
+import { type Db, WITHOUT_FLUSH_WAIT } from '../../store/database.js';
 import { workflowEventsRepository } from '../../store/workflow-events.js';
 import type { LoopResume } from './resume.js';
 import { messagesOfTurn, parseTurnState, type TurnState } from './state.js';
@@ -13,19 +13,19 @@ export function workflowTurnsRepository(db: Db) {
   return {
     /**
      * Appends a turn. A turn cut off midway runs again (at-least-once), so a
-     * second write of the same turn number keeps the first one.
+     * second write of the same turn number keeps the first one. Committed
+     * without waiting for the WAL flush (~2 ms a turn here): a replica's
+     * crash never loses it, and one lost to a PostgreSQL crash only runs
+     * again, like a turn cut off; the workflow's end, which the client
+     * sees, is durable and flushes every turn before it.
      */
     async append(input: { tenantId: string; workflowId: string; state: TurnState }): Promise<void> {
-      await db
-        .insertInto('workflow_turns')
-        .values({
-          workflow_id: input.workflowId,
-          tenant_id: input.tenantId,
-          turn: input.state.turn,
-          state: JSON.stringify(input.state),
-        })
-        .onConflict((conflict) => conflict.columns(['workflow_id', 'turn']).doNothing())
-        .execute();
+      await sql`
+        INSERT INTO workflow_turns (workflow_id, tenant_id, turn, state)
+        SELECT ${input.workflowId}, ${input.tenantId}, ${input.state.turn},
+               ${JSON.stringify(input.state)}::jsonb
+        FROM ${WITHOUT_FLUSH_WAIT}
+        ON CONFLICT (workflow_id, turn) DO NOTHING`.execute(db);
     },
 
     /** The workflow's turns in order, each parsed with its version's schema. */
