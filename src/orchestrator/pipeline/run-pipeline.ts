@@ -14,7 +14,7 @@ import { addUsage } from '../collect-text.js';
 import type { LoopOutcome, Spent } from '../tool-loop/types.js';
 import { nextAction, type PipelinePolicy, type RunStage, stageResults } from './next-action.js';
 import { loadPipelineState, type PipelineState } from './pipeline-view.js';
-import { type PlanLimits, toStoredPlan } from './plan.js';
+import { type PlanLimits, type PlanStage, toStoredPlan } from './plan.js';
 import { planQuestion } from './planner.js';
 import { buildStageInput } from './stage-prompt.js';
 import { buildSynthesisRequest } from './synthesis-prompt.js';
@@ -123,41 +123,25 @@ export async function runPipeline(input: PipelineRunInput): Promise<LoopOutcome>
         const attempt = state.attempts.find(
           (made) => made.stageId === action.stage.id && made.attempt === action.attempt,
         );
-        await input.pause({
-          reason: 'checkpoint',
-          spent: { usage: run.usage, costUsd: run.costUsd },
-          event: {
-            type: 'checkpoint',
-            step: action.stage.id,
-            status: 'paused',
-            detail: {
-              stage: action.stage.id,
-              title: action.stage.title,
-              attempt: action.attempt,
-              result: attempt?.result ?? null,
-              planRevision: state.revision,
-            },
-            elapsedMs: null,
+        await pauseAt(run, 'checkpoint', {
+          type: 'checkpoint',
+          stage: action.stage,
+          detail: {
+            attempt: action.attempt,
+            result: attempt?.result ?? null,
+            planRevision: state.revision,
           },
         });
         return paused(run);
       }
       case 'stage_failed':
-        await input.pause({
-          reason: 'stage_failed',
-          spent: { usage: run.usage, costUsd: run.costUsd },
-          event: {
-            type: 'stage',
-            step: action.stage.id,
-            status: 'paused',
-            detail: {
-              stage: action.stage.id,
-              title: action.stage.title,
-              attempt: action.attempt,
-              validation: { passed: false, findings: action.findings },
-              error: action.error,
-            },
-            elapsedMs: null,
+        await pauseAt(run, 'stage_failed', {
+          type: 'stage',
+          stage: action.stage,
+          detail: {
+            attempt: action.attempt,
+            validation: { passed: false, findings: action.findings },
+            error: action.error,
           },
         });
         return paused(run);
@@ -175,6 +159,25 @@ function withAttempts(state: PipelineState, written: StageAttempt[]): PipelineSt
   const byKey = new Map(state.attempts.map((attempt) => [keyOf(attempt), attempt]));
   for (const attempt of written) byKey.set(keyOf(attempt), attempt);
   return { ...state, attempts: [...byKey.values()] };
+}
+
+/** Pauses the workflow on a stage, with the event the user acts on and this run's usage. */
+function pauseAt(
+  run: PipelineRun,
+  reason: PipelinePause['reason'],
+  on: { type: 'checkpoint' | 'stage'; stage: PlanStage; detail: Record<string, unknown> },
+): Promise<void> {
+  return run.input.pause({
+    reason,
+    spent: { usage: run.usage, costUsd: run.costUsd },
+    event: {
+      type: on.type,
+      step: on.stage.id,
+      status: 'paused',
+      detail: { stage: on.stage.id, title: on.stage.title, ...on.detail },
+      elapsedMs: null,
+    },
+  });
 }
 
 /** The planner's plan, persisted as revision 1 and announced with a `plan` event. */
