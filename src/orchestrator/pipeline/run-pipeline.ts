@@ -1,24 +1,18 @@
 import type { ModelRouter, RouterCall } from '../../llm/router/router.js';
 import type { Message, SystemPrompt, Usage } from '../../llm/types.js';
 import type { Db } from '../../store/database.js';
-import {
-  type AttemptUsage,
-  INTERRUPTED,
-  pipelinesRepository,
-  type StageAttempt,
-} from '../../store/pipelines.js';
+import { pipelinesRepository, type StageAttempt } from '../../store/pipelines.js';
 import type { NewEventRow } from '../../store/workflow-events.js';
 import type { WorkflowTracker } from '../../tracker/tracker.js';
 import type { Workflow } from '../../workflows/types.js';
 import { addUsage } from '../collect-text.js';
 import type { LoopOutcome, Spent } from '../tool-loop/types.js';
-import { nextAction, type PipelinePolicy, type RunStage, stageResults } from './next-action.js';
+import { nextAction, type PipelinePolicy, stageResults } from './next-action.js';
 import { loadPipelineState, type PipelineState } from './pipeline-view.js';
 import { type PlanLimits, type PlanStage, toStoredPlan } from './plan.js';
 import { planQuestion } from './planner.js';
-import { buildStageInput } from './stage-prompt.js';
+import { runStage } from './run-stage.js';
 import { buildSynthesisRequest } from './synthesis-prompt.js';
-import { validateStageResult } from './validator.js';
 
 /**
  * The complex path of one workflow run: plan (once), then each stage as a
@@ -79,7 +73,7 @@ export interface PipelineRunInput {
 }
 
 /** The state of one pipeline run; never shared. */
-interface PipelineRun {
+export interface PipelineRun {
   readonly input: PipelineRunInput;
   readonly policy: PipelinePolicy;
   usage: Usage | undefined;
@@ -229,107 +223,6 @@ async function plan(
   return { state: { revision, plan: planned.plan, attempts: [] } };
 }
 
-/** One attempt of a stage: started, run as a tool loop, validated, and ended as a row and an event. */
-async function runStage(
-  run: PipelineRun,
-  state: PipelineState,
-  action: RunStage,
-): Promise<{ reason: LoopOutcome['reason']; written: StageAttempt[] } | undefined> {
-  const { input } = run;
-  const { stage } = action;
-  const written: StageAttempt[] = [];
-  const keep = (row: StageAttempt | undefined) => {
-    if (row) written.push(row);
-  };
-  const pipelines = pipelinesRepository(input.db);
-  const key = {
-    tenantId: input.workflow.tenantId,
-    workflowId: input.workflow.id,
-    stageId: stage.id,
-  };
-  if (action.interruptedAttempt !== null) {
-    keep(
-      await pipelines.failAttempt({
-        ...key,
-        attempt: action.interruptedAttempt,
-        error: { code: INTERRUPTED, message: 'The run was cut off during this attempt' },
-      }),
-    );
-  }
-  const startedRow = await pipelines.startAttempt({
-    ...key,
-    attempt: action.attempt,
-    planRevision: state.revision,
-    reason: action.reason,
-    feedback: action.feedback,
-  });
-  // Started by another run meanwhile: the next decision, from fresh rows, says what is left.
-  if (!startedRow) return undefined;
-  keep(startedRow);
-  const detail = { stage: stage.id, title: stage.title, attempt: action.attempt };
-  await input.tracker.emit('stage', stage.id, 'started', { ...detail, reason: action.reason });
-  const started = performance.now();
-  const earlierResults = stageResults(state.plan, state.attempts, run.policy);
-  const stageInput = buildStageInput({
-    base: input.system,
-    question: input.workflow.input,
-    plan: state.plan,
-    stage,
-    earlierResults,
-    feedback: action.feedback,
-    findings: action.findings,
-    previousResult: action.previousResult,
-    resultMaxChars: input.settings.stageResultMaxChars,
-  });
-  const outcome = await input.runStage({
-    ...stageInput,
-    tracker: stageTracker(input, stage.id),
-    spentBefore: spentSoFar(run),
-  });
-  input.throwIfStopped();
-  run.usage = addUsage(run.usage, outcome.usage);
-  run.costUsd += outcome.costUsd;
-  const usage = attemptUsage(outcome);
-  const elapsedMs = performance.now() - started;
-  if (outcome.failure) {
-    keep(
-      await pipelines.failAttempt({
-        ...key,
-        attempt: action.attempt,
-        result: outcome.answer || undefined,
-        error: outcome.failure,
-        usage,
-      }),
-    );
-    await input.tracker.emit(
-      'stage',
-      stage.id,
-      'failed',
-      { ...detail, error: outcome.failure },
-      elapsedMs,
-    );
-    return { reason: outcome.reason, written };
-  }
-  const validation = validateStageResult({
-    stage,
-    result: outcome.answer,
-    earlierResults,
-    plan: state.plan,
-  });
-  const ended = { ...key, attempt: action.attempt, result: outcome.answer, validation, usage };
-  keep(
-    validation.passed ? await pipelines.completeAttempt(ended) : await pipelines.failAttempt(ended),
-  );
-  await input.tracker.emit(
-    'stage',
-    stage.id,
-    validation.passed ? 'completed' : 'failed',
-    { ...detail, validation },
-    elapsedMs,
-  );
-  return { reason: outcome.reason, written };
-}
-
 /** The final answer: one streamed turn over the stage results. */
 async function synthesize(
   run: PipelineRun,
@@ -377,41 +270,6 @@ async function synthesize(
   );
   if (failure) return outcome(run, { answer: text, reason: 'model_error', failure });
   return outcome(run, { answer: text, reason, failure: undefined });
-}
-
-/** The stage loop's events carry the stage in their step: `<stage>/turn-2`. */
-function stageTracker(
-  input: PipelineRunInput,
-  stageId: string,
-): Pick<WorkflowTracker, 'emit' | 'token'> {
-  return {
-    emit: (type, step, status, detail, elapsedMs) =>
-      input.tracker.emit(type, step ? `${stageId}/${step}` : stageId, status, detail, elapsedMs),
-    token: () => undefined,
-  };
-}
-
-/** The workflow's spending before this run, and this run's so far: what budgets count. */
-function spentSoFar(run: PipelineRun): { tokens: number; costUsd: number } {
-  const before = run.input.workflow.usage;
-  return {
-    tokens:
-      before.inputTokens +
-      before.outputTokens +
-      (run.usage ? run.usage.inputTokens + run.usage.outputTokens : 0),
-    costUsd: before.costUsd + run.costUsd,
-  };
-}
-
-/** A stage attempt's tokens and cost, as its tool loop counted them. */
-function attemptUsage(stage: LoopOutcome): AttemptUsage | undefined {
-  if (!stage.usage) return undefined;
-  return {
-    inputTokens: stage.usage.inputTokens,
-    outputTokens: stage.usage.outputTokens,
-    cachedInputTokens: stage.usage.cachedInputTokens,
-    costUsd: stage.costUsd,
-  };
 }
 
 /** Adds a planner or synthesis turn's usage, priced with the model answering now. */
