@@ -125,7 +125,8 @@ export const workflowActionRoutes: FastifyPluginAsyncZod<{
           description: `${text.description} ${REVIEW_CONFLICTS}`,
           params: idParamsSchema,
           headers: actionHeaders,
-          body: reviewBody.optional(),
+          // Null when the request has no body at all (curl -X POST with nothing else).
+          body: reviewBody.nullish(),
           response: { 202: workflowSchema, ...problemResponses(400, 401, 403, 404, 409, 429) },
         },
       },

@@ -91,7 +91,12 @@ describe('the pipeline', () => {
     });
 
     h.provider.enqueue(answer('Result of c.'), answer('The final answer.'));
-    const continued = await act(id, 'continue', { version });
+    // No body at all, the version in If-Match: as `curl -X POST -H 'If-Match: "4"'` sends it.
+    const continued = await h.testApp.app.inject({
+      method: 'POST',
+      url: `/v1/workflows/${id}/continue`,
+      headers: { ...bearer(h.tenant.key), 'if-match': `"${version}"` },
+    });
     expect(continued.statusCode, continued.body).toBe(202);
     const done = await waitForStatus(h.testApp, h.tenant.key, id, ['completed', 'failed']);
     expect(done).toMatchObject({ status: 'completed', result: { answer: 'The final answer.' } });
