@@ -3,8 +3,8 @@ import { isIP } from 'node:net';
 import type { Logger } from 'pino';
 import { badRequest, conflict, notFound } from '../errors.js';
 import type { Db } from '../store/database.js';
-import { httpToolsRepository } from '../store/http-tools.js';
 import type { HttpToolRow } from '../store/schema.js';
+import { tenantEndpointsRepository } from '../store/tenant-endpoints.js';
 import { type HttpToolPolicy, isHostAllowed, toHttpTool } from './http-tool.js';
 import {
   InvalidParametersSchema,
@@ -56,7 +56,7 @@ export function createHttpToolsService(options: { db: Db; policy: HttpToolPolicy
       }
       checkParameters(input.parameters);
       const url = checkDestination(input.url, policy);
-      const row = await httpToolsRepository(db).insert({
+      const row = await tenantEndpointsRepository(db, 'http_tools').insert({
         id: randomUUID(),
         tenant_id: tenantId,
         name: input.name,
@@ -74,17 +74,18 @@ export function createHttpToolsService(options: { db: Db; policy: HttpToolPolicy
     },
 
     async list(tenantId: string): Promise<HttpToolInfo[]> {
-      return (await httpToolsRepository(db).listByTenant(tenantId)).map(toInfo);
+      return (await tenantEndpointsRepository(db, 'http_tools').listByTenant(tenantId)).map(toInfo);
     },
 
     async get(tenantId: string, id: string): Promise<HttpToolInfo> {
-      const row = await httpToolsRepository(db).findById(tenantId, id);
+      const row = await tenantEndpointsRepository(db, 'http_tools').findById(tenantId, id);
       if (!row) throw notFound('Tool');
       return toInfo(row);
     },
 
     async delete(tenantId: string, id: string): Promise<void> {
-      if (!(await httpToolsRepository(db).delete(tenantId, id))) throw notFound('Tool');
+      if (!(await tenantEndpointsRepository(db, 'http_tools').delete(tenantId, id)))
+        throw notFound('Tool');
     },
 
     /**
@@ -94,7 +95,7 @@ export function createHttpToolsService(options: { db: Db; policy: HttpToolPolicy
      */
     async toolsFor(tenantId: string): Promise<Tool[]> {
       const tools: Tool[] = [];
-      for (const row of await httpToolsRepository(db).listByTenant(tenantId)) {
+      for (const row of await tenantEndpointsRepository(db, 'http_tools').listByTenant(tenantId)) {
         try {
           tools.push(toHttpTool(row, policy));
         } catch (error) {

@@ -2,8 +2,8 @@ import { randomUUID } from 'node:crypto';
 import type { Logger } from 'pino';
 import { badRequest, conflict, notFound } from '../errors.js';
 import type { Db } from '../store/database.js';
-import { mcpServersRepository } from '../store/mcp-servers.js';
 import type { McpServerRow } from '../store/schema.js';
+import { tenantEndpointsRepository } from '../store/tenant-endpoints.js';
 import type { HttpToolPolicy } from './http-tool.js';
 import { checkDestination } from './http-tools-service.js';
 import type { JsonSchemaObject } from './json-schema-parameters.js';
@@ -77,7 +77,7 @@ export function createMcpServersService(options: { db: Db; policy: HttpToolPolic
           { field: 'body.url', message: error.message },
         ]);
       }
-      const row = await mcpServersRepository(db).insert({
+      const row = await tenantEndpointsRepository(db, 'mcp_servers').insert({
         id: randomUUID(),
         tenant_id: tenantId,
         name: server.name,
@@ -96,11 +96,14 @@ export function createMcpServersService(options: { db: Db; policy: HttpToolPolic
     },
 
     async list(tenantId: string): Promise<McpServerInfo[]> {
-      return (await mcpServersRepository(db).listByTenant(tenantId)).map(toInfo);
+      return (await tenantEndpointsRepository(db, 'mcp_servers').listByTenant(tenantId)).map(
+        toInfo,
+      );
     },
 
     async delete(tenantId: string, id: string): Promise<void> {
-      if (!(await mcpServersRepository(db).delete(tenantId, id))) throw notFound('MCP server');
+      if (!(await tenantEndpointsRepository(db, 'mcp_servers').delete(tenantId, id)))
+        throw notFound('MCP server');
     },
 
     /**
@@ -110,7 +113,7 @@ export function createMcpServersService(options: { db: Db; policy: HttpToolPolic
      * rather than failing the workflow.
      */
     async toolsFor(tenantId: string): Promise<McpToolset> {
-      const servers = await mcpServersRepository(db).listByTenant(tenantId);
+      const servers = await tenantEndpointsRepository(db, 'mcp_servers').listByTenant(tenantId);
       return connectMcpTools(servers, { policy, log: log.child({ tenantId }) });
     },
   };
