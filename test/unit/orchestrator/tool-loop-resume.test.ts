@@ -1,0 +1,162 @@
+import { describe, expect, it } from 'vitest';
+import {
+  createRepeatFailGuard,
+  REPEAT_WARNING,
+} from '../../../src/orchestrator/tool-loop/repeat-guard.js';
+import { type LoopResume, restoreLoop } from '../../../src/orchestrator/tool-loop/resume.js';
+import type { TurnState } from '../../../src/orchestrator/tool-loop/state.js';
+import type { LoopOptions, LoopRun } from '../../../src/orchestrator/tool-loop/types.js';
+
+/** Rebuilding a tool loop from its persisted turns, as a resumed run does. */
+
+/** A loop run as runToolLoop starts it; restoreLoop reads only the options named here. */
+function freshRun(maxIterations = 10): LoopRun {
+  const options = {
+    messages: [{ role: 'user', content: 'What is 6 * 7?' }],
+    budget: { maxIterations, maxTokens: null, maxCostUsd: null },
+    spentBefore: { tokens: 0, costUsd: 0 },
+  } as unknown as LoopOptions; // only these fields are read by restoreLoop
+  return {
+    options,
+    messages: [...options.messages],
+    guard: createRepeatFailGuard(),
+    turns: 0,
+    iterations: 0,
+    wrappingUp: null,
+    wrapUp: false,
+    overflowRecovered: false,
+    pendingAssistant: null,
+    usage: undefined,
+    costUsd: 0,
+    failure: undefined,
+  };
+}
+
+function turn(number: number, overrides: Partial<TurnState> = {}): TurnState {
+  return {
+    schemaVersion: 1,
+    turn: number,
+    model: 'gpt',
+    assistant: {
+      content: '',
+      toolCalls: [{ id: `call_${number}`, name: 'calculator', arguments: { expression: '6 * 7' } }],
+    },
+    toolResults: [
+      { toolCallId: `call_${number}`, toolName: 'calculator', content: '42', isError: false },
+    ],
+    awaiting: null,
+    finishReason: 'tool_calls',
+    ...overrides,
+  };
+}
+
+const resume = (turns: TurnState[], answers: [string, string][] = []): LoopResume => ({
+  turns,
+  answers: new Map(answers),
+});
+
+describe('restoreLoop', () => {
+  it('rebuilds the conversation and the counts, and goes on with the next turn', () => {
+    const run = freshRun();
+    const step = restoreLoop(run, resume([turn(1), turn(2)]));
+    expect(step).toEqual({ kind: 'call_model' });
+    expect(run.turns).toBe(2);
+    expect(run.iterations).toBe(2);
+    expect(run.messages.map((message) => message.role)).toEqual([
+      'user',
+      'assistant',
+      'tool',
+      'assistant',
+      'tool',
+    ]);
+  });
+
+  it('puts the user’s answer after the turn that asked, as the question’s result', () => {
+    const asked = turn(1, {
+      assistant: {
+        content: '',
+        toolCalls: [
+          { id: 'call_sum', name: 'calculator', arguments: { expression: '1 + 1' } },
+          { id: 'call_q', name: 'ask_user', arguments: { question: 'Which?' } },
+        ],
+      },
+      toolResults: [
+        { toolCallId: 'call_sum', toolName: 'calculator', content: '2', isError: false },
+      ],
+      awaiting: { toolCallId: 'call_q', toolName: 'ask_user' },
+    });
+    const run = freshRun();
+    expect(restoreLoop(run, resume([asked], [['call_q', 'Oslo']]))).toEqual({ kind: 'call_model' });
+    expect(run.messages.at(-1)).toEqual({
+      role: 'tool',
+      toolCallId: 'call_q',
+      toolName: 'ask_user',
+      content: 'The user answered: Oslo',
+      isError: false,
+    });
+  });
+
+  it('a question persisted but never paused on is asked again', () => {
+    const asked = turn(1, {
+      assistant: {
+        content: '',
+        toolCalls: [{ id: 'call_q', name: 'ask_user', arguments: { question: 'Which?' } }],
+      },
+      toolResults: [],
+      awaiting: { toolCallId: 'call_q', toolName: 'ask_user' },
+    });
+    expect(restoreLoop(freshRun(), resume([asked]))).toMatchObject({
+      kind: 'paused',
+      call: { id: 'call_q', name: 'ask_user' },
+    });
+  });
+
+  it('an answering turn persisted before the workflow ended finishes with its text, without a new turn', () => {
+    const answered = turn(2, {
+      assistant: { content: 'It is 42.', toolCalls: [] },
+      toolResults: [],
+      finishReason: 'stop',
+    });
+    expect(restoreLoop(freshRun(), resume([turn(1), answered]))).toEqual({
+      kind: 'finished',
+      answer: 'It is 42.',
+      reason: 'answered',
+    });
+  });
+
+  it('an answering turn after the iteration cap finishes with the cap as its reason', () => {
+    const answered = turn(2, {
+      assistant: { content: 'Best effort.', toolCalls: [] },
+      toolResults: [],
+      finishReason: 'stop',
+    });
+    expect(restoreLoop(freshRun(1), resume([turn(1), answered]))).toMatchObject({
+      kind: 'finished',
+      reason: 'iteration_cap',
+    });
+  });
+
+  it('the repeat-fail guard remembers failures from before: the third identical failing call stays blocked', () => {
+    const failing = (number: number, warned: boolean): TurnState =>
+      turn(number, {
+        assistant: {
+          content: '',
+          toolCalls: [
+            { id: `call_${number}`, name: 'calculator', arguments: { expression: '1/0' } },
+          ],
+        },
+        toolResults: [
+          {
+            toolCallId: `call_${number}`,
+            toolName: 'calculator',
+            content: `division by zero${warned ? `\n${REPEAT_WARNING}` : ''}`,
+            isError: true,
+          },
+        ],
+      });
+    const run = freshRun();
+    restoreLoop(run, resume([failing(1, false), failing(2, true)]));
+    expect(run.guard.isBlocked('calculator', { expression: '1/0' })).toBe(true);
+    expect(run.guard.isBlocked('calculator', { expression: '2/1' })).toBe(false);
+  });
+});
