@@ -70,18 +70,12 @@ export function workflowEventsRepository(db: DbOrTx) {
      * row lock) and NOTIFYs the replicas, in one statement: one round trip
      * instead of five (BEGIN, bump, insert, notify, COMMIT), which
      * bench/simple-path measured as three quarters of a workflow's round
-     * trips. The notification is `notificationPayload`'s wire shape (see
-     * tracker/notification.ts), built in SQL because the seq is known only
-     * there.
+     * trips. A status transition appends its events in its own statement
+     * (workflows/transitions.ts); this is for events between transitions,
+     * so a finished workflow refuses them (409), like `append`.
      *
-     * `fastCommit` does not wait for the WAL flush (synchronous_commit off
-     * for this transaction only, so it works through a transaction-mode
-     * pooler). Events are progress reports: a PostgreSQL crash can lose only
-     * the newest ones, never leave a gap (commits are lost as a suffix of
-     * the WAL), and the next durable commit (a turn, a stage, a status
-     * change) flushes them with it. The workflow's state never depends on
-     * them. Returns no rows when the workflow is finished (unless
-     * `afterTransition`) or missing, like `append` throws.
+     * `fastCommit` does not wait for the WAL flush (WITHOUT_FLUSH_WAIT):
+     * events are progress reports the workflow's state never depends on.
      */
     async appendNotified(input: {
       workflowId: string;
@@ -89,21 +83,16 @@ export function workflowEventsRepository(db: DbOrTx) {
       events: NewEventRow[];
       /** NOTIFY origin: the replica that appends, which skips its own echo. */
       origin: string;
-      afterTransition?: boolean;
       fastCommit?: boolean;
     }): Promise<{ rows: WorkflowEventRow[]; lastSeq: number }> {
       const count = input.events.length;
       if (count === 0) throw new Error('appendNotified needs at least one event');
-      const unfinishedOnly = input.afterTransition
-        ? sql``
-        : sql`AND status NOT IN ('completed', 'failed', 'cancelled')`;
-      // A transition has set updated_at with its status already.
-      const updatedAt = input.afterTransition ? sql`updated_at` : sql`now()`;
       const commitMode = input.fastCommit ? sql`, ${WITHOUT_FLUSH_WAIT}` : sql``;
       const result = await sql<WorkflowEventRow & { workflow_last_seq: number }>`
         WITH bumped AS (
-          UPDATE workflows SET last_seq = last_seq + ${count}, updated_at = ${updatedAt}
-          WHERE id = ${input.workflowId} AND tenant_id = ${input.tenantId} ${unfinishedOnly}
+          UPDATE workflows SET last_seq = last_seq + ${count}, updated_at = now()
+          WHERE id = ${input.workflowId} AND tenant_id = ${input.tenantId}
+            AND status NOT IN ('completed', 'failed', 'cancelled')
           RETURNING id, tenant_id, last_seq
         ), ${eventsAfter('bumped', input)}
         SELECT inserted.*, bumped.last_seq AS workflow_last_seq
