@@ -72,41 +72,39 @@ export interface AnswerWorkflowInput {
   currentModel: () => string;
   /** The persisted turns of earlier runs, when the workflow runs again. */
   resume?: LoopResume;
+  /** The tenant's tools for this run, opened (and closed) by the executor. */
+  toolset: Promise<TenantToolset>;
 }
 
 export async function answerWorkflow(input: AnswerWorkflowInput): Promise<LoopOutcome> {
   const { settings, workflow } = input;
   // A resumed workflow was classified by its first run: it keeps that path.
   const kind = workflow.kind ?? (await classify(input));
-  const toolset = await settings.tenantTools(workflow.tenantId);
-  try {
-    for (const missing of toolset.unavailable) {
-      await input.tracker.emit('warning', null, 'info', {
-        code: 'tool_source_unavailable',
-        message: `The tools of MCP server "${missing.server}" are unavailable: ${missing.reason}`,
-      });
-    }
-    const available = workflowTools(settings.builtinTools, toolset.tools, workflow, input.log);
-    const tools = createToolRegistry(available);
-    const system = buildSystemPrompt({
-      tools: tools.definitions(),
-      hasSession: workflow.sessionId !== null,
-      kind,
-      now: new Date(),
+  const toolset = await input.toolset;
+  for (const missing of toolset.unavailable) {
+    await input.tracker.emit('warning', null, 'info', {
+      code: 'tool_source_unavailable',
+      message: `The tools of MCP server "${missing.server}" are unavailable: ${missing.reason}`,
     });
-    input.throwIfStopped();
-    if (kind === 'complex') return await answerWithPipeline(input, available, system);
-    return await runToolLoop({
-      ...loopOptions(input, tools),
-      system,
-      messages: [...input.history, { role: 'user', content: workflow.input }],
-      persistTurn: input.persistTurn,
-      pause: input.pause,
-      resume: input.resume,
-    });
-  } finally {
-    await toolset.close();
   }
+  const available = workflowTools(settings.builtinTools, toolset.tools, workflow, input.log);
+  const tools = createToolRegistry(available);
+  const system = buildSystemPrompt({
+    tools: tools.definitions(),
+    hasSession: workflow.sessionId !== null,
+    kind,
+    now: new Date(),
+  });
+  input.throwIfStopped();
+  if (kind === 'complex') return await answerWithPipeline(input, available, system);
+  return await runToolLoop({
+    ...loopOptions(input, tools),
+    system,
+    messages: [...input.history, { role: 'user', content: workflow.input }],
+    persistTurn: input.persistTurn,
+    pause: input.pause,
+    resume: input.resume,
+  });
 }
 
 /**

@@ -3,6 +3,7 @@ import { workflowsRepository } from '../store/workflows.js';
 import { createWorkflowTracker } from '../tracker/tracker.js';
 import { toWorkflow } from '../workflows/rows.js';
 import type { Workflow, WorkflowError } from '../workflows/types.js';
+import type { TenantToolset } from './answer-workflow.js';
 import { classificationEvent, classifyWithoutModel } from './classify.js';
 import type { Execution } from './executions.js';
 import { answerWithToolLoop } from './run-answer.js';
@@ -105,6 +106,11 @@ async function executeRun(run: Run): Promise<void> {
   let heartbeat: NodeJS.Timeout | undefined;
   let unsubscribe: (() => void) | undefined;
   let leased = false;
+  // The tenant's tools are read (and MCP sessions opened) while the lease is
+  // claimed and the run begins: neither waits for the other. A run that
+  // does not go ahead closes them unused.
+  const toolset = options.orchestrator.tenantTools(workflow.tenantId);
+  toolset.catch(() => undefined); // awaited by the run, or in `finally`
   try {
     const claimed = await run.repository.claimLease({ ...lease, leaseMs: leaseMsOf(options) });
     if (!claimed) {
@@ -144,7 +150,7 @@ async function executeRun(run: Run): Promise<void> {
       // With its kind when classified here, so the orchestrator does not classify again.
       run.workflow = begun.workflow;
     }
-    await answerWithToolLoop(run, { firstRun });
+    await answerWithToolLoop(run, { firstRun, toolset });
     // It ended or paused: that transition cleared the lease.
     leased = false;
   } catch (error) {
@@ -153,12 +159,22 @@ async function executeRun(run: Run): Promise<void> {
     clearInterval(heartbeat);
     unsubscribe?.();
     run.tracker.close();
+    await closeToolset(run, toolset);
     // Covers a run that failed or stopped without a transition clearing the lease.
     if (leased) {
       await run.repository
         .releaseLease(lease)
         .catch((error: unknown) => run.log.error({ err: error }, 'releasing the lease failed'));
     }
+  }
+}
+
+/** Closes the run's tool connections (MCP sessions); a toolset that failed to open has none. */
+async function closeToolset(run: Run, toolset: Promise<TenantToolset>): Promise<void> {
+  try {
+    await (await toolset).close();
+  } catch (error) {
+    run.log.warn({ err: error }, 'opening or closing the tenant’s tools failed');
   }
 }
 

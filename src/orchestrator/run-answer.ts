@@ -5,7 +5,7 @@ import type { Message } from '../llm/types.js';
 import type { Database } from '../store/schema.js';
 import type { NewEventRow } from '../store/workflow-events.js';
 import type { AwaitingReason, CompletionReason, WorkflowUsage } from '../workflows/types.js';
-import { answerWorkflow } from './answer-workflow.js';
+import { answerWorkflow, type TenantToolset } from './answer-workflow.js';
 import type { PipelinePause } from './pipeline/run-pipeline.js';
 import type { LoopResume } from './tool-loop/resume.js';
 import { loadLoopResume, workflowTurnsRepository } from './tool-loop/turns-repository.js';
@@ -24,8 +24,15 @@ const MODEL_STEP = 'model';
 /** Classify, then the tool loop (answer-workflow.ts); ends the workflow with its outcome. */
 export async function answerWithToolLoop(
   run: Run,
-  /** False when the workflow ran before: it continues from its persisted steps. */
-  { firstRun }: { firstRun: boolean },
+  {
+    firstRun,
+    toolset,
+  }: {
+    /** False when the workflow ran before: it continues from its persisted steps. */
+    firstRun: boolean;
+    /** The tenant's tools, opened by the executor while it claimed the lease. */
+    toolset: Promise<TenantToolset>;
+  },
 ): Promise<void> {
   const { tracker, workflow, options } = run;
   throwIfStopped(run);
@@ -36,6 +43,7 @@ export async function answerWithToolLoop(
   throwIfStopped(run);
   const outcome = await answerWorkflow({
     resume,
+    toolset,
     settings: options.orchestrator,
     workflow,
     history,
