@@ -74,8 +74,6 @@ export interface AnswerWorkflowInput {
   resume?: LoopResume;
   /** The tenant's tools for this run, opened (and closed) by the executor. */
   toolset: Promise<TenantToolset>;
-  /** A resumed pipeline's rows, read by the executor while it claimed the lease. */
-  pipeline?: PipelineRunInput['persisted'];
 }
 
 export async function answerWorkflow(input: AnswerWorkflowInput): Promise<LoopOutcome> {
@@ -137,7 +135,6 @@ function answerWithPipeline(
     currentModel: input.currentModel,
     costOf: input.settings.costOf,
     pause: input.pausePipeline,
-    ...(input.pipeline ? { persisted: input.pipeline } : {}),
     runStage: (stage) =>
       runToolLoop({
         ...loopOptions(input, stageTools),

@@ -6,7 +6,6 @@ import type { Workflow, WorkflowError } from '../workflows/types.js';
 import type { TenantToolset } from './answer-workflow.js';
 import { classificationEvent, classifyWithoutModel } from './classify.js';
 import type { Execution } from './executions.js';
-import { loadPipelineState } from './pipeline/pipeline-view.js';
 import { answerWithToolLoop } from './run-answer.js';
 import { type ExecutorOptions, type Run, type RunCause, stop } from './workflow-run.js';
 
@@ -107,17 +106,11 @@ async function executeRun(run: Run): Promise<void> {
   let heartbeat: NodeJS.Timeout | undefined;
   let unsubscribe: (() => void) | undefined;
   let leased = false;
-  // The tenant's tools are read (and MCP sessions opened), and a resumed
-  // pipeline's rows, while the lease is claimed and the run begins: neither
-  // waits for the other. A run that does not go ahead closes the tools
-  // unused (a review resumes a pipeline ~1 ms sooner: bench/pipeline).
+  // The tenant's tools are read (and MCP sessions opened) while the lease is
+  // claimed and the run begins: neither waits for the other. A run that
+  // does not go ahead closes them unused.
   const toolset = options.orchestrator.tenantTools(workflow.tenantId);
   toolset.catch(() => undefined); // awaited by the run, or in `finally`
-  const pipeline =
-    workflow.kind === 'complex' && workflow.status !== 'queued'
-      ? loadPipelineState(options.db, { tenantId: workflow.tenantId, workflowId: workflow.id })
-      : undefined;
-  pipeline?.catch(() => undefined); // awaited by the pipeline, if the run goes ahead
   try {
     const claimed = await run.repository.claimLease({ ...lease, leaseMs: leaseMsOf(options) });
     if (!claimed) {
@@ -157,7 +150,7 @@ async function executeRun(run: Run): Promise<void> {
       // With its kind when classified here, so the orchestrator does not classify again.
       run.workflow = begun.workflow;
     }
-    await answerWithToolLoop(run, { firstRun, prefetched: { toolset, pipeline } });
+    await answerWithToolLoop(run, { firstRun, toolset });
     // It ended or paused: that transition cleared the lease.
     leased = false;
   } catch (error) {

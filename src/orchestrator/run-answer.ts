@@ -5,7 +5,7 @@ import type { Message } from '../llm/types.js';
 import type { Database } from '../store/schema.js';
 import type { NewEventRow } from '../store/workflow-events.js';
 import type { AwaitingReason, CompletionReason, WorkflowUsage } from '../workflows/types.js';
-import { type AnswerWorkflowInput, answerWorkflow } from './answer-workflow.js';
+import { answerWorkflow, type TenantToolset } from './answer-workflow.js';
 import type { PipelinePause } from './pipeline/run-pipeline.js';
 import type { LoopResume } from './tool-loop/resume.js';
 import { loadLoopResume, workflowTurnsRepository } from './tool-loop/turns-repository.js';
@@ -26,12 +26,12 @@ export async function answerWithToolLoop(
   run: Run,
   {
     firstRun,
-    prefetched,
+    toolset,
   }: {
     /** False when the workflow ran before: it continues from its persisted steps. */
     firstRun: boolean;
-    /** What the executor read while it claimed the lease. */
-    prefetched: Pick<AnswerWorkflowInput, 'toolset' | 'pipeline'>;
+    /** The tenant's tools, opened by the executor while it claimed the lease. */
+    toolset: Promise<TenantToolset>;
   },
 ): Promise<void> {
   const { tracker, workflow, options } = run;
@@ -43,7 +43,7 @@ export async function answerWithToolLoop(
   throwIfStopped(run);
   const outcome = await answerWorkflow({
     resume,
-    ...prefetched,
+    toolset,
     settings: options.orchestrator,
     workflow,
     history,

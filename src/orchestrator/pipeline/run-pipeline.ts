@@ -69,8 +69,6 @@ export interface PipelineRunInput {
   /** What a model's usage cost, in USD. */
   costOf: (model: string, usage: Usage) => number;
   runStage: RunStageLoop;
-  /** The persisted plan and attempts, when the caller read them already; read here otherwise. */
-  persisted?: Promise<PipelineState | undefined>;
   pause: (pause: PipelinePause) => Promise<void>;
 }
 
@@ -91,7 +89,7 @@ export async function runPipeline(input: PipelineRunInput): Promise<LoopOutcome>
     costUsd: 0,
   };
   const key = { tenantId: input.workflow.tenantId, workflowId: input.workflow.id };
-  let state = await (input.persisted ?? loadPipelineState(input.db, key));
+  let state = await loadPipelineState(input.db, key);
   if (!state) {
     const planned = await plan(run);
     if ('failure' in planned) return planned.failure;
