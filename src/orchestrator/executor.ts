@@ -106,9 +106,10 @@ async function executeRun(run: Run): Promise<void> {
   let heartbeat: NodeJS.Timeout | undefined;
   let unsubscribe: (() => void) | undefined;
   let leased = false;
-  // The tenant's tools are read (and MCP sessions opened) while the lease is
-  // claimed and the run begins: neither waits for the other. A run that
-  // does not go ahead closes them unused.
+  // The tenant's tools are read, and its MCP servers connected (network
+  // round trips to each server), while the lease is claimed and the run
+  // begins: neither waits for the other. A run that does not go ahead
+  // closes them unused.
   const toolset = options.orchestrator.tenantTools(workflow.tenantId);
   toolset.catch(() => undefined); // awaited by the run, or in `finally`
   try {
