@@ -38,7 +38,9 @@ export const answerWorkflowBody = z
       .min(1)
       .max(10_000)
       .refine((text) => !text.includes('\u0000'), 'must not contain NUL characters')
-      .describe('yes_no: "yes" or "no"; multiple_choice: one of the options; free_text: any text'),
+      .describe(
+        'yes_no: "yes" or "no"; multiple_choice: one of the options; free_text: the user’s own words',
+      ),
     version: versionField,
   })
   .strict();
