@@ -5,6 +5,7 @@ import { parseArgs } from 'node:util';
 import pg from 'pg';
 import { buildApp } from '../../src/http/app.js';
 import { countRoundTrips } from '../support/db-roundtrips.js';
+import { BENCH_MODEL, benchCatalogue, PROVIDER_KEY_ENV } from '../support/fake-catalogue.js';
 import {
   type Cleanup,
   runBenchmark,
@@ -18,13 +19,7 @@ import {
   startStreamedWorkflow,
   type WorkflowStream,
 } from './client.js';
-import {
-  BENCH_MODEL,
-  benchQuestion,
-  type PlanShape,
-  stageId,
-  startBenchProvider,
-} from './provider.js';
+import { benchQuestion, type PlanShape, stageId, startBenchProvider } from './provider.js';
 import { compactedRelationBytes, ownBytes, rowBytes, walPosition } from './storage.js';
 import {
   type ContinueSample,
@@ -67,7 +62,6 @@ import { type Commit, createWindows, observeCommits, type Windows } from './wind
 
 /** The latency workflows' plan: 5 stages, stage 3 pauses for review. */
 const CHECKPOINT_SHAPE: PlanShape = { stages: 5, checkpointAt: 3 };
-const PROVIDER_KEY_ENV = 'BENCH_PROVIDER_KEY';
 /** Long enough for the usage ledger's batched flush (every 250 ms) to have written a workflow's calls. */
 const LEDGER_SETTLE_MS = 400;
 
@@ -114,26 +108,6 @@ function parsePlan(args: string[]): Plan {
     reviewDelayMs: wholeNumber('--review-delay-ms', values['review-delay-ms'], 0),
     showSql: values['show-sql'],
   };
-}
-
-/** The catalogue that sends the service's model calls to the fake. */
-function benchCatalogue(openaiBaseUrl: string): string {
-  return JSON.stringify({
-    providers: [
-      { name: 'fake', kind: 'openai', baseUrl: openaiBaseUrl, apiKeyEnv: PROVIDER_KEY_ENV },
-    ],
-    models: [
-      {
-        name: BENCH_MODEL,
-        provider: 'fake',
-        modelId: 'bench-model',
-        contextWindow: 128_000,
-        maxOutputTokens: 512,
-        pricing: { input: 0.15, output: 0.6, cachedInput: 0.075 },
-      },
-    ],
-    defaultModel: BENCH_MODEL,
-  });
 }
 
 /** What the commit listener tracks of the one workflow running now. */

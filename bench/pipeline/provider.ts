@@ -17,7 +17,6 @@ import type {
  */
 
 /** Catalogue name of the one model the service is given. */
-export const BENCH_MODEL = 'bench';
 
 const QUESTION = /^Bench pipeline (\d+): (\d+) stages, checkpoint at (\d+)\b/;
 

@@ -8,6 +8,7 @@ import {
   type RoundTripCounter,
   type StatementCount,
 } from '../support/db-roundtrips.js';
+import { BENCH_MODEL, benchCatalogue, PROVIDER_KEY_ENV } from '../support/fake-catalogue.js';
 import {
   type Cleanup,
   runBenchmark,
@@ -15,7 +16,7 @@ import {
   startBenchServices,
 } from '../support/harness.js';
 import { percentile, round, wholeNumber } from '../support/stats.js';
-import { BENCH_MODEL, type BenchProvider, startBenchProvider } from './provider.js';
+import { type BenchProvider, startBenchProvider } from './provider.js';
 import { runWorkflows, type ServiceTarget, type WorkflowRun } from './workload.js';
 
 /**
@@ -61,7 +62,6 @@ const TARGET_OVERHEAD_P50_MS_C1 = 3;
 const TARGET_WPS_C32 = 450;
 const HIGH_CONCURRENCY = 32;
 /** Key of the provider in the catalogue the in-process service gets. */
-const PROVIDER_KEY_ENV = 'BENCH_PROVIDER_KEY';
 
 interface Plan {
   workflowsC1: number;
@@ -166,26 +166,6 @@ function parsePlan(args: string[]): Plan {
     showSql: values['show-sql'],
     synchronousCommit,
   };
-}
-
-/** The catalogue a service needs to send its model calls to the fake at `openaiBaseUrl`. */
-function benchCatalogue(openaiBaseUrl: string): string {
-  return JSON.stringify({
-    providers: [
-      { name: 'fake', kind: 'openai', baseUrl: openaiBaseUrl, apiKeyEnv: PROVIDER_KEY_ENV },
-    ],
-    models: [
-      {
-        name: BENCH_MODEL,
-        provider: 'fake',
-        modelId: 'bench-model',
-        contextWindow: 128_000,
-        maxOutputTokens: 512,
-        pricing: { input: 0.15, output: 0.6, cachedInput: 0.075 },
-      },
-    ],
-    defaultModel: BENCH_MODEL,
-  });
 }
 
 async function serveProvider(plan: Plan, signal: AbortSignal, cleanups: Cleanup[]): Promise<void> {

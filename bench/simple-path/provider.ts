@@ -15,7 +15,6 @@ import type {
  */
 
 /** Catalogue name of the one model the service is given (or must have, when external). */
-export const BENCH_MODEL = 'bench';
 
 const QUESTION = /^Bench question (\d+):/;
 

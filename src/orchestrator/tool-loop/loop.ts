@@ -21,20 +21,7 @@ import {
  * was gathered.
  */
 export async function runToolLoop(options: LoopOptions): Promise<LoopOutcome> {
-  const run: LoopRun = {
-    options,
-    messages: [...options.messages],
-    guard: createRepeatFailGuard(),
-    turns: 0,
-    iterations: 0,
-    wrappingUp: null,
-    wrapUp: false,
-    overflowRecovered: false,
-    pendingAssistant: null,
-    usage: undefined,
-    costUsd: 0,
-    failure: undefined,
-  };
+  const run = startLoopRun(options);
   let step: LoopStep = options.resume ? restoreLoop(run, options.resume) : { kind: 'call_model' };
   for (;;) {
     switch (step.kind) {
@@ -98,6 +85,24 @@ async function pause(
     reason: 'paused',
     usage: run.usage,
     costUsd: run.costUsd,
+    failure: undefined,
+  };
+}
+
+/** A loop run before its first turn (or before `restoreLoop` rebuilds it). */
+export function startLoopRun(options: LoopOptions): LoopRun {
+  return {
+    options,
+    messages: [...options.messages],
+    guard: createRepeatFailGuard(),
+    turns: 0,
+    iterations: 0,
+    wrappingUp: null,
+    wrapUp: false,
+    overflowRecovered: false,
+    pendingAssistant: null,
+    usage: undefined,
+    costUsd: 0,
     failure: undefined,
   };
 }

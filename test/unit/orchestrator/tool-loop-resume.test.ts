@@ -1,8 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import {
-  createRepeatFailGuard,
-  REPEAT_WARNING,
-} from '../../../src/orchestrator/tool-loop/repeat-guard.js';
+import { startLoopRun } from '../../../src/orchestrator/tool-loop/loop.js';
+import { REPEAT_WARNING } from '../../../src/orchestrator/tool-loop/repeat-guard.js';
 import { type LoopResume, restoreLoop } from '../../../src/orchestrator/tool-loop/resume.js';
 import type { TurnState } from '../../../src/orchestrator/tool-loop/state.js';
 import type { LoopOptions, LoopRun } from '../../../src/orchestrator/tool-loop/types.js';
@@ -16,20 +14,7 @@ function freshRun(maxIterations = 10): LoopRun {
     budget: { maxIterations, maxTokens: null, maxCostUsd: null },
     spentBefore: { tokens: 0, costUsd: 0 },
   } as unknown as LoopOptions; // only these fields are read by restoreLoop
-  return {
-    options,
-    messages: [...options.messages],
-    guard: createRepeatFailGuard(),
-    turns: 0,
-    iterations: 0,
-    wrappingUp: null,
-    wrapUp: false,
-    overflowRecovered: false,
-    pendingAssistant: null,
-    usage: undefined,
-    costUsd: 0,
-    failure: undefined,
-  };
+  return startLoopRun(options);
 }
 
 function turn(number: number, overrides: Partial<TurnState> = {}): TurnState {

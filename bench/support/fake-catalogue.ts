@@ -1,0 +1,30 @@
+/**
+ * The model catalogue that sends a service's model calls to a fake
+ * provider: one OpenAI-compatible provider, one model `bench`, priced so
+ * the usage ledger's cost path runs too.
+ */
+
+/** Catalogue name of the one model. */
+export const BENCH_MODEL = 'bench';
+/** The environment variable the catalogue reads the (fake) provider key from. */
+export const PROVIDER_KEY_ENV = 'BENCH_PROVIDER_KEY';
+
+/** WAYMARK_MODELS for a fake whose OpenAI base URL is `openaiBaseUrl`. */
+export function benchCatalogue(openaiBaseUrl: string): string {
+  return JSON.stringify({
+    providers: [
+      { name: 'fake', kind: 'openai', baseUrl: openaiBaseUrl, apiKeyEnv: PROVIDER_KEY_ENV },
+    ],
+    models: [
+      {
+        name: BENCH_MODEL,
+        provider: 'fake',
+        modelId: 'bench-model',
+        contextWindow: 128_000,
+        maxOutputTokens: 512,
+        pricing: { input: 0.15, output: 0.6, cachedInput: 0.075 },
+      },
+    ],
+    defaultModel: BENCH_MODEL,
+  });
+}
