@@ -84,6 +84,11 @@ export const configSchema = z.object({
   RATE_LIMIT_WINDOW_MS: integer(1000, 3_600_000)
     .default(60_000)
     .describe('Length of the rate-limit window.'),
+  AUTH_CACHE_TTL_MS: integer(0, 86_400_000)
+    .default(60_000)
+    .describe(
+      'How long a replica serves an API key’s tenant and scopes from memory instead of a query. Revocations and tenant changes reach every replica at once by NOTIFY; this bounds staleness should one be lost. 0: no cache.',
+    ),
   OPENAI_API_KEY: z
     .string()
     .trim()

@@ -13,6 +13,7 @@ import { turnCost } from './orchestrator/tool-loop/budget.js';
 import { createSessionService, type SessionService } from './sessions/service.js';
 import { type DatabaseHandle, openDatabase } from './store/database.js';
 import type { Migration } from './store/migrate.js';
+import { createPrincipalCache, type PrincipalCache } from './tenancy/principal-cache.js';
 import { createTenancyService, type TenancyService } from './tenancy/service.js';
 import { createHttpToolsService, type HttpToolsService } from './tools/http-tools-service.js';
 import { createMcpServersService, type McpServersService } from './tools/mcp-servers-service.js';
@@ -33,6 +34,8 @@ export interface Services {
   /** The migrations this build knows; /readyz compares them with the database. */
   migrations: Migration[];
   tenancy: TenancyService;
+  /** Principals of recently used API keys; the hub invalidates them. */
+  principalCache: PrincipalCache;
   /** Model catalogue, router and usage ledger. */
   llm: Llm;
   /** This process's id among the replicas (lease owner, NOTIFY origin). */
@@ -72,11 +75,14 @@ export function createServices(options: {
     log: options.log,
   });
   const replicaId = `${hostname()}-${process.pid}-${randomBytes(3).toString('hex')}`;
+  const principalCache = createPrincipalCache({ ttlMs: options.config.AUTH_CACHE_TTL_MS });
   const hub = createEventHub({
     db: database.db,
     listenUrl: options.config.DATABASE_LISTEN_URL ?? options.databaseUrl,
     origin: replicaId,
     log: options.log,
+    onPrincipalsChanged: (change) => principalCache.drop(change),
+    onListening: (up) => principalCache.setListening(up),
   });
   const llm = createLlm({
     config: options.config,
@@ -158,7 +164,8 @@ export function createServices(options: {
     log: options.log,
     database,
     migrations: options.migrations,
-    tenancy: createTenancyService(database.db),
+    tenancy: createTenancyService(database.db, { principals: principalCache, replicaId }),
+    principalCache,
     httpTools,
     mcpServers,
     llm,

@@ -5,7 +5,14 @@ import { apiKeysRepository } from '../store/api-keys.js';
 import type { Db, DbOrTx } from '../store/database.js';
 import type { ApiKeyRow, TenantRow } from '../store/schema.js';
 import { tenantsRepository } from '../store/tenants.js';
+import { workflowEventsRepository } from '../store/workflow-events.js';
+import { notificationPayload } from '../tracker/notification.js';
 import { generateApiKey, hashApiKey, looksLikeApiKey } from './api-key-secret.js';
+import {
+  createPrincipalCache,
+  type PrincipalCache,
+  type PrincipalsChange,
+} from './principal-cache.js';
 import {
   type ApiKey,
   type IssuedApiKey,
@@ -41,13 +48,36 @@ export interface TenantChanges {
   budget?: Partial<TenantBudget>;
 }
 
-export function createTenancyService(db: Db) {
+export interface TenancyOptions {
+  /** Principals of recently used keys; without one, every authentication reads the store. */
+  principals?: PrincipalCache;
+  /** This replica's id, the NOTIFY origin of key and tenant changes (it skips its own echo). */
+  replicaId?: string;
+}
+
+export function createTenancyService(db: Db, options: TenancyOptions = {}) {
+  const principals = options.principals ?? createPrincipalCache({ ttlMs: 0 });
+  const origin = options.replicaId ?? randomUUID();
+
+  /**
+   * Inside the change's transaction, so other replicas hear of it only if it
+   * commits; this replica drops its own entries after the commit (`drop`).
+   */
+  async function announce(tx: DbOrTx, change: PrincipalsChange): Promise<void> {
+    await workflowEventsRepository(tx).notify(
+      notificationPayload({ kind: 'principals', ...change, origin }),
+    );
+  }
+
   return {
     /** The principal behind a bearer secret, or undefined for an unknown or revoked key. */
     async authenticate(secret: string): Promise<Principal | undefined> {
       if (!looksLikeApiKey(secret)) return undefined;
-      const found = await apiKeysRepository(db).findActiveByHash(hashApiKey(secret));
-      return found && { tenant: toTenant(found.tenant), key: toApiKey(found.key) };
+      const keyHash = hashApiKey(secret);
+      return principals.lookup(keyHash, async () => {
+        const found = await apiKeysRepository(db).findActiveByHash(keyHash);
+        return found && { tenant: toTenant(found.tenant), key: toApiKey(found.key) };
+      });
     },
 
     /** Model settings are checked against the catalogue by the caller. */
@@ -63,7 +93,8 @@ export function createTenancyService(db: Db) {
      * row's lock, and throws to refuse it: settings that depend on each
      * other (a default model among the allowed ones) are checked against
      * what is stored, not against a read a concurrent update made stale.
-     * Workflows created afterwards see the new settings; running ones keep
+     * Workflows created afterwards see the new settings, on every replica
+     * at once (its cached principals are invalidated); running ones keep
      * the budget they were created with.
      */
     async updateTenant(
@@ -71,7 +102,7 @@ export function createTenancyService(db: Db) {
       changes: TenantChanges,
       check?: (next: Tenant) => void,
     ): Promise<Tenant> {
-      return db.transaction().execute(async (tx) => {
+      const tenant = await db.transaction().execute(async (tx) => {
         const tenants = tenantsRepository(tx);
         const row = await tenants.lockById(id);
         if (!row) throw notFound('Tenant');
@@ -96,8 +127,11 @@ export function createTenancyService(db: Db) {
           ...budgetColumns(next.budget),
         });
         if (!updated) throw notFound('Tenant');
+        await announce(tx, { tenantId: id, keyId: null });
         return toTenant(updated);
       });
+      principals.drop({ tenantId: id, keyId: null });
+      return tenant;
     },
 
     /**
@@ -138,11 +172,12 @@ export function createTenancyService(db: Db) {
 
     /**
      * Revokes a key of the tenant; revoking a revoked key changes nothing.
+     * The key stops authenticating at once, on every replica.
      * The tenant's last active admin key cannot be revoked: nobody could
      * manage the tenant's keys afterwards.
      */
     async revokeKey(tenantId: string, id: string): Promise<ApiKey> {
-      return db.transaction().execute(async (tx) => {
+      const key = await db.transaction().execute(async (tx) => {
         const keys = apiKeysRepository(tx);
         const activeAdmins = await keys.lockActiveAdminKeyIds(tenantId);
         const row = await keys.findById(tenantId, id);
@@ -156,8 +191,11 @@ export function createTenancyService(db: Db) {
         }
         const revoked = await keys.revoke(tenantId, id, new Date());
         if (!revoked) throw notFound('API key');
+        await announce(tx, { tenantId, keyId: id });
         return toApiKey(revoked);
       });
+      principals.drop({ tenantId, keyId: id });
+      return key;
     },
   };
 }

@@ -8,6 +8,7 @@ import {
   MAX_PAYLOAD_BYTES,
   type Notification,
   notificationPayload,
+  type PrincipalsNotification,
   parseNotification,
 } from './notification.js';
 
@@ -17,7 +18,9 @@ import {
  * arrive through PostgreSQL LISTEN/NOTIFY on ONE dedicated connection per
  * replica (not one per subscriber). That connection is health-checked and
  * re-established when it drops, and after every (re)connect the hub reads
- * from the store whatever its subscribers may have missed.
+ * from the store whatever its subscribers may have missed. The same
+ * connection carries the invalidations of API-key caches (`onPrincipalsChanged`,
+ * `onListening`), so a replica needs no second LISTEN connection.
  */
 
 export interface Subscriber {
@@ -33,6 +36,13 @@ export interface EventHubOptions {
   origin: string;
   log: Logger;
   healthCheckIntervalMs?: number;
+  /** A key or tenant changed on another replica (the API-key cache drops what it touched). */
+  onPrincipalsChanged?: (change: PrincipalsNotification) => void;
+  /**
+   * The LISTEN connection came up (true) or went down (false): notifications
+   * sent while it was down are lost, so whatever they would invalidate is suspect.
+   */
+  onListening?: (up: boolean) => void;
 }
 
 interface Topic {
@@ -93,6 +103,10 @@ export function createEventHub(options: EventHubOptions) {
       return;
     }
     if (notification.origin === options.origin) return;
+    if (notification.kind === 'principals') {
+      options.onPrincipalsChanged?.(notification);
+      return;
+    }
     const topic = topics.get(notification.workflowId);
     if (!topic) return;
     if (notification.kind === 'tokens') {
@@ -122,6 +136,7 @@ export function createEventHub(options: EventHubOptions) {
     await next.query(`LISTEN ${EVENTS_CHANNEL}`);
     client = next;
     healthy = true;
+    options.onListening?.(true);
     reconnectDelayMs = 100;
     log.info('listening for workflow events');
     // Whatever was emitted while we were not listening is in the store.
@@ -132,6 +147,7 @@ export function createEventHub(options: EventHubOptions) {
     if (client !== dropped) return;
     client = undefined;
     healthy = false;
+    options.onListening?.(false);
     dropped.removeAllListeners('notification');
     void dropped.end().catch(() => undefined);
     if (closed) return;
@@ -241,6 +257,7 @@ export function createEventHub(options: EventHubOptions) {
       const current = client;
       client = undefined;
       healthy = false;
+      options.onListening?.(false);
       await current?.end().catch(() => undefined);
       topics.clear();
     },

@@ -4,26 +4,57 @@ import { z } from 'zod';
  * What travels on the NOTIFY channel. Persisted events travel as a pointer
  * (the workflow and its last seq): each replica reads them from the store
  * once for all its subscribers, and NOTIFY's 8000-byte payload limit never
- * bites. Token chunks are not stored, so they travel inline.
+ * bites. Token chunks are not stored, so they travel inline. A principals
+ * notification tells the replicas' API-key caches what a committed change
+ * to a key or tenant touched (tenancy/principal-cache.ts); it names the key
+ * by id, never by its hash.
  */
 export type Notification =
   | { kind: 'events'; workflowId: string; lastSeq: number; origin: string }
-  | { kind: 'tokens'; workflowId: string; text: string; origin: string };
+  | { kind: 'tokens'; workflowId: string; text: string; origin: string }
+  | PrincipalsNotification;
+
+/** One key of a tenant changed, or (keyId null) the tenant and so every key of it. */
+export interface PrincipalsNotification {
+  kind: 'principals';
+  tenantId: string;
+  keyId: string | null;
+  origin: string;
+}
 
 const wireSchema = z.union([
   z.object({ k: z.literal('e'), w: z.string(), s: z.number().int(), o: z.string() }),
   z.object({ k: z.literal('t'), w: z.string(), t: z.string(), o: z.string() }),
+  z.object({ k: z.literal('a'), t: z.string(), i: z.string().nullable(), o: z.string() }),
 ]);
 
 /** PostgreSQL refuses NOTIFY payloads of 8000 bytes or more. */
 export const MAX_PAYLOAD_BYTES = 7900;
 
 export function notificationPayload(notification: Notification): string {
-  return JSON.stringify(
-    notification.kind === 'events'
-      ? { k: 'e', w: notification.workflowId, s: notification.lastSeq, o: notification.origin }
-      : { k: 't', w: notification.workflowId, t: notification.text, o: notification.origin },
-  );
+  switch (notification.kind) {
+    case 'events':
+      return JSON.stringify({
+        k: 'e',
+        w: notification.workflowId,
+        s: notification.lastSeq,
+        o: notification.origin,
+      });
+    case 'tokens':
+      return JSON.stringify({
+        k: 't',
+        w: notification.workflowId,
+        t: notification.text,
+        o: notification.origin,
+      });
+    case 'principals':
+      return JSON.stringify({
+        k: 'a',
+        t: notification.tenantId,
+        i: notification.keyId,
+        o: notification.origin,
+      });
+  }
 }
 
 export function parseNotification(payload: string): Notification | undefined {
@@ -36,7 +67,12 @@ export function parseNotification(payload: string): Notification | undefined {
   const parsed = wireSchema.safeParse(json);
   if (!parsed.success) return undefined;
   const wire = parsed.data;
-  return wire.k === 'e'
-    ? { kind: 'events', workflowId: wire.w, lastSeq: wire.s, origin: wire.o }
-    : { kind: 'tokens', workflowId: wire.w, text: wire.t, origin: wire.o };
+  switch (wire.k) {
+    case 'e':
+      return { kind: 'events', workflowId: wire.w, lastSeq: wire.s, origin: wire.o };
+    case 't':
+      return { kind: 'tokens', workflowId: wire.w, text: wire.t, origin: wire.o };
+    case 'a':
+      return { kind: 'principals', tenantId: wire.t, keyId: wire.i, origin: wire.o };
+  }
 }
