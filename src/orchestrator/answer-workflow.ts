@@ -56,13 +56,12 @@ export interface AnswerWorkflowInput {
   /** The context window of the workflow's model, for the loop's context checks. */
   limits: ContextLimits;
   router: Pick<ModelRouter, 'stream'>;
-  tracker: Pick<WorkflowTracker, 'emit' | 'record' | 'token'>;
+  tracker: Pick<WorkflowTracker, 'emit' | 'enqueue' | 'record' | 'token'>;
   signal: AbortSignal;
   log: Logger;
   onRouterEvent: NonNullable<RouterCall['onEvent']>;
-  /** Resolves once the router events reported so far are persisted. */
-  flushRouterEvents: () => Promise<void>;
   persistTurn: (state: TurnState) => Promise<void>;
+  queueTurn: (state: TurnState) => void;
   pause: LoopOptions['pause'];
   /** Pauses a pipeline at a checkpoint or a failed stage (awaiting_input). */
   pausePipeline: PipelineRunInput['pause'];
@@ -82,7 +81,7 @@ export async function answerWorkflow(input: AnswerWorkflowInput): Promise<LoopOu
   const kind = workflow.kind ?? (await classify(input));
   const toolset = await input.toolset;
   for (const missing of toolset.unavailable) {
-    await input.tracker.emit('warning', null, 'info', {
+    input.tracker.enqueue('warning', null, 'info', {
       code: 'tool_source_unavailable',
       message: `The tools of MCP server "${missing.server}" are unavailable: ${missing.reason}`,
     });
@@ -102,6 +101,7 @@ export async function answerWorkflow(input: AnswerWorkflowInput): Promise<LoopOu
     system,
     messages: [...input.history, { role: 'user', content: workflow.input }],
     persistTurn: input.persistTurn,
+    queueTurn: input.queueTurn,
     pause: input.pause,
     resume: input.resume,
   });
@@ -130,7 +130,6 @@ function answerWithPipeline(
     toolNames: stageTools.names(),
     signal: input.signal,
     onRouterEvent: input.onRouterEvent,
-    flushRouterEvents: input.flushRouterEvents,
     throwIfStopped: input.throwIfStopped,
     currentModel: input.currentModel,
     costOf: input.settings.costOf,
@@ -141,6 +140,7 @@ function answerWithPipeline(
         ...stage,
         spentBefore: stage.spentBefore,
         persistTurn: async () => undefined,
+        queueTurn: () => undefined,
         pause: async () => {
           throw new Error('a stage has no pausing tool');
         },
@@ -152,7 +152,7 @@ function answerWithPipeline(
 function loopOptions(
   input: AnswerWorkflowInput,
   tools: ToolRegistry,
-): Omit<LoopOptions, 'system' | 'messages' | 'persistTurn' | 'pause'> {
+): Omit<LoopOptions, 'system' | 'messages' | 'persistTurn' | 'queueTurn' | 'pause'> {
   const { settings, workflow } = input;
   return {
     tenantId: workflow.tenantId,
@@ -172,7 +172,6 @@ function loopOptions(
     limits: input.limits,
     signal: input.signal,
     onRouterEvent: input.onRouterEvent,
-    flushRouterEvents: input.flushRouterEvents,
     throwIfStopped: input.throwIfStopped,
     currentModel: input.currentModel,
   };
@@ -199,7 +198,6 @@ async function classify(input: AnswerWorkflowInput): Promise<WorkflowKind> {
         }
       : {}),
   });
-  await input.flushRouterEvents();
   input.throwIfStopped();
   await recordClassification(input.tracker, classification, workflow);
   return classification.kind;

@@ -70,8 +70,6 @@ function startRun(options: ExecutorOptions, workflow: Workflow, cause: RunCause)
     streamed: '',
     usage: undefined,
     costUsd: 0,
-    reports: Promise.resolve(),
-    reportFailure: undefined,
   };
   let settle!: () => void;
   const execution: Execution = {
@@ -209,6 +207,8 @@ function leaseMsOf(options: ExecutorOptions): number {
  * runner owns it now.
  */
 async function settleAfterError(run: Run, error: unknown): Promise<void> {
+  // What the run queued is written first: nothing it reported may follow what ends or hands it over.
+  await run.tracker.drain();
   try {
     switch (run.stopReason) {
       case 'cancelled':

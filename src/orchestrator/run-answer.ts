@@ -8,7 +8,7 @@ import type { AwaitingReason, CompletionReason, WorkflowUsage } from '../workflo
 import { answerWorkflow, type TenantToolset } from './answer-workflow.js';
 import type { PipelinePause } from './pipeline/run-pipeline.js';
 import type { LoopResume } from './tool-loop/resume.js';
-import { loadLoopResume, workflowTurnsRepository } from './tool-loop/turns-repository.js';
+import { loadLoopResume, turnWrite } from './tool-loop/turns-repository.js';
 import type { ClarificationRequest, Spent } from './tool-loop/types.js';
 import { type Run, throwIfStopped } from './workflow-run.js';
 
@@ -38,7 +38,6 @@ export async function answerWithToolLoop(
   throwIfStopped(run);
   const history = await sessionHistoryOf(run);
   throwIfStopped(run);
-  const turns = workflowTurnsRepository(options.db);
   const resume = await resumePointOf(run, firstRun);
   throwIfStopped(run);
   const outcome = await answerWorkflow({
@@ -63,12 +62,8 @@ export async function answerWithToolLoop(
     signal: run.controller.signal,
     log: run.log,
     onRouterEvent: (event) => report(run, event),
-    flushRouterEvents: async () => {
-      await run.reports;
-      if (run.reportFailure) throw run.reportFailure;
-    },
-    persistTurn: (state) =>
-      turns.append({ tenantId: workflow.tenantId, workflowId: workflow.id, state }),
+    persistTurn: (state) => tracker.persist(turnWrite(state)),
+    queueTurn: (state) => tracker.enqueueWrite(turnWrite(state)),
     pause: (request, spent) => pauseForClarification(run, request, spent),
     pausePipeline: (pause) => pausePipeline(run, pause),
     db: options.db,
@@ -231,36 +226,29 @@ function providerKindOf(catalogue: Catalogue, model: string): ProviderKind {
 }
 
 /**
- * Persists a retry or fallback as an event. The router reports them
- * synchronously, so the writes are chained in order; a failed write is
- * kept and fails the run once the stream ends.
+ * A retry or fallback as an event, queued in the order the router reports
+ * them (synchronously, while it streams), so they precede the turn's end.
  */
 function report(run: Run, event: RouterEvent): void {
   if (event.type === 'fallback') run.model = event.to;
-  run.reports = run.reports
-    .then(async () => {
-      if (run.stopReason || run.reportFailure) return;
-      if (event.type === 'retry') {
-        await run.tracker.emit('llm_retry', MODEL_STEP, 'retrying', {
-          model: event.model,
-          attempt: event.attempt,
-          delayMs: Math.round(event.delayMs),
-          error: { code: event.error.code, message: event.error.userMessage },
-        });
-      } else {
-        await run.tracker.emit('llm_fallback', MODEL_STEP, 'info', {
-          from: event.from,
-          to: event.to,
-          reason: event.reason,
-          ...(event.error
-            ? { error: { code: event.error.code, message: event.error.userMessage } }
-            : {}),
-        });
-      }
-    })
-    .catch((error: unknown) => {
-      run.reportFailure ??= error;
+  if (run.stopReason) return;
+  if (event.type === 'retry') {
+    run.tracker.enqueue('llm_retry', MODEL_STEP, 'retrying', {
+      model: event.model,
+      attempt: event.attempt,
+      delayMs: Math.round(event.delayMs),
+      error: { code: event.error.code, message: event.error.userMessage },
     });
+  } else {
+    run.tracker.enqueue('llm_fallback', MODEL_STEP, 'info', {
+      from: event.from,
+      to: event.to,
+      reason: event.reason,
+      ...(event.error
+        ? { error: { code: event.error.code, message: event.error.userMessage } }
+        : {}),
+    });
+  }
 }
 
 /** This run's usage as its `usage` event and as the increment of the workflow's totals. */

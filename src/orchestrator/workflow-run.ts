@@ -62,9 +62,6 @@ export interface Run {
   usage: Usage | undefined;
   /** What the turns cost, each at the prices of the model that answered it (the budget's figure). */
   costUsd: number;
-  /** Router events are persisted one after the other, in the order they happened. */
-  reports: Promise<void>;
-  reportFailure: unknown;
 }
 
 /** Thrown inside a run to leave its work once it was stopped. */

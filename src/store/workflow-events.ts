@@ -1,4 +1,4 @@
-import { sql } from 'kysely';
+import { type RawBuilder, sql } from 'kysely';
 import { conflict } from '../errors.js';
 import { type DbOrTx, WITHOUT_FLUSH_WAIT } from './database.js';
 import type { WorkflowEventRow } from './schema.js';
@@ -13,6 +13,25 @@ export interface NewEventRow {
 
 /** The NOTIFY channel every replica listens on. */
 export const EVENTS_CHANNEL = 'waymark_events';
+
+/**
+ * A row written in the statement that appends a batch of events or makes a
+ * transition (a tool-loop turn): the body of a data-modifying CTE that
+ * selects its values FROM `source`, a CTE returning the workflow row only
+ * when the statement may write (unfinished for an append, changed for a
+ * transition), so the row is written if and only if the events are.
+ */
+export type StatementWrite = (source: RawBuilder<unknown>) => RawBuilder<unknown>;
+
+/** `writes` as CTE definitions (`write_1 AS (...)`, ...) selecting from the CTE named `source`. */
+export function namedWrites(
+  writes: StatementWrite[],
+  source: 'bumped' | 'changed' | 'source',
+): RawBuilder<unknown>[] {
+  return writes.map(
+    (write, index) => sql`${sql.raw(`write_${index + 1}`)} AS (${write(sql.raw(source))})`,
+  );
+}
 
 export function workflowEventsRepository(db: DbOrTx) {
   return {
@@ -70,39 +89,54 @@ export function workflowEventsRepository(db: DbOrTx) {
      * row lock) and NOTIFYs the replicas, in one statement: one round trip
      * instead of five (BEGIN, bump, insert, notify, COMMIT), which
      * bench/simple-path measured as three quarters of a workflow's round
-     * trips. A status transition appends its events in its own statement
+     * trips. `writes` (a tool-loop turn) go in the same statement. A status
+     * transition appends its events in its own statement
      * (workflows/transitions.ts); this is for events between transitions,
-     * so a finished workflow refuses them (409), like `append`.
+     * so a finished workflow refuses them (409), like `append`, and writes
+     * nothing.
      *
      * `fastCommit` does not wait for the WAL flush (WITHOUT_FLUSH_WAIT):
-     * events are progress reports the workflow's state never depends on.
+     * events and turns are progress a PostgreSQL crash may undo at the cost
+     * of running the step again; what the client is told is final (a
+     * pause, the end) is durable and flushes them with it.
      */
     async appendNotified(input: {
       workflowId: string;
       tenantId: string;
       events: NewEventRow[];
+      writes?: StatementWrite[];
       /** NOTIFY origin: the replica that appends, which skips its own echo. */
       origin: string;
       fastCommit?: boolean;
     }): Promise<{ rows: WorkflowEventRow[]; lastSeq: number }> {
       const count = input.events.length;
-      if (count === 0) throw new Error('appendNotified needs at least one event');
+      const writes = input.writes ?? [];
+      if (count === 0 && writes.length === 0) {
+        throw new Error('appendNotified needs an event or a write');
+      }
       const commitMode = input.fastCommit ? sql`, ${WITHOUT_FLUSH_WAIT}` : sql``;
+      const unfinished = sql`id = ${input.workflowId} AND tenant_id = ${input.tenantId}
+            AND status NOT IN ('completed', 'failed', 'cancelled')`;
+      if (count === 0) {
+        const written = await sql<{ last_seq: number }>`
+          WITH source AS (SELECT id, tenant_id, last_seq FROM workflows WHERE ${unfinished}),
+          ${sql.join(namedWrites(writes, 'source'), sql`, `)}
+          SELECT source.last_seq FROM source ${commitMode}`.execute(db);
+        const found = written.rows[0];
+        if (!found) return throwWhyNotAppended(db, input);
+        return { rows: [], lastSeq: found.last_seq };
+      }
       const result = await sql<WorkflowEventRow & { workflow_last_seq: number }>`
         WITH bumped AS (
           UPDATE workflows SET last_seq = last_seq + ${count}, updated_at = now()
-          WHERE id = ${input.workflowId} AND tenant_id = ${input.tenantId}
-            AND status NOT IN ('completed', 'failed', 'cancelled')
+          WHERE ${unfinished}
           RETURNING id, tenant_id, last_seq
-        ), ${eventsAfter('bumped', input)}
+        ), ${sql.join([...namedWrites(writes, 'bumped'), eventsAfter('bumped', input)], sql`, `)}
         SELECT inserted.*, bumped.last_seq AS workflow_last_seq
         FROM inserted, bumped, notified ${commitMode}
         ORDER BY inserted.seq`.execute(db);
       const first = result.rows[0];
-      if (!first) {
-        await throwWhyNotAppended(db, input);
-        return { rows: [], lastSeq: 0 };
-      }
+      if (!first) return throwWhyNotAppended(db, input);
       const rows = result.rows.map(({ workflow_last_seq: _, ...row }) => row);
       return { rows, lastSeq: first.workflow_last_seq };
     },

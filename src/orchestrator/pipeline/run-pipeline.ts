@@ -45,7 +45,7 @@ export interface PipelinePause {
 export type RunStageLoop = (input: {
   system: SystemPrompt;
   messages: Message[];
-  tracker: Pick<WorkflowTracker, 'emit' | 'token'>;
+  tracker: Pick<WorkflowTracker, 'enqueue' | 'token'>;
   /** What the workflow spent before this stage, counted against its budget. */
   spentBefore: { tokens: number; costUsd: number };
 }) => Promise<LoopOutcome>;
@@ -55,14 +55,13 @@ export interface PipelineRunInput {
   workflow: Workflow;
   settings: PipelineSettings;
   router: Pick<ModelRouter, 'stream'>;
-  tracker: Pick<WorkflowTracker, 'emit' | 'token'>;
+  tracker: Pick<WorkflowTracker, 'enqueue' | 'token'>;
   /** The workflow's system prompt with its tools, the base of the stage prompts. */
   system: SystemPrompt;
   /** The tools a plan may name for a stage. */
   toolNames: string[];
   signal: AbortSignal;
   onRouterEvent: NonNullable<RouterCall['onEvent']>;
-  flushRouterEvents: () => Promise<void>;
   throwIfStopped: () => void;
   /** The model answering now; changes on a fallback. */
   currentModel: () => string;
@@ -195,8 +194,7 @@ async function plan(
   } catch (error) {
     input.throwIfStopped();
     const failure = failureOf(error);
-    await input.flushRouterEvents();
-    await input.tracker.emit(
+    input.tracker.enqueue(
       'plan',
       'plan',
       'failed',
@@ -206,14 +204,13 @@ async function plan(
     return { failure: outcome(run, { answer: '', reason: 'model_error', failure }) };
   }
   spend(run, planned.usage);
-  await input.flushRouterEvents();
   input.throwIfStopped();
   const revision = await pipelinesRepository(input.db).savePlan({
     tenantId: input.workflow.tenantId,
     workflowId: input.workflow.id,
     plan: toStoredPlan(planned.plan),
   });
-  await input.tracker.emit(
+  input.tracker.enqueue(
     'plan',
     'plan',
     'completed',
@@ -237,7 +234,7 @@ async function synthesize(
     results: stageResults(state.plan, state.attempts, run.policy),
     resultMaxChars: input.settings.synthesisResultMaxChars,
   });
-  await input.tracker.emit('llm_call', 'synthesis', 'started', { model: input.currentModel() });
+  input.tracker.enqueue('llm_call', 'synthesis', 'started', { model: input.currentModel() });
   const started = performance.now();
   let text = '';
   let failure: LoopOutcome['failure'];
@@ -257,11 +254,10 @@ async function synthesize(
       failure = { code: part.error.code, message: part.error.userMessage };
     }
   }
-  await input.flushRouterEvents();
   input.throwIfStopped();
   const elapsedMs = performance.now() - started;
   const model = input.currentModel();
-  await input.tracker.emit(
+  input.tracker.enqueue(
     'llm_call',
     'synthesis',
     failure ? 'failed' : 'completed',

@@ -51,7 +51,7 @@ export async function runStage(
   if (!startedRow) return undefined;
   keep(startedRow);
   const detail = { stage: stage.id, title: stage.title, attempt: action.attempt };
-  await input.tracker.emit('stage', stage.id, 'started', { ...detail, reason: action.reason });
+  input.tracker.enqueue('stage', stage.id, 'started', { ...detail, reason: action.reason });
   const started = performance.now();
   const earlierResults = stageResults(state.plan, state.attempts, run.policy);
   const stageInput = buildStageInput({
@@ -85,7 +85,7 @@ export async function runStage(
         usage,
       }),
     );
-    await input.tracker.emit(
+    input.tracker.enqueue(
       'stage',
       stage.id,
       'failed',
@@ -104,7 +104,7 @@ export async function runStage(
   keep(
     validation.passed ? await pipelines.completeAttempt(ended) : await pipelines.failAttempt(ended),
   );
-  await input.tracker.emit(
+  input.tracker.enqueue(
     'stage',
     stage.id,
     validation.passed ? 'completed' : 'failed',
@@ -118,10 +118,10 @@ export async function runStage(
 function stageTracker(
   input: PipelineRunInput,
   stageId: string,
-): Pick<WorkflowTracker, 'emit' | 'token'> {
+): Pick<WorkflowTracker, 'enqueue' | 'token'> {
   return {
-    emit: (type, step, status, detail, elapsedMs) =>
-      input.tracker.emit(type, step ? `${stageId}/${step}` : stageId, status, detail, elapsedMs),
+    enqueue: (type, step, status, detail, elapsedMs) =>
+      input.tracker.enqueue(type, step ? `${stageId}/${step}` : stageId, status, detail, elapsedMs),
     token: () => undefined,
   };
 }

@@ -55,7 +55,7 @@ export async function enforceBudget(run: LoopRun): Promise<void> {
   const cap = reachedCap(budget, spent);
   if (!cap) return;
   run.wrappingUp = cap;
-  await run.options.tracker.emit('warning', null, 'info', capWarning(cap, budget, spent));
+  run.options.tracker.enqueue('warning', null, 'info', capWarning(cap, budget, spent));
 }
 
 function capWarning(

@@ -20,20 +20,19 @@ export async function callModel(run: LoopRun): Promise<LoopStep> {
   if (withTools) run.iterations += 1;
   const step = turnStep(run.turns);
   const request = await prepareRequest(run, withTools);
-  await options.tracker.emit('llm_call', step, 'started', {
+  options.tracker.enqueue('llm_call', step, 'started', {
     model: options.currentModel(),
     turn: run.turns,
     tools: withTools,
   });
   const started = performance.now();
   const collected = await streamTurn(run, request);
-  await options.flushRouterEvents();
   options.throwIfStopped();
   const elapsedMs = performance.now() - started;
   addUsage(run, collected.usage);
 
   if (collected.failure) {
-    await options.tracker.emit(
+    options.tracker.enqueue(
       'llm_call',
       step,
       'failed',
@@ -46,7 +45,7 @@ export async function callModel(run: LoopRun): Promise<LoopStep> {
     run.failure = collected.failure;
     return { kind: 'finished', answer: collected.text, reason: 'model_error' };
   }
-  await options.tracker.emit(
+  options.tracker.enqueue(
     'llm_call',
     step,
     'completed',

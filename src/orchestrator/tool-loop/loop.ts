@@ -42,7 +42,7 @@ export async function runToolLoop(options: LoopOptions): Promise<LoopOutcome> {
   }
 }
 
-/** Persists the answering turn and returns the outcome. */
+/** Queues the answering turn (written with the workflow's end) and returns the outcome. */
 async function finish(
   run: LoopRun,
   step: Extract<LoopStep, { kind: 'finished' }>,
@@ -50,7 +50,7 @@ async function finish(
   if (run.pendingAssistant) {
     const assistant = run.pendingAssistant;
     run.pendingAssistant = null;
-    await run.options.persistTurn(turnState(run, { ...assistant, toolCalls: [] }, []));
+    run.options.queueTurn(turnState(run, { ...assistant, toolCalls: [] }, []));
   }
   const answer =
     isBudgetCap(step.reason) && step.answer.trim() === '' ? NO_ANSWER_TEXT : step.answer;

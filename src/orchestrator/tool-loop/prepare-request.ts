@@ -32,7 +32,7 @@ export async function prepareRequest(run: LoopRun, withTools: boolean): Promise<
     });
     if (result.condensed > 0) {
       run.messages.splice(0, run.messages.length, ...result.messages);
-      await options.tracker.emit('warning', null, 'info', {
+      options.tracker.enqueue('warning', null, 'info', {
         code: 'context_condensed',
         message: `The conversation neared the model’s context window; ${result.condensed} earlier tool results were condensed to one line each.`,
         condensed: result.condensed,
@@ -41,7 +41,7 @@ export async function prepareRequest(run: LoopRun, withTools: boolean): Promise<
   }
   if (!run.wrapUp && share >= WRAP_UP_SHARE) {
     run.wrapUp = true;
-    await options.tracker.emit('warning', null, 'info', {
+    options.tracker.enqueue('warning', null, 'info', {
       code: 'context_wrap_up',
       message:
         'The conversation reached about 70% of the model’s context window; the model is asked to wrap up.',
@@ -96,7 +96,7 @@ export async function recoverFromOverflow(
       keepLatest: false,
     });
     run.messages.splice(0, run.messages.length, ...result.messages);
-    await options.tracker.emit('warning', null, 'info', {
+    options.tracker.enqueue('warning', null, 'info', {
       code: 'context_length_recovery',
       message: `The model’s context window was exceeded; ${result.condensed} tool results were condensed and the turn is tried once more.`,
       condensed: result.condensed,
@@ -106,7 +106,7 @@ export async function recoverFromOverflow(
     if (turn.withTools) run.iterations -= 1;
     return { kind: 'call_model' };
   }
-  await options.tracker.emit('warning', null, 'info', {
+  options.tracker.enqueue('warning', null, 'info', {
     code: 'context_exhausted',
     message: 'The model’s context window was exceeded again; the answer is partial.',
   });

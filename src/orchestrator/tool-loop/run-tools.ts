@@ -19,7 +19,7 @@ export async function runTools(run: LoopRun, calls: PendingCall[]): Promise<Loop
   const parallel = toRun.filter((call) => !isSequential(run, call));
   const sequential = toRun.filter((call) => isSequential(run, call));
   const results = new Map<PendingCall, ToolResultMessage>();
-  const emit = serialToolEvents(run);
+  const emit = toolEvents(run);
   await Promise.all(
     parallel.map(async (call) => {
       results.set(call, await runOne(run, call, emit));
@@ -49,23 +49,18 @@ type EmitToolEvent = (
   status: 'started' | 'completed' | 'failed',
   detail: Record<string, unknown>,
   elapsedMs?: number,
-) => Promise<void>;
+) => void;
 
 /**
- * `tool_call` events of one turn, written one after the other: calls run
- * in parallel, but their events must reach subscribers in seq order. None
- * once the run is stopped: the workflow may have ended already.
+ * `tool_call` events of one turn, queued in the order they happen (calls
+ * run in parallel) and written with the turn. None once the run is
+ * stopped: the workflow may have ended already.
  */
-function serialToolEvents(run: LoopRun): EmitToolEvent {
-  let chain: Promise<unknown> = Promise.resolve();
+function toolEvents(run: LoopRun): EmitToolEvent {
   const step = turnStep(run.turns);
   return (status, detail, elapsedMs) => {
-    const next = chain.then(async () => {
-      if (run.options.signal.aborted) return;
-      await run.options.tracker.emit('tool_call', step, status, detail, elapsedMs);
-    });
-    chain = next.catch(() => undefined);
-    return next;
+    if (run.options.signal.aborted) return;
+    run.options.tracker.enqueue('tool_call', step, status, detail, elapsedMs);
   };
 }
 
@@ -132,7 +127,7 @@ async function runOne(
 
   const rejection = rejectBeforeRunning(run, pending);
   if (rejection) {
-    await emit('failed', {
+    emit('failed', {
       ...detail,
       error: rejection.error,
       ...(rejection.blocked ? { blocked: true } : {}),
@@ -143,7 +138,7 @@ async function runOne(
   const tool = call && options.tools.get(call.name);
   if (!call || !tool) throw new Error('a call that passed the checks has a tool');
 
-  await emit('started', detail);
+  emit('started', detail);
   const started = performance.now();
   const parsed = tool.parameters.safeParse(call.arguments);
   const execution: Execution = parsed.success
@@ -164,7 +159,7 @@ async function runOne(
     isError: execution.result.isError,
     content: result.content,
   });
-  await emit(
+  emit(
     execution.result.isError ? 'failed' : 'completed',
     {
       ...detail,

@@ -1,33 +1,32 @@
 import { sql } from 'kysely';
 import type { Message } from '../../llm/types.js';
-import { type Db, WITHOUT_FLUSH_WAIT } from '../../store/database.js';
-import { workflowEventsRepository } from '../../store/workflow-events.js';
+import type { Db } from '../../store/database.js';
+import { type StatementWrite, workflowEventsRepository } from '../../store/workflow-events.js';
 import type { LoopResume } from './resume.js';
 import { messagesOfTurn, parseTurnState, type TurnState } from './state.js';
 
 /**
- * The tool loop's turns as rows: appended once per completed turn, read
- * back in order to rebuild the conversation on another replica.
+ * A turn as a row, written in the statement of the tracker's next batch
+ * (tracker.persist): with the turn's events, or with the transition that
+ * ends or pauses the workflow. A turn cut off midway runs again
+ * (at-least-once), so a second write of the same turn number keeps the
+ * first one. Like the events, it is committed without waiting for the WAL
+ * flush unless the transition is durable: a replica's crash never loses
+ * it, and one lost to a PostgreSQL crash only runs again, like a turn cut
+ * off; the workflow's end, which the client sees, is durable and flushes
+ * every turn before it.
  */
+export function turnWrite(state: TurnState): StatementWrite {
+  return (source) => sql`
+    INSERT INTO workflow_turns (workflow_id, tenant_id, turn, state)
+    SELECT ${source}.id, ${source}.tenant_id, ${state.turn}, ${JSON.stringify(state)}::jsonb
+    FROM ${source}
+    ON CONFLICT (workflow_id, turn) DO NOTHING`;
+}
+
+/** The tool loop's turns as rows, read back in order to rebuild the conversation on another replica. */
 export function workflowTurnsRepository(db: Db) {
   return {
-    /**
-     * Appends a turn. A turn cut off midway runs again (at-least-once), so a
-     * second write of the same turn number keeps the first one. Committed
-     * without waiting for the WAL flush (~2 ms a turn here): a replica's
-     * crash never loses it, and one lost to a PostgreSQL crash only runs
-     * again, like a turn cut off; the workflow's end, which the client
-     * sees, is durable and flushes every turn before it.
-     */
-    async append(input: { tenantId: string; workflowId: string; state: TurnState }): Promise<void> {
-      await sql`
-        INSERT INTO workflow_turns (workflow_id, tenant_id, turn, state)
-        SELECT ${input.workflowId}, ${input.tenantId}, ${input.state.turn},
-               ${JSON.stringify(input.state)}::jsonb
-        FROM ${WITHOUT_FLUSH_WAIT}
-        ON CONFLICT (workflow_id, turn) DO NOTHING`.execute(db);
-    },
-
     /** The workflow's turns in order, each parsed with its version's schema. */
     async list(tenantId: string, workflowId: string): Promise<TurnState[]> {
       const rows = await db

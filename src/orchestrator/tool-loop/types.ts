@@ -34,7 +34,7 @@ export interface LoopOptions {
   tenantId: string;
   workflowId: string;
   router: Pick<ModelRouter, 'stream'>;
-  tracker: Pick<WorkflowTracker, 'emit' | 'token'>;
+  tracker: Pick<WorkflowTracker, 'enqueue' | 'token'>;
   /** Catalogue name the turns are asked of. */
   model: string;
   system: SystemPrompt;
@@ -53,12 +53,15 @@ export interface LoopOptions {
   signal: AbortSignal;
   /** Retries and fallbacks, reported as events by the caller. */
   onRouterEvent: NonNullable<RouterCall['onEvent']>;
-  /** Resolves once the router events reported so far are persisted, so events stay in order. */
-  flushRouterEvents: () => Promise<void>;
   /** Pauses the workflow for the user's answer (awaiting_input, clarification). */
   pause: (request: ClarificationRequest, spent: Spent) => Promise<void>;
-  /** Called with each turn before the next one starts. */
+  /** Called with each turn before the next one starts; resolves once it is written. */
   persistTurn: (state: TurnState) => Promise<void>;
+  /**
+   * Called with the answering turn, which no turn follows: written with
+   * what the workflow writes next (its end), in the same statement.
+   */
+  queueTurn: (state: TurnState) => void;
   /** Throws when the run was stopped (cancel, shutdown, lost lease). */
   throwIfStopped: () => void;
   /** The model answering now; changes on a fallback. */

@@ -1,7 +1,8 @@
 import { randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { TurnState } from '../../../src/orchestrator/tool-loop/state.js';
-import { workflowTurnsRepository } from '../../../src/orchestrator/tool-loop/turns-repository.js';
+import { turnWrite } from '../../../src/orchestrator/tool-loop/turns-repository.js';
+import { workflowEventsRepository } from '../../../src/store/workflow-events.js';
 import { workflowsRepository } from '../../../src/store/workflows.js';
 import { bearer } from '../../support/app.js';
 import {
@@ -222,10 +223,12 @@ describe('taking over a workflow whose runner is gone', () => {
       awaiting: null,
       finishReason: 'tool_calls',
     };
-    await workflowTurnsRepository(db).append({
+    await workflowEventsRepository(db).appendNotified({
       tenantId: h.tenant.id,
       workflowId: id,
-      state: turn,
+      events: [],
+      writes: [turnWrite(turn)],
+      origin: 'test',
     });
 
     const before = h.provider.requests.length;
