@@ -1,6 +1,8 @@
 import { randomUUID } from 'node:crypto';
 import pino from 'pino';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { TurnState } from '../../src/orchestrator/tool-loop/state.js';
+import { turnWrite } from '../../src/orchestrator/tool-loop/turns-repository.js';
 import { type DatabaseHandle, openDatabase } from '../../src/store/database.js';
 import { workflowEventsRepository } from '../../src/store/workflow-events.js';
 import { createTenancyService } from '../../src/tenancy/service.js';
@@ -253,5 +255,123 @@ describe('WorkflowTracker', () => {
     } finally {
       await other.close();
     }
+  });
+  describe('its write queue', () => {
+    /** Statements the pool ran while `work` ran (kysely checks out one connection per statement). */
+    async function statementsDuring(work: () => Promise<void>): Promise<number> {
+      let count = 0;
+      const onAcquire = () => {
+        count += 1;
+      };
+      handle.pool.on('acquire', onAcquire);
+      try {
+        await work();
+      } finally {
+        handle.pool.off('acquire', onAcquire);
+      }
+      return count;
+    }
+
+    const turn = (number: number): TurnState => ({
+      schemaVersion: 1,
+      turn: number,
+      model: 'scripted',
+      assistant: { content: `turn ${number}`, toolCalls: [] },
+      toolResults: [],
+      awaiting: null,
+      finishReason: 'stop',
+    });
+
+    async function storedTurns(workflowId: string): Promise<number[]> {
+      const rows = await handle.db
+        .selectFrom('workflow_turns')
+        .select('turn')
+        .where('workflow_id', '=', workflowId)
+        .orderBy('turn')
+        .execute();
+      return rows.map((row) => row.turn);
+    }
+
+    it('events and a turn reported back to back are written in one statement, in the order reported', async () => {
+      const workflowId = await newWorkflow();
+      const tracker = trackerFor(workflowId);
+      await tracker.begin();
+      const statements = await statementsDuring(async () => {
+        tracker.enqueue('llm_call', 'turn-1', 'completed');
+        tracker.enqueue('tool_call', 'turn-1', 'started', { callId: 'a' });
+        tracker.enqueue('tool_call', 'turn-1', 'completed', { callId: 'a' });
+        await tracker.persist(turnWrite(turn(1)));
+      });
+      expect(statements).toBe(1);
+      const stored = await workflowEventsRepository(handle.db).listAfter({
+        workflowId,
+        afterSeq: 1,
+        limit: 10,
+      });
+      expect(stored.map((row) => [row.seq, row.type, row.status])).toEqual([
+        [2, 'llm_call', 'completed'],
+        [3, 'tool_call', 'started'],
+        [4, 'tool_call', 'completed'],
+      ]);
+      expect(await storedTurns(workflowId)).toEqual([1]);
+    });
+
+    it('a transition takes what was queued before it into its own statement, ahead of its events', async () => {
+      const workflowId = await newWorkflow();
+      const tracker = trackerFor(workflowId);
+      await tracker.begin();
+      const seen: string[] = [];
+      const unsubscribe = hub.subscribe(workflowId, {
+        onEvent: (event) => seen.push(`${event.seq}:${event.type}`),
+        onTokens: (text) => seen.push(`tokens:${text}`),
+      });
+      let ended: Awaited<ReturnType<typeof tracker.end>> | undefined;
+      const statements = await statementsDuring(async () => {
+        tracker.enqueue('llm_call', 'turn-1', 'completed');
+        tracker.enqueueWrite(turnWrite(turn(1)));
+        ended = await tracker.end({ status: 'completed', answer: 'done' });
+      });
+      unsubscribe();
+      expect(statements).toBe(1);
+      expect(ended?.events.map((event) => event.type)).toEqual(['workflow_end']);
+      expect(seen).toEqual(['2:llm_call', '3:workflow_end']);
+      expect(await storedTurns(workflowId)).toEqual([1]);
+    });
+
+    it('tokens streamed between queued events reach subscribers between them', async () => {
+      const workflowId = await newWorkflow();
+      const tracker = trackerFor(workflowId);
+      await tracker.begin();
+      const seen: string[] = [];
+      const unsubscribe = hub.subscribe(workflowId, {
+        onEvent: (event) => seen.push(`event:${event.type}`),
+        onTokens: (text) => seen.push(`tokens:${text}`),
+      });
+      tracker.enqueue('llm_call', 'turn-1', 'started');
+      tracker.token('Hel');
+      tracker.token('lo');
+      tracker.enqueue('llm_call', 'turn-1', 'completed');
+      await tracker.end({ status: 'completed', answer: 'Hello' });
+      unsubscribe();
+      expect(seen).toEqual([
+        'event:llm_call',
+        'tokens:Hello',
+        'event:llm_call',
+        'event:workflow_end',
+      ]);
+    });
+
+    it('a queued event that cannot be written fails the next call that waits, once', async () => {
+      const workflowId = await newWorkflow();
+      const tracker = trackerFor(workflowId);
+      await tracker.begin();
+      // PostgreSQL's jsonb refuses the NUL character: this batch fails on its own.
+      tracker.enqueue('warning', null, 'info', { text: 'nul \u0000 here' });
+      await new Promise((resolve) => setTimeout(resolve, 100));
+      await expect(tracker.emit('warning', null, 'info', { text: 'fine' })).rejects.toThrow();
+      const next = await tracker.emit('warning', null, 'info', { text: 'fine again' });
+      expect(next.seq).toBe(2);
+      expect(await storedSeqs(workflowId)).toEqual([1, 2]);
+    });
   });
 });
