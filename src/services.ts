@@ -13,6 +13,7 @@ import { turnCost } from './orchestrator/tool-loop/budget.js';
 import { createSessionService, type SessionService } from './sessions/service.js';
 import { type DatabaseHandle, openDatabase } from './store/database.js';
 import type { Migration } from './store/migrate.js';
+import { listTenantEndpoints } from './store/tenant-endpoints.js';
 import { createPrincipalCache, type PrincipalCache } from './tenancy/principal-cache.js';
 import { createTenancyService, type TenancyService } from './tenancy/service.js';
 import { createHttpToolsService, type HttpToolsService } from './tools/http-tools-service.js';
@@ -130,10 +131,9 @@ export function createServices(options: {
       classifier: classifierSettings(options.config, llm.catalogue),
       builtinTools: builtinTools(options.config),
       tenantTools: async (tenantId) => {
-        const [http, mcp] = await Promise.all([
-          httpTools.toolsFor(tenantId),
-          mcpServers.toolsFor(tenantId),
-        ]);
+        const endpoints = await listTenantEndpoints(database.db, tenantId);
+        const http = httpTools.toolsOf(tenantId, endpoints.httpTools);
+        const mcp = await mcpServers.toolsOf(tenantId, endpoints.mcpServers);
         return { tools: [...http, ...mcp.tools], unavailable: mcp.unavailable, close: mcp.close };
       },
       defaultBudget: budgetDefaults,
@@ -153,6 +153,7 @@ export function createServices(options: {
     sessions,
     replicaId,
     log: options.log,
+    leaseMs: options.config.WORKFLOW_LEASE_MS,
     launch: executor.launch,
     stopLocalRun: (workflowId) => executions.stop(workflowId, 'cancelled'),
     budgetDefaults,

@@ -47,6 +47,12 @@ export interface StreamOptions {
   workflowId: string;
   afterSeq: number;
   lastSeqAtOpen: number;
+  /**
+   * The store holds no event after `afterSeq` that the hub will not
+   * deliver: the workflow was just created by this request and the stream
+   * subscribes before its run can emit. The first read is skipped.
+   */
+  nothingStored?: boolean;
 }
 
 /**
@@ -287,7 +293,7 @@ export function openEventStream(options: StreamOptions): OpenStream & { done: Pr
   heartbeat = setInterval(onHeartbeat, SSE_HEARTBEAT_MS);
   heartbeat.unref();
   log.debug({ afterSeq: options.afterSeq }, 'event stream opened');
-  readStore();
+  if (!options.nothingStored) readStore();
 
   return {
     done,

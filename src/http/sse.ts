@@ -66,6 +66,11 @@ export async function streamWorkflowEvents(
      * so not even the first token chunk is missed.
      */
     workflow?: Workflow;
+    /**
+     * The workflow was created by this request (not an idempotent replay):
+     * nothing of it is stored yet, so the stream skips its first read.
+     */
+    justCreated?: boolean;
   },
 ): Promise<void> {
   const streams = request.server.eventStreams;
@@ -93,6 +98,7 @@ export async function streamWorkflowEvents(
     workflowId: options.workflowId,
     afterSeq: options.afterSeq,
     lastSeqAtOpen: workflow.lastSeq,
+    nothingStored: options.justCreated === true && options.workflow !== undefined,
   });
   streams.open.add(stream);
   try {

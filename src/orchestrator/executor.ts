@@ -89,12 +89,19 @@ function startRun(options: ExecutorOptions, workflow: Workflow, cause: RunCause)
 
 /**
  * The registry accepts no run: this replica is shutting down, or the
- * workflow runs here already. The workflow is left as it is: unleased,
- * another replica's sweep takes it over.
+ * workflow runs here already. The workflow is left unleased (one created
+ * here gives up the lease it was inserted with); another replica's sweep
+ * takes it over.
  */
 function refuseRun(run: Run): void {
   run.log.info('the workflow is not run here; another replica takes it over');
   run.tracker.close();
+  // Created here, it holds this replica's lease: handed over so the sweep need not wait for it to expire.
+  if (run.cause !== 'created') return;
+  const { tenantId, id } = run.workflow;
+  run.repository
+    .releaseLease({ tenantId, id, owner: run.options.replicaId })
+    .catch((error: unknown) => run.log.error({ err: error }, 'releasing the lease failed'));
 }
 
 /** The whole run; never rejects: every failure ends in the log and, when possible, in the workflow. */
@@ -111,13 +118,13 @@ async function executeRun(run: Run): Promise<void> {
   const toolset = options.orchestrator.tenantTools(workflow.tenantId);
   toolset.catch(() => undefined); // awaited by the run, or in `finally`
   try {
-    const claimed = await run.repository.claimLease({ ...lease, leaseMs: leaseMsOf(options) });
+    const claimed = await claimLease(run, lease);
     if (!claimed) {
       run.log.info('the workflow is finished or leased by another runner; not running it');
       return;
     }
     leased = true;
-    run.workflow = toWorkflow(claimed);
+    run.workflow = claimed.workflow;
     heartbeat = startHeartbeat(run, lease);
     // A cancel committed on any replica reaches this replica's hub as the
     // workflow_end event; that is how a run elsewhere learns of it.
@@ -129,7 +136,7 @@ async function executeRun(run: Run): Promise<void> {
         },
         onTokens: () => undefined,
       },
-      claimed.last_seq,
+      claimed.workflow.lastSeq,
     );
     // Queued: a first run. Running: the workflow was resumed (answered, or taken over).
     const firstRun = run.workflow.status === 'queued';
@@ -166,6 +173,20 @@ async function executeRun(run: Run): Promise<void> {
         .catch((error: unknown) => run.log.error({ err: error }, 'releasing the lease failed'));
     }
   }
+}
+
+/**
+ * The run's lease: a workflow created here was inserted with it (see
+ * WorkflowService.create); any other run claims it, and finds out whether
+ * the workflow still needs a runner.
+ */
+async function claimLease(
+  run: Run,
+  lease: { tenantId: string; id: string; owner: string },
+): Promise<{ workflow: Workflow } | undefined> {
+  if (run.cause === 'created') return { workflow: run.workflow };
+  const claimed = await run.repository.claimLease({ ...lease, leaseMs: leaseMsOf(run.options) });
+  return claimed && { workflow: toWorkflow(claimed) };
 }
 
 /** Closes the run's tool connections (MCP sessions); a toolset that failed to open has none. */

@@ -1,6 +1,6 @@
-import type { Insertable, Selectable } from 'kysely';
+import { type Insertable, type Selectable, sql } from 'kysely';
 import type { DbOrTx } from './database.js';
-import type { Database } from './schema.js';
+import type { Database, HttpToolRow, McpServerRow } from './schema.js';
 
 /** The tables of what a tenant registers by name: HTTP tools and MCP servers. */
 export type EndpointTable = 'http_tools' | 'mcp_servers';
@@ -57,5 +57,35 @@ export function tenantEndpointsRepository<T extends EndpointTable>(db: DbOrTx, t
         .executeTakeFirst();
       return result.numDeletedRows > 0n;
     },
+  };
+}
+
+/** A row as json_agg gives it: its timestamp as text. */
+type Aggregated<Row> = Omit<Row, 'created_at'> & { created_at: string };
+
+/**
+ * Every HTTP tool and MCP server of a tenant, in one statement: what a
+ * workflow run offers its model. One round trip rather than one per table
+ * (each costs ~0.5-1 ms of CPU here, bench/simple-path).
+ */
+export async function listTenantEndpoints(
+  db: DbOrTx,
+  tenantId: string,
+): Promise<{ httpTools: HttpToolRow[]; mcpServers: McpServerRow[] }> {
+  const result = await sql<{
+    http_tools: Aggregated<HttpToolRow>[];
+    mcp_servers: Aggregated<McpServerRow>[];
+  }>`
+    SELECT
+      (SELECT coalesce(json_agg(h ORDER BY h.name), '[]') FROM http_tools h
+        WHERE h.tenant_id = ${tenantId}) AS http_tools,
+      (SELECT coalesce(json_agg(m ORDER BY m.name), '[]') FROM mcp_servers m
+        WHERE m.tenant_id = ${tenantId}) AS mcp_servers`.execute(db);
+  const row = result.rows[0];
+  const withDate = <Row>(aggregated: Aggregated<Row>) =>
+    ({ ...aggregated, created_at: new Date(aggregated.created_at) }) as Row;
+  return {
+    httpTools: (row?.http_tools ?? []).map((tool) => withDate<HttpToolRow>(tool)),
+    mcpServers: (row?.mcp_servers ?? []).map((server) => withDate<McpServerRow>(server)),
   };
 }

@@ -15,6 +15,11 @@ export interface NewWorkflowRow {
   budget?: object;
   idempotencyKey: string | null;
   requestHash: string | null;
+  /**
+   * The replica that creates the workflow runs it at once: it holds the
+   * lease from the insert on, instead of claiming it in a second statement.
+   */
+  lease?: { owner: string; leaseMs: number };
 }
 
 /** Where a listing page starts: after this row in (created_at DESC, id DESC) order. */
@@ -69,8 +74,8 @@ export function workflowsRepository(db: DbOrTx) {
           budget: row.budget === undefined ? null : JSON.stringify(row.budget),
           idempotency_key: row.idempotencyKey,
           request_hash: row.requestHash,
-          lease_owner: null,
-          lease_expires_at: null,
+          lease_owner: row.lease?.owner ?? null,
+          lease_expires_at: row.lease ? leaseExpiry(row.lease.leaseMs) : null,
           result: null,
           error: null,
           started_at: null,
@@ -147,7 +152,7 @@ export function workflowsRepository(db: DbOrTx) {
       const claimed = await sql<WorkflowRow>`
         UPDATE workflows
         SET lease_owner = ${input.owner},
-            lease_expires_at = now() + ${input.leaseMs}::double precision * interval '1 millisecond'
+            lease_expires_at = ${leaseExpiry(input.leaseMs)}
         FROM ${WITHOUT_FLUSH_WAIT}
         WHERE id = ${input.id} AND tenant_id = ${input.tenantId}
           AND status = ANY(${LEASABLE}::text[])
@@ -166,7 +171,7 @@ export function workflowsRepository(db: DbOrTx) {
       const renewed = await db
         .updateTable('workflows')
         .set({
-          lease_expires_at: sql<Date>`now() + ${input.leaseMs}::double precision * interval '1 millisecond'`,
+          lease_expires_at: leaseExpiry(input.leaseMs),
         })
         .where('tenant_id', '=', input.tenantId)
         .where('id', '=', input.id)
@@ -262,7 +267,7 @@ export async function claimExpiredLeases(
     )
     UPDATE workflows
     SET lease_owner = ${input.owner},
-        lease_expires_at = now() + ${input.leaseMs}::double precision * interval '1 millisecond'
+        lease_expires_at = ${leaseExpiry(input.leaseMs)}
     FROM expired
     WHERE workflows.id = expired.id
     RETURNING workflows.*`.execute(db);
@@ -270,3 +275,8 @@ export async function claimExpiredLeases(
 }
 
 export type WorkflowsRepository = ReturnType<typeof workflowsRepository>;
+
+/** `leaseMs` from now by the database's clock, the one every replica shares. */
+function leaseExpiry(leaseMs: number) {
+  return sql<Date>`now() + ${leaseMs}::double precision * interval '1 millisecond'`;
+}

@@ -94,8 +94,16 @@ export function createHttpToolsService(options: { db: Db; policy: HttpToolPolicy
      * that one tool with a warning instead of failing the workflow.
      */
     async toolsFor(tenantId: string): Promise<Tool[]> {
+      return this.toolsOf(
+        tenantId,
+        await tenantEndpointsRepository(db, 'http_tools').listByTenant(tenantId),
+      );
+    },
+
+    /** `toolsFor` over rows read already (listTenantEndpoints). */
+    toolsOf(tenantId: string, rows: HttpToolRow[]): Tool[] {
       const tools: Tool[] = [];
-      for (const row of await tenantEndpointsRepository(db, 'http_tools').listByTenant(tenantId)) {
+      for (const row of rows) {
         try {
           tools.push(toHttpTool(row, policy));
         } catch (error) {

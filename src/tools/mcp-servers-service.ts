@@ -114,6 +114,11 @@ export function createMcpServersService(options: { db: Db; policy: HttpToolPolic
      */
     async toolsFor(tenantId: string): Promise<McpToolset> {
       const servers = await tenantEndpointsRepository(db, 'mcp_servers').listByTenant(tenantId);
+      return this.toolsOf(tenantId, servers);
+    },
+
+    /** `toolsFor` over rows read already (listTenantEndpoints). */
+    toolsOf(tenantId: string, servers: McpServerRow[]): Promise<McpToolset> {
       return connectMcpTools(servers, { policy, log: log.child({ tenantId }) });
     },
   };

@@ -56,8 +56,10 @@ export interface WorkflowServiceOptions {
   hub: EventHub;
   /** Checks that a workflow's sessionId names a session of its tenant. */
   sessions: Pick<SessionService, 'exists'>;
-  /** This replica's id: the NOTIFY origin of the transitions made here. */
+  /** This replica's id: the NOTIFY origin of the transitions made here, and the lease owner of what it creates. */
   replicaId: string;
+  /** How long the lease of a workflow created here lasts before its run renews it (WORKFLOW_LEASE_MS). */
+  leaseMs: number;
   log: Logger;
   /**
    * Starts a workflow's run: a new one, or one the user's answer resumed.
@@ -166,6 +168,8 @@ export function createWorkflowService(options: WorkflowServiceOptions) {
           budget,
           idempotencyKey: idempotencyKey ?? null,
           requestHash,
+          // Launched here below: its run holds the lease from the start.
+          lease: { owner: options.replicaId, leaseMs: options.leaseMs },
         });
       } catch (error) {
         if (idempotencyKey === undefined || requestHash === null || !isIdempotencyKeyTaken(error)) {

@@ -62,6 +62,7 @@ export const workflowRoutes: FastifyPluginAsyncZod<{ workflows: WorkflowService 
           workflowId: workflow.id,
           afterSeq: 0,
           workflow,
+          justCreated: !replayed,
         });
         return;
       }
