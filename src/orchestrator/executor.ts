@@ -1,7 +1,6 @@
 import { AppError } from '../errors.js';
 import { workflowsRepository } from '../store/workflows.js';
 import { createWorkflowTracker } from '../tracker/tracker.js';
-import { toWorkflow } from '../workflows/rows.js';
 import type { Workflow, WorkflowError } from '../workflows/types.js';
 import type { TenantToolset } from './answer-workflow.js';
 import { classificationEvent, classifyWithoutModel } from './classify.js';
@@ -26,9 +25,11 @@ const INTERNAL_ERROR: WorkflowError = {
 export function createExecutor(options: ExecutorOptions) {
   return {
     /**
-     * Runs a newly created workflow on this replica. Scheduled with
-     * setImmediate so that the create request answers first and never
-     * waits for (or fails with) the run.
+     * Runs a workflow on this replica, which holds its lease already: the
+     * statement that made the workflow runnable took it (the create's
+     * insert, a user's answer or review, the sweep's reclaim). Scheduled
+     * with setImmediate so that the request answers first and never waits
+     * for (or fails with) the run.
      */
     launch(workflow: Workflow, cause: RunCause = 'created'): void {
       setImmediate(() => startRun(options, workflow, cause));
@@ -40,8 +41,7 @@ export type Executor = ReturnType<typeof createExecutor>;
 
 function startRun(options: ExecutorOptions, workflow: Workflow, cause: RunCause): void {
   // The workflow's previous run here is still unwinding (it just paused,
-  // and the user was quick): start once it is done. Its lease claim then
-  // decides, as for any run, whether this one still has work to do.
+  // and the user was quick): start once it is done.
   const previous = options.executions.get(workflow.id);
   if (previous) {
     void previous.done.then(() => startRun(options, workflow, cause));
@@ -96,8 +96,7 @@ function startRun(options: ExecutorOptions, workflow: Workflow, cause: RunCause)
 function refuseRun(run: Run): void {
   run.log.info('the workflow is not run here; another replica takes it over');
   run.tracker.close();
-  // Created here, it holds this replica's lease: handed over so the sweep need not wait for it to expire.
-  if (run.cause !== 'created') return;
+  // Launched with this replica's lease: released, so the sweep need not wait for it to expire.
   const { tenantId, id } = run.workflow;
   run.repository
     .releaseLease({ tenantId, id, owner: run.options.replicaId })
@@ -110,21 +109,13 @@ async function executeRun(run: Run): Promise<void> {
   const lease = { tenantId: workflow.tenantId, id: workflow.id, owner: options.replicaId };
   let heartbeat: NodeJS.Timeout | undefined;
   let unsubscribe: (() => void) | undefined;
-  let leased = false;
+  let leased = true;
   // The tenant's tools are read, and its MCP servers connected (network
-  // round trips to each server), while the lease is claimed and the run
-  // begins: neither waits for the other. A run that does not go ahead
-  // closes them unused.
+  // round trips to each server), while the run begins: neither waits for
+  // the other. A run that does not go ahead closes them unused.
   const toolset = options.orchestrator.tenantTools(workflow.tenantId);
   toolset.catch(() => undefined); // awaited by the run, or in `finally`
   try {
-    const claimed = await claimLease(run, lease);
-    if (!claimed) {
-      run.log.info('the workflow is finished or leased by another runner; not running it');
-      return;
-    }
-    leased = true;
-    run.workflow = claimed.workflow;
     heartbeat = startHeartbeat(run, lease);
     // A cancel committed on any replica reaches this replica's hub as the
     // workflow_end event; that is how a run elsewhere learns of it.
@@ -136,7 +127,7 @@ async function executeRun(run: Run): Promise<void> {
         },
         onTokens: () => undefined,
       },
-      claimed.workflow.lastSeq,
+      workflow.lastSeq,
     );
     // Queued: a first run. Running: the workflow was resumed (answered, or taken over).
     const firstRun = run.workflow.status === 'queued';
@@ -173,20 +164,6 @@ async function executeRun(run: Run): Promise<void> {
         .catch((error: unknown) => run.log.error({ err: error }, 'releasing the lease failed'));
     }
   }
-}
-
-/**
- * The run's lease: a workflow created here was inserted with it (see
- * WorkflowService.create); any other run claims it, and finds out whether
- * the workflow still needs a runner.
- */
-async function claimLease(
-  run: Run,
-  lease: { tenantId: string; id: string; owner: string },
-): Promise<{ workflow: Workflow } | undefined> {
-  if (run.cause === 'created') return { workflow: run.workflow };
-  const claimed = await run.repository.claimLease({ ...lease, leaseMs: leaseMsOf(run.options) });
-  return claimed && { workflow: toWorkflow(claimed) };
 }
 
 /** Closes the run's tool connections (MCP sessions); a toolset that failed to open has none. */

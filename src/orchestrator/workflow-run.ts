@@ -45,7 +45,7 @@ export type RunCause = 'created' | 'answered' | 'reviewed' | 'reclaimed';
 /** The state of one workflow run; never shared between runs. */
 export interface Run {
   readonly options: ExecutorOptions;
-  /** As launched, then as the lease claim read it. */
+  /** As launched, then as its transitions leave it. */
   workflow: Workflow;
   readonly cause: RunCause;
   readonly log: Logger;

@@ -1,5 +1,5 @@
 import { sql } from 'kysely';
-import { type DbOrTx, WITHOUT_FLUSH_WAIT } from './database.js';
+import type { DbOrTx } from './database.js';
 import type { WorkflowRow } from './schema.js';
 
 export interface NewWorkflowRow {
@@ -135,32 +135,6 @@ export function workflowsRepository(db: DbOrTx) {
         .execute();
     },
 
-    /**
-     * Takes the lease of a workflow that still needs a runner: when nobody
-     * holds it, when it expired, or when `owner` holds it already. Expiry is
-     * computed with the database's clock, the one every replica shares.
-     * Returns the row when the lease is ours.
-     */
-    async claimLease(input: {
-      tenantId: string;
-      id: string;
-      owner: string;
-      leaseMs: number;
-    }): Promise<WorkflowRow | undefined> {
-      // A claim lost to a PostgreSQL crash costs nothing: every run stops
-      // with its connections and the leases are claimed again.
-      const claimed = await sql<WorkflowRow>`
-        UPDATE workflows
-        SET lease_owner = ${input.owner},
-            lease_expires_at = ${leaseExpiry(input.leaseMs)}
-        FROM ${WITHOUT_FLUSH_WAIT}
-        WHERE id = ${input.id} AND tenant_id = ${input.tenantId}
-          AND status = ANY(${LEASABLE}::text[])
-          AND (lease_owner IS NULL OR lease_owner = ${input.owner} OR lease_expires_at < now())
-        RETURNING workflows.*`.execute(db);
-      return claimed.rows[0];
-    },
-
     /** Extends a lease `owner` holds; false when it no longer does (finished, or taken over). */
     async renewLease(input: {
       tenantId: string;
@@ -277,6 +251,6 @@ export async function claimExpiredLeases(
 export type WorkflowsRepository = ReturnType<typeof workflowsRepository>;
 
 /** `leaseMs` from now by the database's clock, the one every replica shares. */
-function leaseExpiry(leaseMs: number) {
+export function leaseExpiry(leaseMs: number) {
   return sql<Date>`now() + ${leaseMs}::double precision * interval '1 millisecond'`;
 }

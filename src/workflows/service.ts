@@ -278,6 +278,8 @@ export function createWorkflowService(options: WorkflowServiceOptions) {
       try {
         const { workflow } = await tracker.transition({
           to: 'running',
+          // Launched here below: its run holds the lease from the transition on.
+          lease: { owner: options.replicaId, leaseMs: options.leaseMs },
           fromAwaiting: change.fromAwaiting,
           expectedVersion: change.expectedVersion,
           events: change.events,

@@ -3,7 +3,7 @@ import { conflict, notFound } from '../errors.js';
 import { type Db, type DbOrTx, WITHOUT_FLUSH_WAIT } from '../store/database.js';
 import type { Database, WorkflowEventRow, WorkflowRow } from '../store/schema.js';
 import { eventsAfter, type NewEventRow } from '../store/workflow-events.js';
-import type { UsageIncrement } from '../store/workflows.js';
+import { leaseExpiry, type UsageIncrement } from '../store/workflows.js';
 import { toEvent, toWorkflow } from './rows.js';
 import { assertTransition, statusesBefore } from './state-machine.js';
 import type {
@@ -56,6 +56,12 @@ export interface TransitionInput {
   durable?: boolean;
   /** Replica id, carried in the NOTIFY so the origin can skip its own echo. */
   origin: string;
+  /**
+   * Back to `running` on the replica that makes the transition (a user's
+   * answer or review): it takes the lease with it, and its run needs no
+   * claim of its own.
+   */
+  lease?: { owner: string; leaseMs: number };
 }
 
 export interface TransitionResult {
@@ -138,8 +144,8 @@ async function compareAndSet(
         updated_at = ${now},
         started_at = ${input.to === 'running' ? sql`coalesce(started_at, ${now})` : sql`started_at`},
         finished_at = ${finished ? sql`${now}` : sql`finished_at`},
-        lease_owner = ${clearLease ? sql`NULL` : sql`lease_owner`},
-        lease_expires_at = ${clearLease ? sql`NULL` : sql`lease_expires_at`},
+        lease_owner = ${input.lease ? sql`${input.lease.owner}` : clearLease ? sql`NULL` : sql`lease_owner`},
+        lease_expires_at = ${input.lease ? leaseExpiry(input.lease.leaseMs) : clearLease ? sql`NULL` : sql`lease_expires_at`},
         kind = ${input.kind ? sql`${input.kind}` : sql`kind`},
         result = ${input.result ? sql`${JSON.stringify(input.result)}::jsonb` : sql`result`},
         error = ${input.error ? sql`${JSON.stringify(input.error)}::jsonb` : sql`error`},

@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { workflowsRepository } from '../../src/store/workflows.js';
+import { claimExpiredLeases, workflowsRepository } from '../../src/store/workflows.js';
 import { transitionWorkflow } from '../../src/workflows/transitions.js';
 import { startTestApp, type TestApp } from '../support/app.js';
 import {
@@ -177,8 +177,9 @@ describe('cancel', () => {
 });
 
 describe('leases', () => {
-  it('one owner at a time; an expired lease can be claimed; renew and release only by the owner', async () => {
-    const repository = workflowsRepository(testApp.services.database.db);
+  it('a workflow inserted with a lease is held by its owner; an expired one is swept by another; renew and release only by the owner', async () => {
+    const db = testApp.services.database.db;
+    const repository = workflowsRepository(db);
     const row = await repository.insert({
       id: randomUUID(),
       tenantId: tenant.id,
@@ -190,18 +191,17 @@ describe('leases', () => {
       metadata: {},
       idempotencyKey: null,
       requestHash: null,
+      lease: { owner: 'a', leaseMs: 30_000 },
     });
+    expect(row.lease_owner).toBe('a');
     const lease = { tenantId: tenant.id, id: row.id };
-    expect(await repository.claimLease({ ...lease, owner: 'a', leaseMs: 30_000 })).toMatchObject({
-      lease_owner: 'a',
-    });
-    expect(await repository.claimLease({ ...lease, owner: 'b', leaseMs: 30_000 })).toBeUndefined();
+    const sweep = (owner: string) =>
+      claimExpiredLeases(db, { owner, leaseMs: 30_000, unclaimedGraceMs: 60_000, limit: 1000 });
+    expect((await sweep('b')).map((claimed) => claimed.id)).not.toContain(row.id);
     expect(await repository.renewLease({ ...lease, owner: 'b', leaseMs: 30_000 })).toBe(false);
     expect(await repository.renewLease({ ...lease, owner: 'a', leaseMs: 1 })).toBe(true);
     await sleep(20);
-    expect(await repository.claimLease({ ...lease, owner: 'b', leaseMs: 30_000 })).toMatchObject({
-      lease_owner: 'b',
-    });
+    expect((await sweep('b')).map((claimed) => claimed.id)).toContain(row.id);
     expect(await repository.renewLease({ ...lease, owner: 'a', leaseMs: 30_000 })).toBe(false);
     await repository.releaseLease({ ...lease, owner: 'a' });
     expect((await repository.findById(tenant.id, row.id))?.lease_owner).toBe('b');
@@ -212,8 +212,8 @@ describe('leases', () => {
     });
     // Another tenant's id never matches.
     expect(
-      await repository.claimLease({ tenantId: randomUUID(), id: row.id, owner: 'c', leaseMs: 1 }),
-    ).toBeUndefined();
+      await repository.renewLease({ tenantId: randomUUID(), id: row.id, owner: 'b', leaseMs: 1 }),
+    ).toBe(false);
   });
 
   it('a running workflow holds a lease owned by this replica', async () => {

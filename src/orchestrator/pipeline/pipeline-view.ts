@@ -4,7 +4,8 @@ import {
   type AttemptReason,
   type AttemptStatus,
   type AttemptUsage,
-  pipelinesRepository,
+  loadPipelineRows,
+  type PipelineRows,
   type StageAttempt,
   type StageValidationRecord,
   type WorkflowKey,
@@ -69,13 +70,17 @@ export async function loadPipelineState(
   db: DbOrTx,
   key: WorkflowKey,
 ): Promise<PipelineState | undefined> {
-  const pipelines = pipelinesRepository(db);
-  const [current, attempts] = await Promise.all([
-    pipelines.currentPlan(key.tenantId, key.workflowId),
-    pipelines.listAttempts(key.tenantId, key.workflowId),
-  ]);
-  if (!current) return undefined;
-  return { revision: current.revision, plan: parseStoredPlan(current.plan), attempts };
+  return pipelineStateOf(await loadPipelineRows(db, key));
+}
+
+/** The rows as a pipeline state; undefined before the plan is saved. */
+export function pipelineStateOf(rows: PipelineRows): PipelineState | undefined {
+  if (!rows.plan) return undefined;
+  return {
+    revision: rows.plan.revision,
+    plan: parseStoredPlan(rows.plan.plan),
+    attempts: rows.attempts,
+  };
 }
 
 export async function loadPipelineView(

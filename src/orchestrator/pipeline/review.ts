@@ -2,14 +2,21 @@ import { badRequest, conflict, notFound } from '../../errors.js';
 import type { Db } from '../../store/database.js';
 import {
   acceptAfterTransition,
+  loadWorkflowWithPipeline,
   planRevisionAfterTransition,
   rerunAfterTransition,
 } from '../../store/pipelines.js';
+import { toWorkflow } from '../../workflows/rows.js';
 import type { WorkflowService } from '../../workflows/service.js';
 import { assertAwaiting } from '../../workflows/transitions.js';
 import type { AwaitingReason, Workflow } from '../../workflows/types.js';
 import { nextAction, type PipelinePolicy } from './next-action.js';
-import { buildPipelineView, loadPipelineState, type PipelineView } from './pipeline-view.js';
+import {
+  buildPipelineView,
+  loadPipelineState,
+  type PipelineView,
+  pipelineStateOf,
+} from './pipeline-view.js';
 import { replaceStagesAfter, toStoredPlan } from './plan.js';
 import type { PipelineSettings } from './run-pipeline.js';
 
@@ -46,12 +53,14 @@ export function createPipelineReviews(options: {
 
   /** The paused workflow and the stage its pause is about, read at one version. */
   async function pausedStage(tenantId: string, id: string) {
-    // The workflow first, then its rows: rows read after version v are at
-    // least as new as v, so a decision taken on stale rows fails the
-    // version check. Read in parallel, older rows could pass it.
-    const workflow = await workflows.get(tenantId, id);
+    // The workflow and its rows in one statement, one snapshot: the rows are
+    // those of the version the transition then compares, so a decision
+    // taken on rows a concurrent run has changed since fails that check.
+    const found = await loadWorkflowWithPipeline(db, { tenantId, workflowId: id });
+    if (!found) throw notFound('Workflow');
+    const workflow = toWorkflow(found.workflow);
     assertAwaiting(workflow, REVIEWABLE);
-    const state = await loadPipelineState(db, { tenantId, workflowId: id });
+    const state = pipelineStateOf(found.pipeline);
     const action = state && nextAction(state.plan, state.attempts, policy);
     if (!state || !action || (action.kind !== 'await_review' && action.kind !== 'stage_failed')) {
       // The rows say the stage needs no review: the pause is stale (a run is about to act).
