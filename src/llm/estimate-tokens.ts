@@ -38,15 +38,32 @@ export function estimateRequestTokens(
   kind: ProviderKind,
   counts?: TokenCounts,
 ): number {
+  return sumRequestTokens(request, (text) => estimateTextTokens(text, kind, counts));
+}
+
+/**
+ * At least `estimateRequestTokens`, without tokenising: an o200k token
+ * stands for one UTF-8 byte or more, so a text has no more tokens than
+ * bytes. For a request far from a limit, it answers "under" at the cost
+ * of a byte count.
+ */
+export function upperBoundRequestTokens(request: ModelRequest, kind: ProviderKind): number {
+  if (kind !== 'openai') return estimateRequestTokens(request, kind);
+  return sumRequestTokens(request, (text) => Buffer.byteLength(text));
+}
+
+function sumRequestTokens(request: ModelRequest, tokensOf: (text: string) => number): number {
   let total = 0;
   if (request.system) {
-    total += estimateTextTokens(request.system.stable, kind, counts) + MESSAGE_OVERHEAD_TOKENS;
-    if (request.system.volatile) total += estimateTextTokens(request.system.volatile, kind, counts);
+    total += tokensOf(request.system.stable) + MESSAGE_OVERHEAD_TOKENS;
+    if (request.system.volatile) total += tokensOf(request.system.volatile);
   }
-  for (const message of request.messages) total += estimateMessageTokens(message, kind, counts);
+  for (const message of request.messages) {
+    total += tokensOf(messageText(message)) + MESSAGE_OVERHEAD_TOKENS;
+  }
   for (const tool of request.tools ?? []) {
     const schema = JSON.stringify(toolParametersJsonSchema(tool));
-    total += estimateTextTokens(`${tool.name} ${tool.description} ${schema}`, kind, counts);
+    total += tokensOf(`${tool.name} ${tool.description} ${schema}`);
   }
   return total;
 }
@@ -56,10 +73,12 @@ export function estimateMessageTokens(
   kind: ProviderKind,
   counts?: TokenCounts,
 ): number {
-  const text =
-    message.role === 'assistant'
-      ? message.content +
+  return estimateTextTokens(messageText(message), kind, counts) + MESSAGE_OVERHEAD_TOKENS;
+}
+
+function messageText(message: Message): string {
+  return message.role === 'assistant'
+    ? message.content +
         message.toolCalls.map((call) => call.name + JSON.stringify(call.arguments)).join('')
-      : message.content;
-  return estimateTextTokens(text, kind, counts) + MESSAGE_OVERHEAD_TOKENS;
+    : message.content;
 }

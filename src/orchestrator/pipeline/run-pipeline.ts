@@ -55,7 +55,7 @@ export interface PipelineRunInput {
   workflow: Workflow;
   settings: PipelineSettings;
   router: Pick<ModelRouter, 'stream'>;
-  tracker: Pick<WorkflowTracker, 'enqueue' | 'token'>;
+  tracker: Pick<WorkflowTracker, 'emit' | 'enqueue' | 'token'>;
   /** The workflow's system prompt with its tools, the base of the stage prompts. */
   system: SystemPrompt;
   /** The tools a plan may name for a stage. */

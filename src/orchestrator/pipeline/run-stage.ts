@@ -40,18 +40,23 @@ export async function runStage(
       }),
     );
   }
-  const startedRow = await pipelines.startAttempt({
-    ...key,
-    attempt: action.attempt,
-    planRevision: state.revision,
-    reason: action.reason,
-    feedback: action.feedback,
-  });
-  // Started by another run meanwhile: the next decision, from fresh rows, says what is left.
+  const detail = { stage: stage.id, title: stage.title, attempt: action.attempt };
+  // The event is written while the attempt row is, not after it: a client
+  // watching the stream sees the stage start one round trip sooner.
+  const [startedRow] = await Promise.all([
+    pipelines.startAttempt({
+      ...key,
+      attempt: action.attempt,
+      planRevision: state.revision,
+      reason: action.reason,
+      feedback: action.feedback,
+    }),
+    input.tracker.emit('stage', stage.id, 'started', { ...detail, reason: action.reason }),
+  ]);
+  // Started by another run meanwhile (its runner lost the lease to this
+  // one): the next decision, from fresh rows, says what is left.
   if (!startedRow) return undefined;
   keep(startedRow);
-  const detail = { stage: stage.id, title: stage.title, attempt: action.attempt };
-  input.tracker.enqueue('stage', stage.id, 'started', { ...detail, reason: action.reason });
   const started = performance.now();
   const earlierResults = stageResults(state.plan, state.attempts, run.policy);
   const stageInput = buildStageInput({

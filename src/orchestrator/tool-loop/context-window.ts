@@ -1,5 +1,9 @@
 import type { ProviderKind } from '../../llm/catalogue.js';
-import { estimateRequestTokens, type TokenCounts } from '../../llm/estimate-tokens.js';
+import {
+  estimateRequestTokens,
+  type TokenCounts,
+  upperBoundRequestTokens,
+} from '../../llm/estimate-tokens.js';
 import type { Message, ModelRequest } from '../../llm/types.js';
 
 /**
@@ -25,7 +29,15 @@ export interface ContextLimits {
   tokenCounts?: TokenCounts;
 }
 
+/**
+ * The request's share of the window, as compared with the thresholds
+ * above. Below the lowest of them by an upper bound, the exact count would
+ * change no decision, so it is not made: tokenising every request was the
+ * largest CPU cost of starting a turn (bench/pipeline, stage prompts).
+ */
 export function estimateShare(request: ModelRequest, limits: ContextLimits): number {
+  const bound = upperBoundRequestTokens(request, limits.kind) / limits.contextWindow;
+  if (bound < RECOVER_SHARE) return bound;
   return estimateRequestTokens(request, limits.kind, limits.tokenCounts) / limits.contextWindow;
 }
 
