@@ -130,8 +130,8 @@ export function createServices(options: {
     orchestrator: {
       classifier: classifierSettings(options.config, llm.catalogue),
       builtinTools: builtinTools(options.config),
-      tenantTools: async (tenantId) => {
-        const endpoints = await listTenantEndpoints(database.db, tenantId);
+      tenantTools: async (tenantId, known) => {
+        const endpoints = known ?? (await listTenantEndpoints(database.db, tenantId));
         const http = httpTools.toolsOf(tenantId, endpoints.httpTools);
         const mcp = await mcpServers.toolsOf(tenantId, endpoints.mcpServers);
         return { tools: [...http, ...mcp.tools], unavailable: mcp.unavailable, close: mcp.close };

@@ -2,6 +2,7 @@ import type { Logger } from 'pino';
 import type { ModelRouter, RouterCall } from '../llm/router/router.js';
 import type { Message, SystemPrompt } from '../llm/types.js';
 import type { Db } from '../store/database.js';
+import type { TenantEndpoints } from '../store/tenant-endpoints.js';
 import { createToolRegistry, type ToolRegistry } from '../tools/registry.js';
 import type { Tool } from '../tools/types.js';
 import type { WorkflowTracker } from '../tracker/tracker.js';
@@ -31,7 +32,8 @@ export interface OrchestratorSettings {
   /** The built-ins the configuration enables. */
   builtinTools: Tool[];
   /** What the tenant has registered (HTTP tools, MCP servers' tools), opened for one run. */
-  tenantTools: (tenantId: string) => Promise<TenantToolset>;
+  /** `endpoints`: the tenant's rows when read already; read here otherwise. */
+  tenantTools: (tenantId: string, endpoints?: TenantEndpoints) => Promise<TenantToolset>;
   /** The configured budget, for workflows created before their budget was stored with them. */
   defaultBudget: WorkflowBudget;
   /** What a turn of a catalogue model cost, at its prices. */

@@ -1,4 +1,5 @@
 import { AppError } from '../errors.js';
+import type { TenantEndpoints } from '../store/tenant-endpoints.js';
 import { workflowsRepository } from '../store/workflows.js';
 import { createWorkflowTracker } from '../tracker/tracker.js';
 import type { Workflow, WorkflowError } from '../workflows/types.js';
@@ -31,20 +32,29 @@ export function createExecutor(options: ExecutorOptions) {
      * with setImmediate so that the request answers first and never waits
      * for (or fails with) the run.
      */
-    launch(workflow: Workflow, cause: RunCause = 'created'): void {
-      setImmediate(() => startRun(options, workflow, cause));
+    launch(workflow: Workflow, cause: RunCause = 'created', endpoints?: TenantEndpoints): void {
+      setImmediate(() => startRun(options, { workflow, cause, endpoints }));
     },
   };
 }
 
 export type Executor = ReturnType<typeof createExecutor>;
 
-function startRun(options: ExecutorOptions, workflow: Workflow, cause: RunCause): void {
+/** What a launch hands its run. */
+interface Launch {
+  workflow: Workflow;
+  cause: RunCause;
+  /** The tenant's tools, read with the workflow's insert; read by the run otherwise. */
+  endpoints: TenantEndpoints | undefined;
+}
+
+function startRun(options: ExecutorOptions, launch: Launch): void {
+  const { workflow, cause } = launch;
   // The workflow's previous run here is still unwinding (it just paused,
   // and the user was quick): start once it is done.
   const previous = options.executions.get(workflow.id);
   if (previous) {
-    void previous.done.then(() => startRun(options, workflow, cause));
+    void previous.done.then(() => startRun(options, launch));
     return;
   }
   const log = options.log.child({ workflowId: workflow.id });
@@ -84,7 +94,7 @@ function startRun(options: ExecutorOptions, workflow: Workflow, cause: RunCause)
     refuseRun(run);
     return;
   }
-  void executeRun(run).finally(settle);
+  void executeRun(run, launch.endpoints).finally(settle);
 }
 
 /**
@@ -104,7 +114,7 @@ function refuseRun(run: Run): void {
 }
 
 /** The whole run; never rejects: every failure ends in the log and, when possible, in the workflow. */
-async function executeRun(run: Run): Promise<void> {
+async function executeRun(run: Run, endpoints: TenantEndpoints | undefined): Promise<void> {
   const { options, workflow } = run;
   const lease = { tenantId: workflow.tenantId, id: workflow.id, owner: options.replicaId };
   let heartbeat: NodeJS.Timeout | undefined;
@@ -113,7 +123,7 @@ async function executeRun(run: Run): Promise<void> {
   // The tenant's tools are read, and its MCP servers connected (network
   // round trips to each server), while the run begins: neither waits for
   // the other. A run that does not go ahead closes them unused.
-  const toolset = options.orchestrator.tenantTools(workflow.tenantId);
+  const toolset = options.orchestrator.tenantTools(workflow.tenantId, endpoints);
   toolset.catch(() => undefined); // awaited by the run, or in `finally`
   try {
     heartbeat = startHeartbeat(run, lease);

@@ -63,29 +63,47 @@ export function tenantEndpointsRepository<T extends EndpointTable>(db: DbOrTx, t
 /** A row as json_agg gives it: its timestamp as text. */
 type Aggregated<Row> = Omit<Row, 'created_at'> & { created_at: string };
 
+/** Every HTTP tool and MCP server of a tenant: what a workflow run offers its model. */
+export interface TenantEndpoints {
+  httpTools: HttpToolRow[];
+  mcpServers: McpServerRow[];
+}
+
+/** The columns `tenantEndpointColumns` adds to a row. */
+export interface TenantEndpointsJson {
+  tenant_http_tools: Aggregated<HttpToolRow>[];
+  tenant_mcp_servers: Aggregated<McpServerRow>[];
+}
+
 /**
- * Every HTTP tool and MCP server of a tenant, in one statement: what a
- * workflow run offers its model. One round trip rather than one per table
- * (each costs ~0.5-1 ms of CPU here, bench/simple-path).
+ * A tenant's HTTP tools and MCP servers as two json columns of any
+ * statement (to be named `tenant_http_tools`, `tenant_mcp_servers`), so a
+ * statement that runs anyway (a workflow's insert) reads them without a
+ * round trip of its own; `endpointsOf` turns them back into rows.
  */
-export async function listTenantEndpoints(
-  db: DbOrTx,
-  tenantId: string,
-): Promise<{ httpTools: HttpToolRow[]; mcpServers: McpServerRow[] }> {
-  const result = await sql<{
-    http_tools: Aggregated<HttpToolRow>[];
-    mcp_servers: Aggregated<McpServerRow>[];
-  }>`
-    SELECT
-      (SELECT coalesce(json_agg(h ORDER BY h.name), '[]') FROM http_tools h
-        WHERE h.tenant_id = ${tenantId}) AS http_tools,
-      (SELECT coalesce(json_agg(m ORDER BY m.name), '[]') FROM mcp_servers m
-        WHERE m.tenant_id = ${tenantId}) AS mcp_servers`.execute(db);
-  const row = result.rows[0];
+export function tenantEndpointColumns(tenantId: string) {
+  return {
+    tenant_http_tools: sql<unknown>`(SELECT coalesce(json_agg(h ORDER BY h.name), '[]')
+      FROM http_tools h WHERE h.tenant_id = ${tenantId})`,
+    tenant_mcp_servers: sql<unknown>`(SELECT coalesce(json_agg(m ORDER BY m.name), '[]')
+      FROM mcp_servers m WHERE m.tenant_id = ${tenantId})`,
+  };
+}
+
+export function endpointsOf(row: TenantEndpointsJson | undefined): TenantEndpoints {
   const withDate = <Row>(aggregated: Aggregated<Row>) =>
     ({ ...aggregated, created_at: new Date(aggregated.created_at) }) as Row;
   return {
-    httpTools: (row?.http_tools ?? []).map((tool) => withDate<HttpToolRow>(tool)),
-    mcpServers: (row?.mcp_servers ?? []).map((server) => withDate<McpServerRow>(server)),
+    httpTools: (row?.tenant_http_tools ?? []).map((tool) => withDate<HttpToolRow>(tool)),
+    mcpServers: (row?.tenant_mcp_servers ?? []).map((server) => withDate<McpServerRow>(server)),
   };
+}
+
+/** A tenant's endpoints in one statement (one round trip rather than one per table). */
+export async function listTenantEndpoints(db: DbOrTx, tenantId: string): Promise<TenantEndpoints> {
+  const columns = tenantEndpointColumns(tenantId);
+  const result = await sql<TenantEndpointsJson>`
+    SELECT ${columns.tenant_http_tools} AS tenant_http_tools,
+           ${columns.tenant_mcp_servers} AS tenant_mcp_servers`.execute(db);
+  return endpointsOf(result.rows[0]);
 }

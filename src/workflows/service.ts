@@ -5,6 +5,7 @@ import type { Catalogue } from '../llm/catalogue.js';
 import { selectModel } from '../llm/model-selection.js';
 import type { SessionService } from '../sessions/service.js';
 import type { Db } from '../store/database.js';
+import type { TenantEndpoints } from '../store/tenant-endpoints.js';
 import { type NewEventRow, workflowEventsRepository } from '../store/workflow-events.js';
 import { type ListPosition, workflowsRepository } from '../store/workflows.js';
 import type { Principal } from '../tenancy/types.js';
@@ -65,7 +66,12 @@ export interface WorkflowServiceOptions {
    * Starts a workflow's run: a new one, or one the user's answer resumed.
    * Must not block or throw (the run reports its own failures).
    */
-  launch: (workflow: Workflow, cause: 'created' | ResumeCause) => void;
+  launch: (
+    workflow: Workflow,
+    cause: 'created' | ResumeCause,
+    /** The tenant's tools, when the statement that made the workflow runnable read them. */
+    endpoints?: TenantEndpoints,
+  ) => void;
   /** Stops a workflow's run if it runs on this replica. */
   stopLocalRun: (workflowId: string) => void;
   /** The configured budget (BUDGET_MAX_*), for tenants without overrides. */
@@ -154,9 +160,9 @@ export function createWorkflowService(options: WorkflowServiceOptions) {
           },
         ]);
       }
-      let row: Awaited<ReturnType<typeof repository.insert>>;
+      let inserted: Awaited<ReturnType<typeof repository.insert>>;
       try {
-        row = await repository.insert({
+        inserted = await repository.insert({
           id: randomUUID(),
           tenantId,
           sessionId: input.sessionId ?? null,
@@ -179,8 +185,8 @@ export function createWorkflowService(options: WorkflowServiceOptions) {
         if (!replay) throw error;
         return replay;
       }
-      const workflow = toWorkflow(row);
-      options.launch(workflow, 'created');
+      const workflow = toWorkflow(inserted.row);
+      options.launch(workflow, 'created', inserted.endpoints);
       return { workflow, replayed: false };
     },
 

@@ -180,7 +180,7 @@ describe('leases', () => {
   it('a workflow inserted with a lease is held by its owner; an expired one is swept by another; renew and release only by the owner', async () => {
     const db = testApp.services.database.db;
     const repository = workflowsRepository(db);
-    const row = await repository.insert({
+    const { row } = await repository.insert({
       id: randomUUID(),
       tenantId: tenant.id,
       sessionId: null,
