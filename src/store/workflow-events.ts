@@ -11,6 +11,17 @@ export interface NewEventRow {
   elapsedMs: number | null;
 }
 
+/**
+ * Token text streamed between a statement's events (after the first
+ * `afterEvents` of them): it is not stored, and travels in the statement's
+ * NOTIFY with the seq it follows, so every replica delivers it at its
+ * place among the events, without a NOTIFY of its own.
+ */
+export interface TokensAmongEvents {
+  text: string;
+  afterEvents: number;
+}
+
 /** The NOTIFY channel every replica listens on. */
 export const EVENTS_CHANNEL = 'waymark_events';
 
@@ -105,6 +116,8 @@ export function workflowEventsRepository(db: DbOrTx) {
       tenantId: string;
       events: NewEventRow[];
       writes?: StatementWrite[];
+      /** Token text streamed among these events: carried by their NOTIFY (see eventsAfter). */
+      tokens?: TokensAmongEvents;
       /** NOTIFY origin: the replica that appends, which skips its own echo. */
       origin: string;
       fastCommit?: boolean;
@@ -118,6 +131,7 @@ export function workflowEventsRepository(db: DbOrTx) {
       const unfinished = sql`id = ${input.workflowId} AND tenant_id = ${input.tenantId}
             AND status NOT IN ('completed', 'failed', 'cancelled')`;
       if (count === 0) {
+        if (input.tokens) throw new Error('token text travels in the NOTIFY of events');
         const written = await sql<{ last_seq: number }>`
           WITH source AS (SELECT id, tenant_id, last_seq FROM workflows WHERE ${unfinished}),
           ${sql.join(namedWrites(writes, 'source'), sql`, `)}
@@ -211,7 +225,7 @@ async function throwWhyNotAppended(
  */
 export function eventsAfter(
   source: 'bumped' | 'changed',
-  input: { events: NewEventRow[]; origin: string },
+  input: { events: NewEventRow[]; origin: string; tokens?: TokensAmongEvents },
 ) {
   const from = sql.raw(source);
   const records = JSON.stringify(
@@ -234,7 +248,13 @@ export function eventsAfter(
       RETURNING *
     ), notified AS (
       SELECT pg_notify(${EVENTS_CHANNEL}, json_build_object(
-        'k', 'e', 'w', ${from}.id, 's', ${from}.last_seq, 'o', ${input.origin}::text)::text)
+        'k', 'e', 'w', ${from}.id, 's', ${from}.last_seq, 'o', ${input.origin}::text
+        ${
+          input.tokens
+            ? sql`, 't', ${input.tokens.text}::text,
+                'a', ${from}.last_seq - ${input.events.length} + ${input.tokens.afterEvents}`
+            : sql``
+        })::text)
       FROM ${from}
     )`;
 }

@@ -85,7 +85,11 @@ export function createEventHub(options: EventHubOptions) {
             afterSeq: topic.deliveredSeq,
             limit: 500,
           });
-          for (const row of rows) deliver(topic, toEvent(row));
+          for (const row of rows) {
+            // Later events wait for their turn (token text may come first).
+            if (untilSeq !== undefined && row.seq > untilSeq) return;
+            deliver(topic, toEvent(row));
+          }
           if (rows.length < 500) break;
         }
       })
@@ -93,6 +97,11 @@ export function createEventHub(options: EventHubOptions) {
         log.error({ err: error, workflowId }, 'reading events for subscribers failed'),
       );
     return topic.reading;
+  }
+
+  function deliverTokens(workflowId: string, text: string): void {
+    const topic = topics.get(workflowId);
+    if (topic) for (const subscriber of topic.subscribers) subscriber.onTokens(text);
   }
 
   function onNotification(message: pg.Notification): void {
@@ -110,21 +119,28 @@ export function createEventHub(options: EventHubOptions) {
     const topic = topics.get(notification.workflowId);
     if (!topic) return;
     if (notification.kind === 'tokens') {
-      // Queued behind a store read in progress: the events emitted before
-      // these tokens are being read, and the text must not overtake them.
-      topic.reading = topic.reading
-        .then(() => {
-          for (const subscriber of topic.subscribers) subscriber.onTokens(notification.text);
-        })
-        .catch((error: unknown) =>
-          log.error(
-            { err: error, workflowId: notification.workflowId },
-            'delivering tokens failed',
-          ),
-        );
-    } else {
-      void catchUp(notification.workflowId, notification.lastSeq);
+      deliverTokensInOrder(topic, notification.workflowId, notification.text);
+      return;
     }
+    if (notification.tokens) {
+      // The text sits between two of the notified events: the ones up to
+      // `afterSeq` first, then the text, then the rest.
+      void catchUp(notification.workflowId, notification.tokens.afterSeq);
+      deliverTokensInOrder(topic, notification.workflowId, notification.tokens.text);
+    }
+    void catchUp(notification.workflowId, notification.lastSeq);
+  }
+
+  /**
+   * Queued behind a store read in progress: the events emitted before
+   * these tokens are being read, and the text must not overtake them.
+   */
+  function deliverTokensInOrder(topic: Topic, workflowId: string, text: string): void {
+    topic.reading = topic.reading
+      .then(() => {
+        for (const subscriber of topic.subscribers) subscriber.onTokens(text);
+      })
+      .catch((error: unknown) => log.error({ err: error, workflowId }, 'delivering tokens failed'));
   }
 
   async function connect(): Promise<void> {
@@ -227,10 +243,12 @@ export function createEventHub(options: EventHubOptions) {
       }
     },
 
+    /** Token chunks to this replica's subscribers only (other replicas get them in a NOTIFY of events). */
+    deliverTokens,
+
     /** Token chunks: to local subscribers now, to other replicas by NOTIFY. */
     async publishTokens(workflowId: string, text: string): Promise<void> {
-      const topic = topics.get(workflowId);
-      if (topic) for (const subscriber of topic.subscribers) subscriber.onTokens(text);
+      deliverTokens(workflowId, text);
       // JSON escaping can grow a character to six bytes (\u0000): 1,000-byte
       // pieces stay under the payload limit whatever the text.
       for (const piece of splitUtf8(text, Math.floor(MAX_PAYLOAD_BYTES / 7))) {

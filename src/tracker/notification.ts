@@ -4,13 +4,22 @@ import { z } from 'zod';
  * What travels on the NOTIFY channel. Persisted events travel as a pointer
  * (the workflow and its last seq): each replica reads them from the store
  * once for all its subscribers, and NOTIFY's 8000-byte payload limit never
- * bites. Token chunks are not stored, so they travel inline. A principals
+ * bites. Token chunks are not stored, so they travel inline: in the
+ * notification of the events they were streamed among, with the seq they
+ * follow (`tokens`), or alone when no events go with them. A principals
  * notification tells the replicas' API-key caches what a committed change
  * to a key or tenant touched (tenancy/principal-cache.ts); it names the key
  * by id, never by its hash.
  */
 export type Notification =
-  | { kind: 'events'; workflowId: string; lastSeq: number; origin: string }
+  | {
+      kind: 'events';
+      workflowId: string;
+      lastSeq: number;
+      origin: string;
+      /** Token text that follows the event `afterSeq` and precedes the next one. */
+      tokens?: { text: string; afterSeq: number };
+    }
   | { kind: 'tokens'; workflowId: string; text: string; origin: string }
   | PrincipalsNotification;
 
@@ -23,7 +32,14 @@ export interface PrincipalsNotification {
 }
 
 const wireSchema = z.union([
-  z.object({ k: z.literal('e'), w: z.string(), s: z.number().int(), o: z.string() }),
+  z.object({
+    k: z.literal('e'),
+    w: z.string(),
+    s: z.number().int(),
+    o: z.string(),
+    t: z.string().optional(),
+    a: z.number().int().optional(),
+  }),
   z.object({ k: z.literal('t'), w: z.string(), t: z.string(), o: z.string() }),
   z.object({ k: z.literal('a'), t: z.string(), i: z.string().nullable(), o: z.string() }),
 ]);
@@ -39,6 +55,9 @@ export function notificationPayload(notification: Notification): string {
         w: notification.workflowId,
         s: notification.lastSeq,
         o: notification.origin,
+        ...(notification.tokens
+          ? { t: notification.tokens.text, a: notification.tokens.afterSeq }
+          : {}),
       });
     case 'tokens':
       return JSON.stringify({
@@ -69,7 +88,15 @@ export function parseNotification(payload: string): Notification | undefined {
   const wire = parsed.data;
   switch (wire.k) {
     case 'e':
-      return { kind: 'events', workflowId: wire.w, lastSeq: wire.s, origin: wire.o };
+      return {
+        kind: 'events',
+        workflowId: wire.w,
+        lastSeq: wire.s,
+        origin: wire.o,
+        ...(wire.t !== undefined && wire.a !== undefined
+          ? { tokens: { text: wire.t, afterSeq: wire.a } }
+          : {}),
+      };
     case 't':
       return { kind: 'tokens', workflowId: wire.w, text: wire.t, origin: wire.o };
     case 'a':

@@ -7,6 +7,7 @@ import {
   type NewEventRow,
   namedWrites,
   type StatementWrite,
+  type TokensAmongEvents,
   workflowEventsRepository,
 } from '../store/workflow-events.js';
 import { toEvent } from '../workflows/rows.js';
@@ -24,6 +25,16 @@ import type {
   WorkflowResult,
 } from '../workflows/types.js';
 import type { EventHub } from './event-hub.js';
+import {
+  type Batched,
+  createWriteQueue,
+  eventsOf,
+  type Merged,
+  type Queued,
+  type Unit,
+  type Waiter,
+  writesOf,
+} from './write-queue.js';
 
 export interface TrackerOptions {
   db: Db;
@@ -45,36 +56,26 @@ export interface TrackerOptions {
    * they cost 0-14%.
    */
   tokenFlushMs?: number;
-}
-
-export type Transition = Omit<TransitionInput, 'tenantId' | 'workflowId' | 'origin'>;
-
-interface Waiter<T> {
-  resolve(value: T): void;
-  reject(error: unknown): void;
-}
-
-/** What the statement of a transition (or of a `record`) writes besides its own events. */
-interface Merged {
-  events: NewEventRow[];
-  writes: StatementWrite[];
+  /**
+   * How long progress nobody waits for (`enqueue`) may wait for a
+   * statement to go with (write-queue.ts); 20 ms when unset.
+   */
+  progressFlushMs?: number;
 }
 
 /**
- * The tracker's queue, written in order by one writer at a time. Events
- * and writes queued one after the other go in one statement; token text
- * is published once everything queued before it is committed; a
- * transition takes what is queued before it into its own statement.
+ * Token text travels in the NOTIFY of the statement around it (PostgreSQL
+ * refuses payloads of 8000 bytes or more); longer text is published by
+ * itself.
  */
-type Queued =
-  | { kind: 'event'; row: NewEventRow; waiter: Waiter<WorkflowEvent> | undefined }
-  | { kind: 'write'; write: StatementWrite; waiter: Waiter<void> | undefined }
-  | { kind: 'tokens'; text: string; waiter: Waiter<void> | undefined }
-  | {
-      kind: 'statement';
-      run: (merged: Merged) => Promise<WorkflowEvent[]>;
-      waiter: Waiter<WorkflowEvent[]>;
-    };
+const MAX_INLINE_TOKEN_BYTES = 6000;
+
+/** The text's size in a NOTIFY payload, JSON-escaped. */
+function inlineNotifyBytes(text: string): number {
+  return Buffer.byteLength(JSON.stringify(text));
+}
+
+export type Transition = Omit<TransitionInput, 'tenantId' | 'workflowId' | 'origin'>;
 
 /**
  * The WorkflowTracker of one workflow run: the orchestrator reports every
@@ -94,66 +95,56 @@ type Queued =
 export function createWorkflowTracker(options: TrackerOptions) {
   const { db, hub, tenantId, workflowId } = options;
   const tokenFlushMs = options.tokenFlushMs ?? 50;
-  const events = workflowEventsRepository(db);
+  const workflowEvents = workflowEventsRepository(db);
   let pendingTokens = '';
   let tokenTimer: NodeJS.Timeout | undefined;
-  const queue: Queued[] = [];
-  let writing: Promise<void> | undefined;
-  let scheduled: NodeJS.Immediate | undefined;
   /** The failure of a batch nobody waited for, until a caller that waits is told. */
   let unreported: { error: unknown } | undefined;
+  const queue = createWriteQueue({
+    write: writeUnit,
+    fitsInline: (text) => inlineNotifyBytes(text) <= MAX_INLINE_TOKEN_BYTES,
+    progressFlushMs: options.progressFlushMs ?? 20,
+  });
 
   function push(item: Queued): void {
     // Tokens streamed before this item reach readers before it.
     if (item.kind !== 'tokens') queueTokens(undefined);
     queue.push(item);
-    // On the next turn of the event loop, so that what is reported back to back goes together.
-    if (!writing && !scheduled) scheduled = setImmediate(startWriting);
   }
 
-  function startWriting(): void {
-    scheduled = undefined;
-    if (writing || queue.length === 0) return;
-    writing = writeQueued().finally(() => {
-      writing = undefined;
-      if (queue.length > 0 && !scheduled) scheduled = setImmediate(startWriting);
-    });
-  }
-
-  async function writeQueued(): Promise<void> {
-    while (queue.length > 0) {
-      const boundary = queue.findIndex(
-        (item) => item.kind === 'tokens' || item.kind === 'statement',
-      );
-      const batch = queue.splice(0, boundary === -1 ? queue.length : boundary + 1);
-      const last = batch.at(-1);
-      if (last?.kind === 'tokens' || last?.kind === 'statement') batch.pop();
-      const merged = batch as Batched[];
-      if (last?.kind === 'statement') {
-        await writeStatement(last, merged);
-        continue;
-      }
-      if (merged.length > 0) await writeBatch(merged);
-      if (last?.kind === 'tokens') await publishTokens(last);
-    }
-  }
-
-  async function writeBatch(batch: Batched[]) {
+  async function writeUnit(unit: Unit): Promise<void> {
+    const { items, tokens, statement } = unit;
+    const events = eventsOf(items);
+    // Without an event or a transition there is no NOTIFY to carry the text.
+    const inline = tokens && (events.length > 0 || statement) ? tokens : undefined;
+    if (tokens && !inline) await publishTokens(tokens);
+    if (!statement && items.length === 0) return;
+    const between = inline && { text: inline.text, afterEvents: inline.afterEvents };
     try {
-      const { rows } = await events.appendNotified({
-        workflowId,
-        tenantId,
-        events: eventsOf(batch),
-        writes: writesOf(batch),
-        origin: options.origin,
-        fastCommit: true,
-      });
-      const committed = rows.map(toEvent);
-      hub.publish(committed);
-      settle(batch, committed);
+      const committed = statement
+        ? await statement.run({ events, writes: writesOf(items), tokens: between })
+        : (
+            await workflowEvents.appendNotified({
+              workflowId,
+              tenantId,
+              events,
+              writes: writesOf(items),
+              tokens: between,
+              origin: options.origin,
+              fastCommit: true,
+            })
+          ).rows.map(toEvent);
+      deliver(committed, between);
+      settle(items, committed);
+      inline?.waiter?.resolve();
+      statement?.waiter.resolve(committed.slice(events.length));
     } catch (error) {
-      for (const item of batch) item.waiter?.reject(error);
-      if (batch.some((item) => !item.waiter)) {
+      for (const item of items) item.waiter?.reject(error);
+      inline?.waiter?.reject(error);
+      if (statement) {
+        // The statement's caller is told; what it took along is lost with it.
+        statement.waiter.reject(error);
+      } else if (items.some((item) => !item.waiter)) {
         unreported ??= { error };
         // Refused because the workflow ended meanwhile (a cancel): expected, and said by its end.
         const ended = error instanceof AppError && error.code === 'workflow_finished';
@@ -165,26 +156,18 @@ export function createWorkflowTracker(options: TrackerOptions) {
     }
   }
 
-  async function writeStatement(
-    statement: Extract<Queued, { kind: 'statement' }>,
-    merged: Batched[],
-  ): Promise<void> {
-    try {
-      const committed = await statement.run({
-        events: eventsOf(merged),
-        writes: writesOf(merged),
-      });
+  /** Committed events to this replica's subscribers, with the token text at its place among them. */
+  function deliver(committed: WorkflowEvent[], tokens: TokensAmongEvents | undefined): void {
+    if (!tokens) {
       hub.publish(committed);
-      settle(merged, committed);
-      statement.waiter.resolve(committed.slice(eventsOf(merged).length));
-    } catch (error) {
-      // The statement's caller is told; what it took along is lost with it.
-      for (const item of merged) item.waiter?.reject(error);
-      statement.waiter.reject(error);
+      return;
     }
+    hub.publish(committed.slice(0, tokens.afterEvents));
+    hub.deliverTokens(workflowId, tokens.text);
+    hub.publish(committed.slice(tokens.afterEvents));
   }
 
-  async function publishTokens(item: Extract<Queued, { kind: 'tokens' }>): Promise<void> {
+  async function publishTokens(item: { text: string; waiter: Waiter<void> | undefined }) {
     try {
       await hub.publishTokens(workflowId, item.text);
     } catch (error) {
@@ -193,12 +176,11 @@ export function createWorkflowTracker(options: TrackerOptions) {
     item.waiter?.resolve();
   }
 
-  /** Resolves the waiters of a written batch with their events (the batch's come first in `committed`). */
-  function settle(batch: Batched[], committed: WorkflowEvent[]): void {
-    const ownEvents = committed.slice(0, eventsOf(batch).length);
+  /** Resolves the waiters of written items with their events (the items' come first in `committed`). */
+  function settle(items: Batched[], committed: WorkflowEvent[]): void {
     let index = 0;
-    for (const item of batch) {
-      if (item.kind === 'event') item.waiter?.resolve(ownEvents[index++] as WorkflowEvent);
+    for (const item of items) {
+      if (item.kind === 'event') item.waiter?.resolve(committed[index++] as WorkflowEvent);
       else item.waiter?.resolve();
     }
   }
@@ -257,6 +239,7 @@ export function createWorkflowTracker(options: TrackerOptions) {
           tenantId,
           events: [...merged.events, event],
           writes: merged.writes,
+          tokens: merged.tokens,
           origin: options.origin,
         });
         return rows.map(toEvent);
@@ -282,6 +265,7 @@ export function createWorkflowTracker(options: TrackerOptions) {
           ...namedWrites(merged.writes, 'changed'),
           ...(change.alsoInStatement ?? []),
         ],
+        tokens: merged.tokens,
         tenantId,
         workflowId,
         origin: options.origin,
@@ -345,14 +329,8 @@ export function createWorkflowTracker(options: TrackerOptions) {
      * run, before its lease is handed over). Failures are not thrown.
      */
     async drain(): Promise<void> {
-      for (;;) {
-        if (scheduled) {
-          clearImmediate(scheduled);
-          startWriting();
-        }
-        if (!writing) break;
-        await writing;
-      }
+      queueTokens(undefined);
+      await queue.drain();
       unreported = undefined;
     },
 
@@ -432,13 +410,3 @@ export function createWorkflowTracker(options: TrackerOptions) {
 }
 
 export type WorkflowTracker = ReturnType<typeof createWorkflowTracker>;
-
-type Batched = Exclude<Queued, { kind: 'tokens' | 'statement' }>;
-
-function eventsOf(batch: Batched[]): NewEventRow[] {
-  return batch.flatMap((item) => (item.kind === 'event' ? [item.row] : []));
-}
-
-function writesOf(batch: Batched[]): StatementWrite[] {
-  return batch.flatMap((item) => (item.kind === 'write' ? [item.write] : []));
-}

@@ -2,7 +2,7 @@ import { type RawBuilder, sql, type Transaction } from 'kysely';
 import { conflict, notFound } from '../errors.js';
 import { type Db, type DbOrTx, WITHOUT_FLUSH_WAIT } from '../store/database.js';
 import type { Database, WorkflowEventRow, WorkflowRow } from '../store/schema.js';
-import { eventsAfter, type NewEventRow } from '../store/workflow-events.js';
+import { eventsAfter, type NewEventRow, type TokensAmongEvents } from '../store/workflow-events.js';
 import { leaseExpiry, type UsageIncrement } from '../store/workflows.js';
 import { toEvent, toWorkflow } from './rows.js';
 import { assertTransition, statusesBefore } from './state-machine.js';
@@ -56,6 +56,8 @@ export interface TransitionInput {
   durable?: boolean;
   /** Replica id, carried in the NOTIFY so the origin can skip its own echo. */
   origin: string;
+  /** Token text streamed among the events (see eventsAfter). */
+  tokens?: TokensAmongEvents;
   /**
    * Back to `running` on the replica that makes the transition (a user's
    * answer or review): it takes the lease with it, and its run needs no

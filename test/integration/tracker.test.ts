@@ -361,6 +361,102 @@ describe('WorkflowTracker', () => {
       ]);
     });
 
+    it("on another replica, token text carried in a statement's NOTIFY arrives at its place among the events", async () => {
+      // Its own pool: its store reads must not count as the tracker's statements.
+      const otherHandle = openDatabase({ url: database.url, poolMax: 2, log });
+      const other = createEventHub({
+        db: otherHandle.db,
+        listenUrl: database.url,
+        origin: 'replica-b',
+        log,
+      });
+      await other.start();
+      try {
+        const workflowId = await newWorkflow();
+        const seen: string[] = [];
+        other.subscribe(workflowId, {
+          onEvent: (event) => seen.push(`${event.seq}:${event.type}`),
+          onTokens: (text) => seen.push(`tokens:${text}`),
+        });
+        const tracker = trackerFor(workflowId);
+        await tracker.begin();
+        let notifies = 0;
+        const onAcquire = () => {
+          notifies += 1;
+        };
+        handle.pool.on('acquire', onAcquire);
+        tracker.enqueue('llm_call', 'turn-1', 'started');
+        tracker.token('Hello ');
+        tracker.token('there');
+        tracker.enqueue('llm_call', 'turn-1', 'completed');
+        await tracker.end({ status: 'completed', answer: 'Hello there' });
+        handle.pool.off('acquire', onAcquire);
+        // One statement: the events, the text and the end, with one NOTIFY.
+        expect(notifies).toBe(1);
+        await expect
+          .poll(() => seen)
+          .toEqual([
+            '1:workflow_start',
+            '2:llm_call',
+            'tokens:Hello there',
+            '3:llm_call',
+            '4:workflow_end',
+          ]);
+      } finally {
+        await other.close();
+        await otherHandle.close();
+      }
+    });
+
+    it('token text too long for a NOTIFY is published by itself, still in its place', async () => {
+      const other = createEventHub({
+        db: handle.db,
+        listenUrl: database.url,
+        origin: 'replica-b',
+        log,
+      });
+      await other.start();
+      try {
+        const workflowId = await newWorkflow();
+        const seen: string[] = [];
+        other.subscribe(workflowId, {
+          onEvent: (event) => seen.push(`event:${event.type}`),
+          onTokens: (text) => {
+            // Long text is published in pieces; what matters is where it arrives.
+            const last = seen.at(-1);
+            if (last?.startsWith('tokens:'))
+              seen[seen.length - 1] = `tokens:${Number(last.slice(7)) + text.length}`;
+            else seen.push(`tokens:${text.length}`);
+          },
+        });
+        const tracker = trackerFor(workflowId);
+        await tracker.begin();
+        tracker.enqueue('llm_call', 'turn-1', 'started');
+        tracker.token('x'.repeat(6_500));
+        tracker.enqueue('llm_call', 'turn-1', 'completed');
+        await tracker.end({ status: 'completed', answer: 'x' });
+        await expect
+          .poll(() => seen)
+          .toEqual([
+            'event:workflow_start',
+            'event:llm_call',
+            'tokens:6500',
+            'event:llm_call',
+            'event:workflow_end',
+          ]);
+      } finally {
+        await other.close();
+      }
+    });
+
+    it('progress nobody waits for is written within its flush delay, without a statement to go with', async () => {
+      const workflowId = await newWorkflow();
+      const tracker = trackerFor(workflowId);
+      await tracker.begin();
+      tracker.enqueue('tool_call', 'turn-1', 'started', { callId: 'slow' });
+      await expect.poll(() => storedSeqs(workflowId), { timeout: 2000 }).toEqual([1, 2]);
+    });
+
     it('a queued event that cannot be written fails the next call that waits, once', async () => {
       const workflowId = await newWorkflow();
       const tracker = trackerFor(workflowId);
