@@ -256,7 +256,7 @@ export function createWorkflowTracker(options: TrackerOptions) {
    * transitionWorkflow), with what was queued before it.
    */
   async function transition(change: Transition): Promise<TransitionResult> {
-    let workflow: TransitionResult['workflow'] | undefined;
+    let done: Omit<TransitionResult, 'events'> | undefined;
     const committed = await runStatement(async (merged) => {
       const result = await transitionWorkflow(db, {
         ...change,
@@ -270,11 +270,12 @@ export function createWorkflowTracker(options: TrackerOptions) {
         workflowId,
         origin: options.origin,
       });
-      workflow = result.workflow;
-      return result.events;
+      const { events, ...rest } = result;
+      done = rest;
+      return events;
     });
-    if (!workflow) throw new Error('a transition committed without its workflow');
-    return { workflow, events: committed };
+    if (!done) throw new Error('a transition committed without its workflow');
+    return { ...done, events: committed };
   }
 
   return {

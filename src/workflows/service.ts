@@ -282,7 +282,7 @@ export function createWorkflowService(options: WorkflowServiceOptions) {
     ): Promise<Workflow> {
       const tracker = trackerFor(tenantId, id);
       try {
-        const { workflow } = await tracker.transition({
+        const { workflow, endpoints } = await tracker.transition({
           to: 'running',
           // Launched here below: its run holds the lease from the transition on.
           lease: { owner: options.replicaId, leaseMs: options.leaseMs },
@@ -291,7 +291,7 @@ export function createWorkflowService(options: WorkflowServiceOptions) {
           events: change.events,
           alsoInStatement: change.alsoInStatement,
         });
-        options.launch(workflow, change.cause);
+        options.launch(workflow, change.cause, endpoints);
         return workflow;
       } finally {
         tracker.close();

@@ -2,6 +2,12 @@ import { type RawBuilder, sql, type Transaction } from 'kysely';
 import { conflict, notFound } from '../errors.js';
 import { type Db, type DbOrTx, WITHOUT_FLUSH_WAIT } from '../store/database.js';
 import type { Database, WorkflowEventRow, WorkflowRow } from '../store/schema.js';
+import {
+  endpointsOf,
+  type TenantEndpoints,
+  type TenantEndpointsJson,
+  tenantEndpointColumns,
+} from '../store/tenant-endpoints.js';
 import { eventsAfter, type NewEventRow, type TokensAmongEvents } from '../store/workflow-events.js';
 import { leaseExpiry, type UsageIncrement } from '../store/workflows.js';
 import { toEvent, toWorkflow } from './rows.js';
@@ -69,6 +75,8 @@ export interface TransitionInput {
 export interface TransitionResult {
   workflow: Workflow;
   events: WorkflowEvent[];
+  /** The tenant's HTTP tools and MCP servers, when the input asked (`lease`: a run starts here). */
+  endpoints?: TenantEndpoints;
 }
 
 /**
@@ -137,7 +145,12 @@ async function compareAndSet(
   const finished = isFinished(input.to);
   const clearLease = finished || input.to === 'awaiting_input';
   const from = statusesBefore(input.to);
-  const result = await sql<WorkflowRow & { appended_events: AppendedEventJson[] }>`
+  // A transition that leases the workflow to this replica launches its run
+  // here: the run's tools are read in the same statement.
+  const endpoints = input.lease ? tenantEndpointColumns(input.tenantId) : undefined;
+  const result = await sql<
+    WorkflowRow & { appended_events: AppendedEventJson[] } & Partial<TenantEndpointsJson>
+  >`
     WITH changed AS (
       UPDATE workflows SET
         status = ${input.to},
@@ -164,15 +177,31 @@ async function compareAndSet(
     ), ${sql.join([...(input.alsoInStatement ?? []), eventsAfter('changed', input)], sql`, `)}
     SELECT changed.*,
       (SELECT coalesce(json_agg(inserted.* ORDER BY inserted.seq), '[]') FROM inserted) AS appended_events
+      ${
+        endpoints
+          ? sql`, ${endpoints.tenant_http_tools} AS tenant_http_tools,
+              ${endpoints.tenant_mcp_servers} AS tenant_mcp_servers`
+          : sql``
+      }
     FROM changed, notified${input.durable === false ? sql`, ${WITHOUT_FLUSH_WAIT}` : sql``}`.execute(
     db,
   );
   const row = result.rows[0];
   if (!row) return undefined;
-  const { appended_events: appended, ...workflowRow } = row;
+  const {
+    appended_events: appended,
+    tenant_http_tools: httpTools,
+    tenant_mcp_servers: mcpServers,
+    ...workflowRow
+  } = row;
   return {
     workflow: toWorkflow(workflowRow),
     events: appended.map((event) => toEvent({ ...event, ts: new Date(event.ts) })),
+    ...(httpTools && mcpServers
+      ? {
+          endpoints: endpointsOf({ tenant_http_tools: httpTools, tenant_mcp_servers: mcpServers }),
+        }
+      : {}),
   };
 }
 
