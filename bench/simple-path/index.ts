@@ -1,4 +1,3 @@
-import http from 'node:http';
 import os from 'node:os';
 import { performance } from 'node:perf_hooks';
 import { parseArgs } from 'node:util';
@@ -15,9 +14,16 @@ import {
   startBenchDatabase,
   startBenchServices,
 } from '../support/harness.js';
+import { startLoadThread } from '../support/load-thread.js';
 import { percentile, round, wholeNumber } from '../support/stats.js';
-import { type BenchProvider, startBenchProvider } from './provider.js';
-import { runWorkflows, type ServiceTarget, type WorkflowRun } from './workload.js';
+import {
+  type LoadRequest,
+  type SimplePathLoad,
+  startSimplePathLoad,
+  type TimedRun,
+} from './load.js';
+import { startBenchProvider } from './provider.js';
+import type { ServiceTarget } from './workload.js';
 
 /**
  * End-to-end workflows per second on the simple path: each workflow is a
@@ -34,10 +40,13 @@ import { runWorkflows, type ServiceTarget, type WorkflowRun } from './workload.j
  *                bench/support/db-roundtrips.ts for how they are counted).
  *
  * By default everything runs in this process: an embedded PostgreSQL, the
- * real services and app on loopback, the fake provider and the client, all
- * sharing one event loop (the client and the fake take a share of it, so
- * the numbers are a floor to compare changes, not a capacity figure). Parts
- * can run elsewhere instead:
+ * real services and app on loopback in the main thread, and the load (the
+ * fake provider and the clients) in a worker thread (load.ts), so the
+ * service's event loop is its own, as it is with clients and a model
+ * provider elsewhere; all of it shares the machine's 2 cores with
+ * PostgreSQL. `--one-loop` puts the load on the service's event loop
+ * instead (how it was measured before 2026-11-30). Parts can run elsewhere
+ * instead:
  *
  *   --provider-url URL   the service talks to a fake running elsewhere (its
  *                        OpenAI base URL, e.g. http://127.0.0.1:4010/v1, as
@@ -54,7 +63,7 @@ import { runWorkflows, type ServiceTarget, type WorkflowRun } from './workload.j
  *   npm run bench -- simple-path [--workflows-c1 400] [--workflows-c32 3000]
  *     [--warmup 300] [--model bench] [--provider-port 0] [--provider-host 127.0.0.1]
  *     [--provider-url URL] [--service-url URL --api-key KEY] [--serve-provider] [--show-sql]
- *     [--synchronous-commit on|off]
+ *     [--synchronous-commit on|off] [--one-loop]
  */
 
 /** From the issue. */
@@ -76,6 +85,8 @@ interface Plan {
   showSql: boolean;
   /** In-process only: `off` takes the WAL flush out of every commit, to see what it costs. */
   synchronousCommit: 'on' | 'off';
+  /** The clients and the fake in the service's own thread (one event loop for all), as before 2026-11-30. */
+  oneLoop: boolean;
 }
 
 interface Percentiles {
@@ -140,6 +151,7 @@ function parsePlan(args: string[]): Plan {
       'serve-provider': { type: 'boolean', default: false },
       'show-sql': { type: 'boolean', default: false },
       'synchronous-commit': { type: 'string', default: 'on' },
+      'one-loop': { type: 'boolean', default: false },
     },
   });
   const serviceUrl = values['service-url'];
@@ -165,6 +177,7 @@ function parsePlan(args: string[]): Plan {
     serveProvider: values['serve-provider'],
     showSql: values['show-sql'],
     synchronousCommit,
+    oneLoop: values['one-loop'],
   };
 }
 
@@ -186,13 +199,8 @@ async function serveProvider(plan: Plan, signal: AbortSignal, cleanups: Cleanup[
 }
 
 async function benchmark(plan: Plan, signal: AbortSignal, cleanups: Cleanup[]): Promise<Results> {
-  let provider: BenchProvider | undefined;
-  if (!plan.providerUrl) {
-    provider = await startBenchProvider({ port: plan.providerPort, host: plan.providerHost });
-    const server = provider.server;
-    cleanups.push(() => server.close());
-  }
-  const providerUrl = plan.providerUrl ?? provider?.server.openaiBaseUrl ?? '';
+  const load = await startLoad(plan, signal, cleanups);
+  const providerUrl = plan.providerUrl ?? load.providerUrl ?? '';
 
   let target: ServiceTarget;
   let counter: RoundTripCounter | undefined;
@@ -208,24 +216,20 @@ async function benchmark(plan: Plan, signal: AbortSignal, cleanups: Cleanup[]): 
     const installed = counter;
     cleanups.push(async () => installed.restore());
   }
-  const agent = new http.Agent({ keepAlive: true, maxSockets: HIGH_CONCURRENCY });
   // Pushed last, so run first: idle keep-alive sockets would otherwise hold app.close().
-  cleanups.push(async () => agent.destroy());
+  cleanups.push(() => load.close());
 
-  const load = { target, agent, signal };
   let next = 1;
   const phase = async (count: number, concurrency: number) => {
     const first = next;
     next += count;
-    return runWorkflows({ ...load, first, count, concurrency });
+    return load.run({ target, first, count, concurrency });
   };
 
   // One workflow first, so a broken setup fails loudly instead of timing errors.
   const [checked] = (await phase(1, 1)).runs;
-  if (provider && checked && provider.timeInside(checked.n).requests !== 2) {
-    throw new Error(
-      `the first workflow made ${provider.timeInside(checked.n).requests} model calls, not 2`,
-    );
+  if (checked?.inside && checked.inside.requests !== 2) {
+    throw new Error(`the first workflow made ${checked.inside.requests} model calls, not 2`);
   }
   await phase(plan.warmup, HIGH_CONCURRENCY);
 
@@ -237,16 +241,18 @@ async function benchmark(plan: Plan, signal: AbortSignal, cleanups: Cleanup[]): 
     const { runs, elapsedMs } = await phase(count, concurrency);
     const loop = performance.eventLoopUtilization(loopBefore);
     const cpu = process.cpuUsage(cpuBefore);
-    // Settle: a response's end can be recorded by the fake a tick after
-    // the service already used it; the ledger flush trails the workflows.
+    // Settle: the ledger flush trails the workflows.
     await new Promise((resolve) => setTimeout(resolve, 50));
+    const inside = runs.every((one) => one.inside !== undefined);
     return {
       concurrency,
       workflows: runs.length,
       wps: (runs.length / elapsedMs) * 1000,
       wallMs: summarise(runs.map((one) => one.wallMs)),
-      insideProviderMs: provider ? summarise(insideTimes(provider, runs)) : undefined,
-      overheadMs: provider ? summarise(overheads(provider, runs)) : undefined,
+      insideProviderMs: inside ? summarise(runs.map((one) => one.inside?.ms ?? 0)) : undefined,
+      overheadMs: inside
+        ? summarise(runs.map((one) => one.wallMs - (one.inside?.ms ?? 0)))
+        : undefined,
       statements: counter?.snapshot(),
       cpuMsPerWorkflow: (cpu.user + cpu.system) / 1000 / runs.length,
       eventLoopUtilization: loop.utilization,
@@ -254,17 +260,52 @@ async function benchmark(plan: Plan, signal: AbortSignal, cleanups: Cleanup[]): 
   };
   const c1 = await measure(plan.workflowsC1, 1);
   const c32 = await measure(plan.workflowsC32, HIGH_CONCURRENCY);
-  if (provider && provider.strayRequests() > 0) {
-    throw new Error(`${provider.strayRequests()} model calls carried no bench question`);
-  }
+  const stray = await load.stray();
+  if (stray > 0) throw new Error(`${stray} model calls carried no bench question`);
 
   const where = [
     plan.service
       ? `service at ${plan.service.url}`
       : `service in-process (embedded PostgreSQL, synchronous_commit ${plan.synchronousCommit})`,
     plan.providerUrl ? `fake provider at ${plan.providerUrl}` : 'fake provider in-process',
+    plan.oneLoop
+      ? 'clients and fake on the service’s event loop (--one-loop)'
+      : 'clients and fake in a worker thread',
   ].join(', ');
   return { plan, where, c1, c32 };
+}
+
+/** The clients and the fake: in a worker thread, or (`--one-loop`) in this one. */
+async function startLoad(
+  plan: Plan,
+  signal: AbortSignal,
+  cleanups: Cleanup[],
+): Promise<SimplePathLoad> {
+  const provider = plan.providerUrl
+    ? undefined
+    : { port: plan.providerPort, host: plan.providerHost };
+  if (plan.oneLoop) {
+    return startSimplePathLoad({ provider, maxSockets: HIGH_CONCURRENCY, signal });
+  }
+  const thread = startLoadThread(new URL('./load.ts', import.meta.url));
+  cleanups.push(() => thread.close());
+  const started = await thread.call<{ providerUrl: string | undefined }>({
+    kind: 'start',
+    provider,
+    maxSockets: HIGH_CONCURRENCY,
+  } satisfies LoadRequest);
+  return {
+    providerUrl: started.providerUrl,
+    run: (input) =>
+      thread.call<{ runs: TimedRun[]; elapsedMs: number }>({
+        kind: 'run',
+        ...input,
+      } satisfies LoadRequest),
+    stray: () => thread.call<number>({ kind: 'stray' } satisfies LoadRequest),
+    close: async () => {
+      await thread.call<null>({ kind: 'close' } satisfies LoadRequest);
+    },
+  };
 }
 
 /** The real services and app over a fresh embedded PostgreSQL, as main.ts starts them. */
@@ -296,14 +337,6 @@ async function startService(
   return { baseUrl, apiKey: bootstrap.adminKey.secret, model };
 }
 
-function insideTimes(provider: BenchProvider, runs: WorkflowRun[]): number[] {
-  return runs.map((one) => provider.timeInside(one.n).ms);
-}
-
-function overheads(provider: BenchProvider, runs: WorkflowRun[]): number[] {
-  return runs.map((one) => one.wallMs - provider.timeInside(one.n).ms);
-}
-
 function summarise(values: number[]): Percentiles {
   const sorted = Float64Array.from(values).sort();
   const sum = sorted.reduce((total, value) => total + value, 0);
@@ -331,7 +364,7 @@ function phaseLines(phase: PhaseResult): string[] {
     `    wall time        ${formatMs(phase.wallMs)}`,
     `    inside provider  ${formatMs(phase.insideProviderMs)}`,
     `    overhead         ${formatMs(phase.overheadMs)}`,
-    `    this process: ${round(phase.cpuMsPerWorkflow, 2)} ms CPU per workflow, event loop ${Math.round(phase.eventLoopUtilization * 100)}% busy`,
+    `    this process: ${round(phase.cpuMsPerWorkflow, 2)} ms CPU per workflow (every thread), the service's event loop ${Math.round(phase.eventLoopUtilization * 100)}% busy`,
   ];
   const perWorkflow = roundTripsPerWorkflow(phase);
   if (!phase.statements || perWorkflow === undefined) {
