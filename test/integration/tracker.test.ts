@@ -316,15 +316,21 @@ describe('WorkflowTracker', () => {
       expect(await storedTurns(workflowId)).toEqual([1]);
     });
 
-    it('a transition takes what was queued before it into its own statement, ahead of its events', async () => {
+    /** A begun workflow whose events and tokens `watcher`'s subscriber notes in `seen` as `seq:type` and `tokens:text`. */
+    async function begunAndWatched(watcher: EventHub = hub) {
       const workflowId = await newWorkflow();
       const tracker = trackerFor(workflowId);
       await tracker.begin();
       const seen: string[] = [];
-      const unsubscribe = hub.subscribe(workflowId, {
+      const unsubscribe = watcher.subscribe(workflowId, {
         onEvent: (event) => seen.push(`${event.seq}:${event.type}`),
         onTokens: (text) => seen.push(`tokens:${text}`),
       });
+      return { workflowId, tracker, seen, unsubscribe };
+    }
+
+    it('a transition takes what was queued before it into its own statement, ahead of its events', async () => {
+      const { workflowId, tracker, seen, unsubscribe } = await begunAndWatched();
       let ended: Awaited<ReturnType<typeof tracker.end>> | undefined;
       const statements = await statementsDuring(async () => {
         tracker.enqueue('llm_call', 'turn-1', 'completed');
@@ -339,30 +345,18 @@ describe('WorkflowTracker', () => {
     });
 
     it('tokens streamed between queued events reach subscribers between them', async () => {
-      const workflowId = await newWorkflow();
-      const tracker = trackerFor(workflowId);
-      await tracker.begin();
-      const seen: string[] = [];
-      const unsubscribe = hub.subscribe(workflowId, {
-        onEvent: (event) => seen.push(`event:${event.type}`),
-        onTokens: (text) => seen.push(`tokens:${text}`),
-      });
+      const { tracker, seen, unsubscribe } = await begunAndWatched();
       tracker.enqueue('llm_call', 'turn-1', 'started');
       tracker.token('Hel');
       tracker.token('lo');
       tracker.enqueue('llm_call', 'turn-1', 'completed');
       await tracker.end({ status: 'completed', answer: 'Hello' });
       unsubscribe();
-      expect(seen).toEqual([
-        'event:llm_call',
-        'tokens:Hello',
-        'event:llm_call',
-        'event:workflow_end',
-      ]);
+      expect(seen).toEqual(['2:llm_call', 'tokens:Hello', '3:llm_call', '4:workflow_end']);
     });
 
-    it("on another replica, token text carried in a statement's NOTIFY arrives at its place among the events", async () => {
-      // Its own pool: its store reads must not count as the tracker's statements.
+    /** A second replica's hub, on a pool of its own (its store reads are not the tracker's statements). */
+    async function withSecondReplica(body: (other: EventHub) => Promise<void>): Promise<void> {
       const otherHandle = openDatabase({ url: database.url, poolMax: 2, log });
       const other = createEventHub({
         db: otherHandle.db,
@@ -372,27 +366,25 @@ describe('WorkflowTracker', () => {
       });
       await other.start();
       try {
-        const workflowId = await newWorkflow();
-        const seen: string[] = [];
-        other.subscribe(workflowId, {
-          onEvent: (event) => seen.push(`${event.seq}:${event.type}`),
-          onTokens: (text) => seen.push(`tokens:${text}`),
+        await body(other);
+      } finally {
+        await other.close();
+        await otherHandle.close();
+      }
+    }
+
+    it("on another replica, token text carried in a statement's NOTIFY arrives at its place among the events", async () => {
+      await withSecondReplica(async (other) => {
+        const { tracker, seen } = await begunAndWatched(other);
+        const statements = await statementsDuring(async () => {
+          tracker.enqueue('llm_call', 'turn-1', 'started');
+          tracker.token('Hello ');
+          tracker.token('there');
+          tracker.enqueue('llm_call', 'turn-1', 'completed');
+          await tracker.end({ status: 'completed', answer: 'Hello there' });
         });
-        const tracker = trackerFor(workflowId);
-        await tracker.begin();
-        let notifies = 0;
-        const onAcquire = () => {
-          notifies += 1;
-        };
-        handle.pool.on('acquire', onAcquire);
-        tracker.enqueue('llm_call', 'turn-1', 'started');
-        tracker.token('Hello ');
-        tracker.token('there');
-        tracker.enqueue('llm_call', 'turn-1', 'completed');
-        await tracker.end({ status: 'completed', answer: 'Hello there' });
-        handle.pool.off('acquire', onAcquire);
         // One statement: the events, the text and the end, with one NOTIFY.
-        expect(notifies).toBe(1);
+        expect(statements).toBe(1);
         await expect
           .poll(() => seen)
           .toEqual([
@@ -402,21 +394,11 @@ describe('WorkflowTracker', () => {
             '3:llm_call',
             '4:workflow_end',
           ]);
-      } finally {
-        await other.close();
-        await otherHandle.close();
-      }
+      });
     });
 
     it('token text too long for a NOTIFY is published by itself, still in its place', async () => {
-      const other = createEventHub({
-        db: handle.db,
-        listenUrl: database.url,
-        origin: 'replica-b',
-        log,
-      });
-      await other.start();
-      try {
+      await withSecondReplica(async (other) => {
         const workflowId = await newWorkflow();
         const seen: string[] = [];
         other.subscribe(workflowId, {
@@ -424,9 +406,11 @@ describe('WorkflowTracker', () => {
           onTokens: (text) => {
             // Long text is published in pieces; what matters is where it arrives.
             const last = seen.at(-1);
-            if (last?.startsWith('tokens:'))
+            if (last?.startsWith('tokens:')) {
               seen[seen.length - 1] = `tokens:${Number(last.slice(7)) + text.length}`;
-            else seen.push(`tokens:${text.length}`);
+            } else {
+              seen.push(`tokens:${text.length}`);
+            }
           },
         });
         const tracker = trackerFor(workflowId);
@@ -444,9 +428,7 @@ describe('WorkflowTracker', () => {
             'event:llm_call',
             'event:workflow_end',
           ]);
-      } finally {
-        await other.close();
-      }
+      });
     });
 
     it('progress nobody waits for is written within its flush delay, without a statement to go with', async () => {
