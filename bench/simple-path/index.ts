@@ -1,12 +1,7 @@
-import os from 'node:os';
 import { performance } from 'node:perf_hooks';
 import { parseArgs } from 'node:util';
 import { buildApp } from '../../src/http/app.js';
-import {
-  countRoundTrips,
-  type RoundTripCounter,
-  type StatementCount,
-} from '../support/db-roundtrips.js';
+import { countRoundTrips, type RoundTripCounter } from '../support/db-roundtrips.js';
 import { BENCH_MODEL, benchCatalogue, PROVIDER_KEY_ENV } from '../support/fake-catalogue.js';
 import {
   type Cleanup,
@@ -15,7 +10,7 @@ import {
   startBenchServices,
 } from '../support/harness.js';
 import { startLoadThread } from '../support/load-thread.js';
-import { percentile, round, wholeNumber } from '../support/stats.js';
+import { wholeNumber } from '../support/stats.js';
 import {
   type LoadRequest,
   type SimplePathLoad,
@@ -23,6 +18,14 @@ import {
   type TimedRun,
 } from './load.js';
 import { startBenchProvider } from './provider.js';
+import {
+  HIGH_CONCURRENCY,
+  type PhaseResult,
+  type Plan,
+  printSummary,
+  type Results,
+  summarise,
+} from './summary.js';
 import type { ServiceTarget } from './workload.js';
 
 /**
@@ -65,58 +68,6 @@ import type { ServiceTarget } from './workload.js';
  *     [--provider-url URL] [--service-url URL --api-key KEY] [--serve-provider] [--show-sql]
  *     [--synchronous-commit on|off] [--one-loop]
  */
-
-/** From the issue. */
-const TARGET_OVERHEAD_P50_MS_C1 = 3;
-const TARGET_WPS_C32 = 450;
-const HIGH_CONCURRENCY = 32;
-/** Key of the provider in the catalogue the in-process service gets. */
-
-interface Plan {
-  workflowsC1: number;
-  workflowsC32: number;
-  warmup: number;
-  model: string | undefined;
-  providerPort: number;
-  providerHost: string;
-  providerUrl: string | undefined;
-  service: { url: string; apiKey: string } | undefined;
-  serveProvider: boolean;
-  showSql: boolean;
-  /** In-process only: `off` takes the WAL flush out of every commit, to see what it costs. */
-  synchronousCommit: 'on' | 'off';
-  /** The clients and the fake in the service's own thread (one event loop for all), as before 2026-11-30. */
-  oneLoop: boolean;
-}
-
-interface Percentiles {
-  p50: number;
-  p99: number;
-  mean: number;
-}
-
-interface PhaseResult {
-  concurrency: number;
-  workflows: number;
-  wps: number;
-  wallMs: Percentiles;
-  /** Undefined when the fake runs elsewhere. */
-  insideProviderMs: Percentiles | undefined;
-  overheadMs: Percentiles | undefined;
-  /** Undefined when the service runs elsewhere. */
-  statements: StatementCount[] | undefined;
-  /** CPU time of this process (service, client and fake when in-process), per workflow. */
-  cpuMsPerWorkflow: number;
-  /** Share of the phase this process's event loop was busy, 0..1. */
-  eventLoopUtilization: number;
-}
-
-interface Results {
-  plan: Plan;
-  where: string;
-  c1: PhaseResult;
-  c32: PhaseResult;
-}
 
 export async function run(args: string[]): Promise<void> {
   const plan = parsePlan(args);
@@ -335,92 +286,4 @@ async function startService(
   cleanups.push(() => app.close());
   const baseUrl = await app.listen({ host: '127.0.0.1', port: 0 });
   return { baseUrl, apiKey: bootstrap.adminKey.secret, model };
-}
-
-function summarise(values: number[]): Percentiles {
-  const sorted = Float64Array.from(values).sort();
-  const sum = sorted.reduce((total, value) => total + value, 0);
-  return {
-    p50: percentile(sorted, 50),
-    p99: percentile(sorted, 99),
-    mean: sorted.length > 0 ? sum / sorted.length : Number.NaN,
-  };
-}
-
-function roundTripsPerWorkflow(phase: PhaseResult): number | undefined {
-  if (!phase.statements) return undefined;
-  const calls = phase.statements.reduce((total, statement) => total + statement.calls, 0);
-  return calls / phase.workflows;
-}
-
-function formatMs(values: Percentiles | undefined): string {
-  if (!values) return 'unknown (the fake runs elsewhere)';
-  return `p50 ${round(values.p50, 2)} ms, p99 ${round(values.p99, 2)} ms, mean ${round(values.mean, 2)} ms`;
-}
-
-function phaseLines(phase: PhaseResult): string[] {
-  const lines = [
-    `  concurrency ${phase.concurrency}: ${phase.workflows} workflows, ${round(phase.wps, 1)} workflows/s`,
-    `    wall time        ${formatMs(phase.wallMs)}`,
-    `    inside provider  ${formatMs(phase.insideProviderMs)}`,
-    `    overhead         ${formatMs(phase.overheadMs)}`,
-    `    this process: ${round(phase.cpuMsPerWorkflow, 2)} ms CPU per workflow (every thread), the service's event loop ${Math.round(phase.eventLoopUtilization * 100)}% busy`,
-  ];
-  const perWorkflow = roundTripsPerWorkflow(phase);
-  if (!phase.statements || perWorkflow === undefined) {
-    lines.push('    Postgres round trips: not counted (the service runs elsewhere)');
-    return lines;
-  }
-  const dbMs = phase.statements.reduce((total, statement) => total + statement.totalMs, 0);
-  lines.push(
-    `    Postgres round trips: ${round(perWorkflow, 2)} per workflow, ${round(dbMs / phase.workflows, 2)} ms summed per workflow (call to answer)`,
-    '      per workflow  ms each  statement',
-  );
-  for (const statement of phase.statements) {
-    lines.push(
-      `      ${String(round(statement.calls / phase.workflows, 2)).padStart(12)}  ${String(
-        round(statement.totalMs / statement.calls, 3),
-      ).padStart(7)}  ${statement.kind}`,
-    );
-  }
-  return lines;
-}
-
-function printSummary(results: Results): void {
-  const { plan, c1, c32 } = results;
-  const lines = [
-    `simple-path: two-turn tool loop (calculator, then the answer) per workflow, POST with Accept: text/event-stream; ` +
-      `${plan.warmup} warm-up workflows; ${results.where}; ${os.cpus().length} CPUs; load average ${round(os.loadavg()[0] ?? Number.NaN, 2)}`,
-    ...phaseLines(c1),
-    ...phaseLines(c32),
-  ];
-  if (plan.showSql) {
-    lines.push('  statements (first of each kind):');
-    const examples = new Map<string, string>();
-    for (const statement of [...(c1.statements ?? []), ...(c32.statements ?? [])]) {
-      if (!examples.has(statement.kind)) examples.set(statement.kind, statement.example);
-    }
-    for (const [kind, example] of examples) lines.push(`    ${kind}: ${example}`);
-  }
-  if (c1.overheadMs) {
-    const met = c1.overheadMs.p50 <= TARGET_OVERHEAD_P50_MS_C1;
-    lines.push(
-      `  target: overhead p50 <= ${TARGET_OVERHEAD_P50_MS_C1} ms at concurrency 1: ${round(c1.overheadMs.p50, 2)} ms, ${met ? 'met' : 'MISSED'}`,
-    );
-  }
-  lines.push(
-    `  target: >= ${TARGET_WPS_C32} workflows/s at concurrency ${HIGH_CONCURRENCY}: ${round(c32.wps, 1)}, ${c32.wps >= TARGET_WPS_C32 ? 'met' : 'MISSED'}`,
-  );
-  const roundTrips = roundTripsPerWorkflow(c1);
-  lines.push(
-    // The one line scripts parse: keep it last and its keys stable.
-    `bench simple-path: ${JSON.stringify({
-      overhead_p50_ms_c1: c1.overheadMs ? round(c1.overheadMs.p50, 2) : null,
-      overhead_p99_ms_c1: c1.overheadMs ? round(c1.overheadMs.p99, 2) : null,
-      wps_c32: round(c32.wps, 1),
-      db_roundtrips_per_workflow: roundTrips === undefined ? null : round(roundTrips, 2),
-    })}`,
-    '',
-  );
-  process.stdout.write(lines.join('\n'));
 }

@@ -1,7 +1,7 @@
 import { type Selectable, sql } from 'kysely';
 import { z } from 'zod';
 import { type DbOrTx, WITHOUT_FLUSH_WAIT } from './database.js';
-import type { WorkflowRow, WorkflowStageAttemptsTable } from './schema.js';
+import type { WorkflowStageAttemptsTable } from './schema.js';
 
 /**
  * The pipeline's rows: plan revisions (`workflow_plans`) and stage attempts
@@ -156,18 +156,6 @@ export function pipelinesRepository(db: DbOrTx) {
       return row.revision;
     },
 
-    async currentPlan(tenantId: string, workflowId: string): Promise<PlanRevision | undefined> {
-      const row = await db
-        .selectFrom('workflow_plans')
-        .select(['revision', 'plan', 'created_at'])
-        .where('tenant_id', '=', tenantId)
-        .where('workflow_id', '=', workflowId)
-        .orderBy('revision', 'desc')
-        .limit(1)
-        .executeTakeFirst();
-      return row && { revision: row.revision, plan: row.plan, createdAt: row.created_at };
-    },
-
     /**
      * Starts an attempt: inserts it, or starts the pending row a user's
      * retry / modify left under that number. `feedback` is what the attempt
@@ -268,106 +256,10 @@ export function pipelinesRepository(db: DbOrTx) {
         SELECT * FROM accepted`.execute(db);
       return accepted.rows.length > 0;
     },
-
-    /** Every attempt of the workflow, by stage and attempt number. */
-    async listAttempts(tenantId: string, workflowId: string): Promise<StageAttempt[]> {
-      const rows = await db
-        .selectFrom('workflow_stage_attempts')
-        .selectAll()
-        .where('tenant_id', '=', tenantId)
-        .where('workflow_id', '=', workflowId)
-        .orderBy('stage_id')
-        .orderBy('attempt')
-        .execute();
-      return rows.map(toStageAttempt);
-    },
   };
 }
 
 export type PipelinesRepository = ReturnType<typeof pipelinesRepository>;
-
-/** A pipeline's rows as a run or a review needs them: the current plan (undefined before it is saved) and every attempt. */
-export interface PipelineRows {
-  plan: PlanRevision | undefined;
-  attempts: StageAttempt[];
-}
-
-/**
- * The current plan and every attempt, in one statement (one round trip, one
- * snapshot): a run reads them before each stage, a review before it decides.
- */
-export async function loadPipelineRows(db: DbOrTx, key: WorkflowKey): Promise<PipelineRows> {
-  const result = await sql<PipelineRowsJson>`
-    SELECT ${pipelineColumns(sql`${key.workflowId}`, key.tenantId)}`.execute(db);
-  return pipelineRowsOf(result.rows[0]);
-}
-
-/**
- * A workflow with its pipeline's rows, in one statement: one snapshot, so
- * the rows are exactly those of the workflow's version (a review decides on
- * them and compares that version when it writes). Undefined when there is
- * no such workflow.
- */
-export async function loadWorkflowWithPipeline(
-  db: DbOrTx,
-  key: WorkflowKey,
-): Promise<{ workflow: WorkflowRow; pipeline: PipelineRows } | undefined> {
-  const result = await sql<WorkflowRow & PipelineRowsJson>`
-    SELECT w.*, ${pipelineColumns(sql`w.id`, key.tenantId)}
-    FROM workflows w WHERE w.id = ${key.workflowId} AND w.tenant_id = ${key.tenantId}`.execute(db);
-  const row = result.rows[0];
-  if (!row) return undefined;
-  const { pipeline_plan: plan, pipeline_attempts: attempts, ...workflow } = row;
-  return {
-    workflow,
-    pipeline: pipelineRowsOf({ pipeline_plan: plan, pipeline_attempts: attempts }),
-  };
-}
-
-/** The plan and attempt columns as json: timestamps as text, numerics as numbers. */
-interface PipelineRowsJson {
-  pipeline_plan: { revision: number; plan: unknown; created_at: string } | null;
-  pipeline_attempts: Jsonified<Selectable<WorkflowStageAttemptsTable>>[];
-}
-
-type Jsonified<Row> = {
-  [K in keyof Row]: Row[K] extends Date
-    ? string
-    : Row[K] extends Date | null
-      ? string | null
-      : Row[K];
-};
-
-function pipelineColumns(workflowId: ReturnType<typeof sql>, tenantId: string) {
-  return sql`
-    (SELECT json_build_object('revision', p.revision, 'plan', p.plan, 'created_at', p.created_at)
-       FROM workflow_plans p WHERE p.workflow_id = ${workflowId} AND p.tenant_id = ${tenantId}
-       ORDER BY p.revision DESC LIMIT 1) AS pipeline_plan,
-    (SELECT coalesce(json_agg(a ORDER BY a.stage_id, a.attempt), '[]')
-       FROM workflow_stage_attempts a WHERE a.workflow_id = ${workflowId} AND a.tenant_id = ${tenantId})
-       AS pipeline_attempts`;
-}
-
-function pipelineRowsOf(row: PipelineRowsJson | undefined): PipelineRows {
-  const plan = row?.pipeline_plan ?? null;
-  const date = (text: string | null) => (text === null ? null : new Date(text));
-  return {
-    plan:
-      plan === null
-        ? undefined
-        : { revision: plan.revision, plan: plan.plan, createdAt: new Date(plan.created_at) },
-    attempts: (row?.pipeline_attempts ?? []).map((attempt) =>
-      toStageAttempt({
-        ...attempt,
-        cost_usd: String(attempt.cost_usd),
-        created_at: new Date(attempt.created_at),
-        accepted_at: date(attempt.accepted_at),
-        started_at: date(attempt.started_at),
-        finished_at: date(attempt.finished_at),
-      }),
-    ),
-  };
-}
 
 function validationJson(validation: StageValidationRecord): string {
   return JSON.stringify({ schemaVersion: 1, ...validation });
@@ -382,7 +274,8 @@ function usageColumns(usage: AttemptUsage = ZERO_USAGE) {
   };
 }
 
-function toStageAttempt(row: Selectable<WorkflowStageAttemptsTable>): StageAttempt {
+/** A stage-attempt row as the orchestrator reads it (validated JSON, numbers). */
+export function toStageAttempt(row: Selectable<WorkflowStageAttemptsTable>): StageAttempt {
   const validation = row.validation === null ? null : validationV1.parse(row.validation);
   return {
     stageId: row.stage_id,

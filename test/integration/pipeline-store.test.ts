@@ -11,6 +11,7 @@ import {
   toStoredPlan,
 } from '../../src/orchestrator/pipeline/plan.js';
 import type { DatabaseHandle } from '../../src/store/database.js';
+import { loadPipelineRows } from '../../src/store/pipeline-rows.js';
 import { type AttemptReason, INTERRUPTED, pipelinesRepository } from '../../src/store/pipelines.js';
 import { tenantsRepository } from '../../src/store/tenants.js';
 import { createTenantDatabase, type TenantDatabase } from '../support/tenant-database.js';
@@ -78,12 +79,17 @@ function start(
 describe('plans', () => {
   it('a modify appends a revision; the current plan is the latest; another tenant sees none', async () => {
     const key = await newWorkflow();
-    expect(await pipelines().currentPlan(key.tenantId, key.workflowId)).toBeUndefined();
+    expect(
+      (await loadPipelineRows(handle.db, { tenantId: key.tenantId, workflowId: key.workflowId }))
+        .plan,
+    ).toBeUndefined();
     expect(await pipelines().savePlan({ ...key, plan: toStoredPlan(plan) })).toBe(1);
     const patched: ExecutionPlan = { stages: [plan.stages[0] as ExecutionPlan['stages'][0]] };
     expect(await pipelines().savePlan({ ...key, plan: toStoredPlan(patched) })).toBe(2);
 
-    const current = await pipelines().currentPlan(key.tenantId, key.workflowId);
+    const current = (
+      await loadPipelineRows(handle.db, { tenantId: key.tenantId, workflowId: key.workflowId })
+    ).plan;
     expect(current?.revision).toBe(2);
     expect(parseStoredPlan(current?.plan)).toEqual(patched);
     const revisions = await handle.db
@@ -92,7 +98,10 @@ describe('plans', () => {
       .where('workflow_id', '=', key.workflowId)
       .execute();
     expect(revisions.map((row) => row.revision).sort()).toEqual([1, 2]);
-    expect(await pipelines().currentPlan(otherTenantId, key.workflowId)).toBeUndefined();
+    expect(
+      (await loadPipelineRows(handle.db, { tenantId: otherTenantId, workflowId: key.workflowId }))
+        .plan,
+    ).toBeUndefined();
   });
 });
 
@@ -250,7 +259,10 @@ describe('stage attempts', () => {
     const attemptKey = { ...key, stageId: 'gather', attempt: 1 };
     await start(key, 'gather', 1);
     const other = { ...attemptKey, tenantId: otherTenantId };
-    expect(await pipelines().listAttempts(otherTenantId, key.workflowId)).toEqual([]);
+    expect(
+      (await loadPipelineRows(handle.db, { tenantId: otherTenantId, workflowId: key.workflowId }))
+        .attempts,
+    ).toEqual([]);
     expect(
       await pipelines().completeAttempt({
         ...other,
@@ -262,7 +274,10 @@ describe('stage attempts', () => {
     expect(await loadPipelineView(handle.db, { ...key, tenantId: otherTenantId }, policy)).toBe(
       undefined,
     );
-    expect(await pipelines().listAttempts(key.tenantId, key.workflowId)).toHaveLength(1);
+    expect(
+      (await loadPipelineRows(handle.db, { tenantId: key.tenantId, workflowId: key.workflowId }))
+        .attempts,
+    ).toHaveLength(1);
   });
 
   it('rows go with their workflow', async () => {
@@ -270,7 +285,13 @@ describe('stage attempts', () => {
     await pipelines().savePlan({ ...key, plan: toStoredPlan(plan) });
     await start(key, 'gather', 1);
     await handle.db.deleteFrom('workflows').where('id', '=', key.workflowId).execute();
-    expect(await pipelines().currentPlan(key.tenantId, key.workflowId)).toBeUndefined();
-    expect(await pipelines().listAttempts(key.tenantId, key.workflowId)).toEqual([]);
+    expect(
+      (await loadPipelineRows(handle.db, { tenantId: key.tenantId, workflowId: key.workflowId }))
+        .plan,
+    ).toBeUndefined();
+    expect(
+      (await loadPipelineRows(handle.db, { tenantId: key.tenantId, workflowId: key.workflowId }))
+        .attempts,
+    ).toEqual([]);
   });
 });

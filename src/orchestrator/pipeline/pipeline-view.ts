@@ -1,14 +1,13 @@
 import type { DbOrTx } from '../../store/database.js';
-import {
-  type AttemptError,
-  type AttemptReason,
-  type AttemptStatus,
-  type AttemptUsage,
-  loadPipelineRows,
-  type PipelineRows,
-  type StageAttempt,
-  type StageValidationRecord,
-  type WorkflowKey,
+import { loadPipelineRows, type PipelineRows } from '../../store/pipeline-rows.js';
+import type {
+  AttemptError,
+  AttemptReason,
+  AttemptStatus,
+  AttemptUsage,
+  StageAttempt,
+  StageValidationRecord,
+  WorkflowKey,
 } from '../../store/pipelines.js';
 import {
   attemptsByStage,

@@ -1,8 +1,8 @@
 import { badRequest, conflict, notFound } from '../../errors.js';
 import type { Db } from '../../store/database.js';
+import { loadWorkflowWithPipeline } from '../../store/pipeline-rows.js';
 import {
   acceptAfterTransition,
-  loadWorkflowWithPipeline,
   planRevisionAfterTransition,
   rerunAfterTransition,
 } from '../../store/pipelines.js';

@@ -1,0 +1,113 @@
+import { randomUUID } from 'node:crypto';
+import pino from 'pino';
+import { afterAll, beforeAll } from 'vitest';
+import { type DatabaseHandle, openDatabase } from '../../src/store/database.js';
+import { workflowEventsRepository } from '../../src/store/workflow-events.js';
+import { createTenancyService } from '../../src/tenancy/service.js';
+import { createEventHub, type EventHub } from '../../src/tracker/event-hub.js';
+import { createWorkflowTracker } from '../../src/tracker/tracker.js';
+import { createTestDatabase, type TestDatabase } from './database.js';
+
+export const silentLog = pino({ level: 'silent' });
+
+/**
+ * What the tracker's tests share, set up before the file's tests and torn
+ * down after: a fresh database with one tenant, a pool, and the event hub
+ * of replica `replica-a`. Its fields are read once the tests run.
+ */
+export interface TrackerDatabase {
+  readonly database: TestDatabase;
+  readonly handle: DatabaseHandle;
+  readonly hub: EventHub;
+  readonly tenantId: string;
+  /** A queued workflow row of the tenant. */
+  newWorkflow(): Promise<string>;
+  trackerFor(
+    workflowId: string,
+    origin?: string,
+    eventHub?: EventHub,
+  ): ReturnType<typeof createWorkflowTracker>;
+  /** The stored events' seqs, in order. */
+  storedSeqs(workflowId: string): Promise<number[]>;
+}
+
+export function useTrackerDatabase(): TrackerDatabase {
+  let database: TestDatabase | undefined;
+  let handle: DatabaseHandle | undefined;
+  let hub: EventHub | undefined;
+  let tenantId: string | undefined;
+  const ready = <T>(value: T | undefined): T => {
+    if (value === undefined) throw new Error('the tracker database is set up in beforeAll');
+    return value;
+  };
+  beforeAll(async () => {
+    database = await createTestDatabase();
+    handle = openDatabase({ url: database.url, poolMax: 10, log: silentLog });
+    const created = await createTenancyService(handle.db).bootstrap();
+    if (!created) throw new Error('no tenant');
+    tenantId = created.tenant.id;
+    hub = createEventHub({
+      db: handle.db,
+      listenUrl: database.url,
+      origin: 'replica-a',
+      log: silentLog,
+    });
+    await hub.start();
+  });
+  afterAll(async () => {
+    await hub?.close();
+    await handle?.close();
+    await database?.drop();
+  });
+  const context: TrackerDatabase = {
+    get database() {
+      return ready(database);
+    },
+    get handle() {
+      return ready(handle);
+    },
+    get hub() {
+      return ready(hub);
+    },
+    get tenantId() {
+      return ready(tenantId);
+    },
+    async newWorkflow() {
+      const id = randomUUID();
+      await context.handle.db
+        .insertInto('workflows')
+        .values({
+          id,
+          tenant_id: context.tenantId,
+          status: 'queued',
+          mode: 'auto',
+          model: 'scripted',
+          input: 'hi',
+          tools: [],
+          metadata: '{}',
+        })
+        .execute();
+      return id;
+    },
+    trackerFor(workflowId, origin = 'replica-a', eventHub = context.hub) {
+      return createWorkflowTracker({
+        db: context.handle.db,
+        hub: eventHub,
+        tenantId: context.tenantId,
+        workflowId,
+        origin,
+        log: silentLog,
+        tokenFlushMs: 20,
+      });
+    },
+    async storedSeqs(workflowId) {
+      const rows = await workflowEventsRepository(context.handle.db).listAfter({
+        workflowId,
+        afterSeq: 0,
+        limit: 10_000,
+      });
+      return rows.map((row) => row.seq);
+    },
+  };
+  return context;
+}
