@@ -2,6 +2,7 @@ import type { Logger } from 'pino';
 import type { ModelRouter, RouterCall } from '../llm/router/router.js';
 import type { Message, SystemPrompt } from '../llm/types.js';
 import type { Db } from '../store/database.js';
+import type { PipelineRows } from '../store/pipeline-rows.js';
 import type { TenantEndpoints } from '../store/tenant-endpoints.js';
 import { createToolRegistry, type ToolRegistry } from '../tools/registry.js';
 import type { Tool } from '../tools/types.js';
@@ -75,6 +76,8 @@ export interface AnswerWorkflowInput {
   resume?: LoopResume;
   /** The tenant's tools for this run, opened (and closed) by the executor. */
   toolset: Promise<TenantToolset>;
+  /** The pipeline's rows as the review that launched this run left them; read by the pipeline otherwise. */
+  pipeline?: PipelineRows;
 }
 
 export async function answerWorkflow(input: AnswerWorkflowInput): Promise<LoopOutcome> {
@@ -124,6 +127,7 @@ function answerWithPipeline(
   const stageTools = createToolRegistry(available.filter((tool) => !tool.pauses));
   return runPipeline({
     db: input.db,
+    rows: input.pipeline,
     workflow,
     settings: input.settings.pipeline,
     router: input.router,

@@ -1,7 +1,7 @@
 import { AppError } from '../errors.js';
-import type { TenantEndpoints } from '../store/tenant-endpoints.js';
 import { workflowsRepository } from '../store/workflows.js';
 import { createWorkflowTracker } from '../tracker/tracker.js';
+import type { RunPreload } from '../workflows/service.js';
 import type { Workflow, WorkflowError } from '../workflows/types.js';
 import type { TenantToolset } from './answer-workflow.js';
 import { classificationEvent, classifyWithoutModel } from './classify.js';
@@ -32,8 +32,8 @@ export function createExecutor(options: ExecutorOptions) {
      * with setImmediate so that the request answers first and never waits
      * for (or fails with) the run.
      */
-    launch(workflow: Workflow, cause: RunCause = 'created', endpoints?: TenantEndpoints): void {
-      setImmediate(() => startRun(options, { workflow, cause, endpoints }));
+    launch(workflow: Workflow, cause: RunCause = 'created', preload: RunPreload = {}): void {
+      setImmediate(() => startRun(options, { workflow, cause, preload }));
     },
   };
 }
@@ -44,8 +44,8 @@ export type Executor = ReturnType<typeof createExecutor>;
 interface Launch {
   workflow: Workflow;
   cause: RunCause;
-  /** The tenant's tools, read with the workflow's insert; read by the run otherwise. */
-  endpoints: TenantEndpoints | undefined;
+  /** What the statement that made the workflow runnable read for its run. */
+  preload: RunPreload;
 }
 
 function startRun(options: ExecutorOptions, launch: Launch): void {
@@ -94,7 +94,7 @@ function startRun(options: ExecutorOptions, launch: Launch): void {
     refuseRun(run);
     return;
   }
-  void executeRun(run, launch.endpoints).finally(settle);
+  void executeRun(run, launch.preload).finally(settle);
 }
 
 /**
@@ -114,7 +114,7 @@ function refuseRun(run: Run): void {
 }
 
 /** The whole run; never rejects: every failure ends in the log and, when possible, in the workflow. */
-async function executeRun(run: Run, endpoints: TenantEndpoints | undefined): Promise<void> {
+async function executeRun(run: Run, preload: RunPreload): Promise<void> {
   const { options, workflow } = run;
   const lease = { tenantId: workflow.tenantId, id: workflow.id, owner: options.replicaId };
   let heartbeat: NodeJS.Timeout | undefined;
@@ -123,7 +123,7 @@ async function executeRun(run: Run, endpoints: TenantEndpoints | undefined): Pro
   // The tenant's tools are read, and its MCP servers connected (network
   // round trips to each server), while the run begins: neither waits for
   // the other. A run that does not go ahead closes them unused.
-  const toolset = options.orchestrator.tenantTools(workflow.tenantId, endpoints);
+  const toolset = options.orchestrator.tenantTools(workflow.tenantId, preload.endpoints);
   toolset.catch(() => undefined); // awaited by the run, or in `finally`
   try {
     heartbeat = startHeartbeat(run, lease);
@@ -157,7 +157,7 @@ async function executeRun(run: Run, endpoints: TenantEndpoints | undefined): Pro
       // With its kind when classified here, so the orchestrator does not classify again.
       run.workflow = begun.workflow;
     }
-    await answerWithToolLoop(run, { firstRun, toolset });
+    await answerWithToolLoop(run, { firstRun, toolset, pipeline: preload.pipeline });
     // It ended or paused: that transition cleared the lease.
     leased = false;
   } catch (error) {

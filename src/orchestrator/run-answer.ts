@@ -2,6 +2,7 @@ import type { Transaction } from 'kysely';
 import type { Catalogue, ProviderKind } from '../llm/catalogue.js';
 import type { RouterEvent } from '../llm/router/types.js';
 import type { Message } from '../llm/types.js';
+import type { PipelineRows } from '../store/pipeline-rows.js';
 import type { Database } from '../store/schema.js';
 import type { NewEventRow } from '../store/workflow-events.js';
 import type { AwaitingReason, CompletionReason, WorkflowUsage } from '../workflows/types.js';
@@ -27,11 +28,14 @@ export async function answerWithToolLoop(
   {
     firstRun,
     toolset,
+    pipeline,
   }: {
     /** False when the workflow ran before: it continues from its persisted steps. */
     firstRun: boolean;
-    /** The tenant's tools, opened by the executor while it claimed the lease. */
+    /** The tenant's tools, opened by the executor while the run begins. */
     toolset: Promise<TenantToolset>;
+    /** The pipeline's rows as the review that launched the run left them. */
+    pipeline?: PipelineRows;
   },
 ): Promise<void> {
   const { tracker, workflow, options } = run;
@@ -43,6 +47,7 @@ export async function answerWithToolLoop(
   const outcome = await answerWorkflow({
     resume,
     toolset,
+    pipeline,
     settings: options.orchestrator,
     workflow,
     history,

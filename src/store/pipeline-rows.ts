@@ -95,3 +95,48 @@ function pipelineRowsOf(row: PipelineRowsJson | undefined): PipelineRows {
     ),
   };
 }
+
+/** The review CTEs (pipelines.ts `…AfterTransition`) a transition statement wrote. */
+export type ReviewWrite = 'accepted' | 'rerun' | 'revised';
+
+/**
+ * The rows a review's CTEs wrote, as `alsoSelect` columns of its
+ * transition (workflows/transitions.ts): `also_attempts` and `also_plan`.
+ */
+export function reviewedRowsColumns(writes: ReviewWrite[]) {
+  const attempts = writes.filter((write) => write !== 'revised');
+  return [
+    attempts.length > 0
+      ? sql`(SELECT coalesce(json_agg(written ORDER BY written.stage_id, written.attempt), '[]')
+          FROM (${sql.join(
+            attempts.map((name) => sql`SELECT * FROM ${sql.raw(name)}`),
+            sql` UNION ALL `,
+          )}) AS written) AS also_attempts`
+      : sql`'[]'::json AS also_attempts`,
+    writes.includes('revised')
+      ? sql`(SELECT json_build_object('revision', revised.revision, 'plan', revised.plan,
+          'created_at', revised.created_at) FROM revised) AS also_plan`
+      : sql`NULL::json AS also_plan`,
+  ];
+}
+
+/**
+ * The pipeline's rows after a review: `before` (read at the version the
+ * review's transition compared, so nothing else changed them) with the rows
+ * the review wrote (`reviewedRowsColumns`, as the transition returned them).
+ */
+export function pipelineAfterReview(
+  before: PipelineRows,
+  also: Record<string, unknown>,
+): PipelineRows {
+  const written = pipelineRowsOf({
+    pipeline_plan: (also.plan ?? null) as PipelineRowsJson['pipeline_plan'],
+    pipeline_attempts: (also.attempts ?? []) as PipelineRowsJson['pipeline_attempts'],
+  });
+  const key = (attempt: StageAttempt) => `${attempt.stageId}\u0000${attempt.attempt}`;
+  const replaced = new Map(written.attempts.map((attempt) => [key(attempt), attempt]));
+  const attempts = before.attempts.map((attempt) => replaced.get(key(attempt)) ?? attempt);
+  const known = new Set(before.attempts.map(key));
+  attempts.push(...written.attempts.filter((attempt) => !known.has(key(attempt))));
+  return { plan: written.plan ?? before.plan, attempts };
+}

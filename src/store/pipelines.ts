@@ -342,7 +342,7 @@ export function acceptAfterTransition(input: { stageId: string; attempt: number 
       AND workflow_stage_attempts.attempt = ${input.attempt}
       AND workflow_stage_attempts.status IN ('completed', 'failed')
       AND workflow_stage_attempts.accepted_at IS NULL
-    RETURNING workflow_stage_attempts.attempt
+    RETURNING workflow_stage_attempts.*
   )`;
 }
 
@@ -352,6 +352,7 @@ export function planRevisionAfterTransition(input: { revision: number; plan: obj
     INSERT INTO workflow_plans (workflow_id, revision, tenant_id, plan)
     SELECT changed.id, ${input.revision}, changed.tenant_id, ${JSON.stringify(input.plan)}::jsonb
     FROM changed
+    RETURNING revision, plan, created_at
   )`;
 }
 

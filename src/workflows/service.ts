@@ -5,6 +5,7 @@ import type { Catalogue } from '../llm/catalogue.js';
 import { selectModel } from '../llm/model-selection.js';
 import type { SessionService } from '../sessions/service.js';
 import type { Db } from '../store/database.js';
+import type { PipelineRows } from '../store/pipeline-rows.js';
 import type { TenantEndpoints } from '../store/tenant-endpoints.js';
 import { type NewEventRow, workflowEventsRepository } from '../store/workflow-events.js';
 import { type ListPosition, workflowsRepository } from '../store/workflows.js';
@@ -22,6 +23,16 @@ import type {
   WorkflowMode,
   WorkflowStatus,
 } from './types.js';
+
+/**
+ * What the statement that made a workflow runnable read for its run, so
+ * the run need not read it again: the tenant's tools (a create, a
+ * resume), the pipeline's rows as a review left them.
+ */
+export interface RunPreload {
+  endpoints?: TenantEndpoints;
+  pipeline?: PipelineRows;
+}
 
 /** Why a paused workflow runs again: the user answered its question, or reviewed a pipeline stage. */
 export type ResumeCause = 'answered' | 'reviewed';
@@ -66,12 +77,7 @@ export interface WorkflowServiceOptions {
    * Starts a workflow's run: a new one, or one the user's answer resumed.
    * Must not block or throw (the run reports its own failures).
    */
-  launch: (
-    workflow: Workflow,
-    cause: 'created' | ResumeCause,
-    /** The tenant's tools, when the statement that made the workflow runnable read them. */
-    endpoints?: TenantEndpoints,
-  ) => void;
+  launch: (workflow: Workflow, cause: 'created' | ResumeCause, preload?: RunPreload) => void;
   /** Stops a workflow's run if it runs on this replica. */
   stopLocalRun: (workflowId: string) => void;
   /** The configured budget (BUDGET_MAX_*), for tenants without overrides. */
@@ -186,7 +192,7 @@ export function createWorkflowService(options: WorkflowServiceOptions) {
         return replay;
       }
       const workflow = toWorkflow(inserted.row);
-      options.launch(workflow, 'created', inserted.endpoints);
+      options.launch(workflow, 'created', { endpoints: inserted.endpoints });
       return { workflow, replayed: false };
     },
 
@@ -278,11 +284,14 @@ export function createWorkflowService(options: WorkflowServiceOptions) {
         cause: ResumeCause;
         events: NewEventRow[];
         alsoInStatement?: TransitionInput['alsoInStatement'];
+        alsoSelect?: TransitionInput['alsoSelect'];
+        /** The pipeline's rows as the action left them, from what `alsoSelect` read. */
+        pipelineAfter?: (also: Record<string, unknown>) => PipelineRows;
       },
     ): Promise<Workflow> {
       const tracker = trackerFor(tenantId, id);
       try {
-        const { workflow, endpoints } = await tracker.transition({
+        const { workflow, endpoints, also } = await tracker.transition({
           to: 'running',
           // Launched here below: its run holds the lease from the transition on.
           lease: { owner: options.replicaId, leaseMs: options.leaseMs },
@@ -290,8 +299,12 @@ export function createWorkflowService(options: WorkflowServiceOptions) {
           expectedVersion: change.expectedVersion,
           events: change.events,
           alsoInStatement: change.alsoInStatement,
+          alsoSelect: change.alsoSelect,
         });
-        options.launch(workflow, change.cause, endpoints);
+        options.launch(workflow, change.cause, {
+          endpoints,
+          pipeline: change.pipelineAfter?.(also),
+        });
         return workflow;
       } finally {
         tracker.close();

@@ -55,6 +55,12 @@ export interface TransitionInput {
    */
   alsoInStatement?: RawBuilder<unknown>[];
   /**
+   * More columns of the statement's result, each `expression AS also_<name>`,
+   * reading what the `alsoInStatement` CTEs wrote (a review's rows, which
+   * the run it launches then need not read again); returned in `also`.
+   */
+  alsoSelect?: RawBuilder<unknown>[];
+  /**
    * False: commit without waiting for the WAL flush (see WITHOUT_FLUSH_WAIT),
    * for a transition a PostgreSQL crash may undo at no cost (a run's start:
    * the workflow is queued again). Durable unless said.
@@ -77,6 +83,8 @@ export interface TransitionResult {
   events: WorkflowEvent[];
   /** The tenant's HTTP tools and MCP servers, when the input asked (`lease`: a run starts here). */
   endpoints?: TenantEndpoints;
+  /** The `alsoSelect` columns, by name without `also_`. */
+  also: Record<string, unknown>;
 }
 
 /**
@@ -183,6 +191,7 @@ async function compareAndSet(
               ${endpoints.tenant_mcp_servers} AS tenant_mcp_servers`
           : sql``
       }
+      ${input.alsoSelect?.length ? sql`, ${sql.join(input.alsoSelect, sql`, `)}` : sql``}
     FROM changed, notified${input.durable === false ? sql`, ${WITHOUT_FLUSH_WAIT}` : sql``}`.execute(
     db,
   );
@@ -192,10 +201,19 @@ async function compareAndSet(
     appended_events: appended,
     tenant_http_tools: httpTools,
     tenant_mcp_servers: mcpServers,
-    ...workflowRow
+    ...columns
   } = row;
+  // The workflow's columns, with the `alsoSelect` ones taken out.
+  const workflowRow: WorkflowRow & Record<string, unknown> = { ...columns };
+  const also: Record<string, unknown> = {};
+  for (const name of Object.keys(workflowRow)) {
+    if (!name.startsWith(ALSO_PREFIX)) continue;
+    also[name.slice(ALSO_PREFIX.length)] = workflowRow[name];
+    delete workflowRow[name];
+  }
   return {
     workflow: toWorkflow(workflowRow),
+    also,
     events: appended.map((event) => toEvent({ ...event, ts: new Date(event.ts) })),
     ...(httpTools && mcpServers
       ? {
@@ -204,6 +222,9 @@ async function compareAndSet(
       : {}),
   };
 }
+
+/** The prefix of the `alsoSelect` columns' names. */
+const ALSO_PREFIX = 'also_';
 
 /** An appended event as json_agg returns it: the row with its timestamp as text. */
 type AppendedEventJson = Omit<WorkflowEventRow, 'ts'> & { ts: string };

@@ -11,9 +11,22 @@ import {
   toStoredPlan,
 } from '../../src/orchestrator/pipeline/plan.js';
 import type { DatabaseHandle } from '../../src/store/database.js';
-import { loadPipelineRows } from '../../src/store/pipeline-rows.js';
-import { type AttemptReason, INTERRUPTED, pipelinesRepository } from '../../src/store/pipelines.js';
+import {
+  loadPipelineRows,
+  pipelineAfterReview,
+  type ReviewWrite,
+  reviewedRowsColumns,
+} from '../../src/store/pipeline-rows.js';
+import {
+  type AttemptReason,
+  acceptAfterTransition,
+  INTERRUPTED,
+  pipelinesRepository,
+  planRevisionAfterTransition,
+  rerunAfterTransition,
+} from '../../src/store/pipelines.js';
 import { tenantsRepository } from '../../src/store/tenants.js';
+import { transitionWorkflow } from '../../src/workflows/transitions.js';
 import { createTenantDatabase, type TenantDatabase } from '../support/tenant-database.js';
 
 let testDb: TenantDatabase;
@@ -293,5 +306,78 @@ describe('stage attempts', () => {
       (await loadPipelineRows(handle.db, { tenantId: key.tenantId, workflowId: key.workflowId }))
         .attempts,
     ).toEqual([]);
+  });
+});
+
+describe('a review’s rows', () => {
+  /** A paused workflow with the plan and a completed first stage, reviewed with `writes`. */
+  async function review(
+    writes: (key: { tenantId: string; workflowId: string }) => {
+      alsoInStatement: ReturnType<typeof acceptAfterTransition>[];
+      names: ReviewWrite[];
+    },
+  ) {
+    const key = await newWorkflow();
+    await pipelines().savePlan({ ...key, plan: toStoredPlan(plan) });
+    await start(key, 'gather', 1);
+    await pipelines().completeAttempt({
+      ...key,
+      stageId: 'gather',
+      attempt: 1,
+      result: 'facts',
+      validation: { passed: true, findings: [] },
+      usage,
+    });
+    await handle.db
+      .updateTable('workflows')
+      .set({ status: 'awaiting_input', awaiting_reason: 'checkpoint' })
+      .where('id', '=', key.workflowId)
+      .execute();
+    const before = await loadPipelineRows(handle.db, key);
+    const { alsoInStatement, names } = writes(key);
+    const result = await transitionWorkflow(handle.db, {
+      ...key,
+      to: 'running',
+      fromAwaiting: ['checkpoint'],
+      events: [],
+      alsoInStatement,
+      alsoSelect: reviewedRowsColumns(names),
+      origin: 'test',
+    });
+    return {
+      computed: pipelineAfterReview(before, result.also),
+      read: await loadPipelineRows(handle.db, key),
+    };
+  }
+
+  it('continue: the rows computed from what the transition returned are the rows read after it', async () => {
+    const { computed, read } = await review(() => ({
+      alsoInStatement: [acceptAfterTransition({ stageId: 'gather', attempt: 1 })],
+      names: ['accepted'],
+    }));
+    expect(read.attempts[0]?.acceptedAt).toBeInstanceOf(Date);
+    expect(computed).toEqual(read);
+  });
+
+  it('modify with a plan: the new revision and the pending attempt, as read after it', async () => {
+    const patched: ExecutionPlan = { stages: [plan.stages[0] as ExecutionPlan['stages'][0]] };
+    const { computed, read } = await review(() => ({
+      alsoInStatement: [
+        planRevisionAfterTransition({ revision: 2, plan: toStoredPlan(patched) }),
+        rerunAfterTransition({
+          stageId: 'gather',
+          planRevision: 2,
+          reason: 'user_modify',
+          feedback: 'shorter',
+        }),
+      ],
+      names: ['rerun', 'revised'],
+    }));
+    expect(read.plan?.revision).toBe(2);
+    expect(read.attempts.map((attempt) => [attempt.attempt, attempt.status])).toEqual([
+      [1, 'completed'],
+      [2, 'pending'],
+    ]);
+    expect(computed).toEqual(read);
   });
 });

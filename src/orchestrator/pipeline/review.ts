@@ -1,6 +1,12 @@
 import { badRequest, conflict, notFound } from '../../errors.js';
 import type { Db } from '../../store/database.js';
-import { loadWorkflowWithPipeline } from '../../store/pipeline-rows.js';
+import {
+  loadWorkflowWithPipeline,
+  type PipelineRows,
+  pipelineAfterReview,
+  type ReviewWrite,
+  reviewedRowsColumns,
+} from '../../store/pipeline-rows.js';
 import {
   acceptAfterTransition,
   planRevisionAfterTransition,
@@ -66,7 +72,19 @@ export function createPipelineReviews(options: {
       // The rows say the stage needs no review: the pause is stale (a run is about to act).
       throw conflict('not_awaiting_input', 'The workflow has no stage waiting for review');
     }
-    return { workflow, state, stage: action.stage, attempt: action.attempt };
+    return { workflow, state, rows: found.pipeline, stage: action.stage, attempt: action.attempt };
+  }
+
+  /**
+   * The review's transition also returns the rows its CTEs wrote: with the
+   * rows read at the version it compared, they are the pipeline as the run
+   * it launches finds it, without reading it again.
+   */
+  function rowsAfter(paused: { rows: PipelineRows }, writes: ReviewWrite[]) {
+    return {
+      alsoSelect: reviewedRowsColumns(writes),
+      pipelineAfter: (also: Record<string, unknown>) => pipelineAfterReview(paused.rows, also),
+    };
   }
 
   function reviewEvent(
@@ -99,6 +117,7 @@ export function createPipelineReviews(options: {
         alsoInStatement: [
           acceptAfterTransition({ stageId: paused.stage.id, attempt: paused.attempt }),
         ],
+        ...rowsAfter(paused, ['accepted']),
       });
     },
 
@@ -118,6 +137,7 @@ export function createPipelineReviews(options: {
             feedback: null,
           }),
         ],
+        ...rowsAfter(paused, ['rerun']),
       });
     },
 
@@ -165,6 +185,7 @@ export function createPipelineReviews(options: {
             feedback: input.feedback,
           }),
         ],
+        ...rowsAfter(paused, replacement ? ['rerun', 'revised'] : ['rerun']),
       });
     },
 

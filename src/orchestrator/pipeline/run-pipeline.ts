@@ -1,6 +1,7 @@
 import type { ModelRouter, RouterCall } from '../../llm/router/router.js';
 import type { Message, SystemPrompt, Usage } from '../../llm/types.js';
 import type { Db } from '../../store/database.js';
+import type { PipelineRows } from '../../store/pipeline-rows.js';
 import { pipelinesRepository, type StageAttempt } from '../../store/pipelines.js';
 import type { NewEventRow } from '../../store/workflow-events.js';
 import type { WorkflowTracker } from '../../tracker/tracker.js';
@@ -8,7 +9,7 @@ import type { Workflow } from '../../workflows/types.js';
 import { addUsage } from '../collect-text.js';
 import type { LoopOutcome, Spent } from '../tool-loop/types.js';
 import { nextAction, type PipelinePolicy, stageResults } from './next-action.js';
-import { loadPipelineState, type PipelineState } from './pipeline-view.js';
+import { loadPipelineState, type PipelineState, pipelineStateOf } from './pipeline-view.js';
 import { type PlanLimits, type PlanStage, toStoredPlan } from './plan.js';
 import { planQuestion } from './planner.js';
 import { runStage } from './run-stage.js';
@@ -52,6 +53,8 @@ export type RunStageLoop = (input: {
 
 export interface PipelineRunInput {
   db: Db;
+  /** The rows to start from, when the review that launched the run returned them; read otherwise. */
+  rows?: PipelineRows;
   workflow: Workflow;
   settings: PipelineSettings;
   router: Pick<ModelRouter, 'stream'>;
@@ -88,7 +91,7 @@ export async function runPipeline(input: PipelineRunInput): Promise<LoopOutcome>
     costUsd: 0,
   };
   const key = { tenantId: input.workflow.tenantId, workflowId: input.workflow.id };
-  let state = await loadPipelineState(input.db, key);
+  let state = input.rows ? pipelineStateOf(input.rows) : await loadPipelineState(input.db, key);
   if (!state) {
     const planned = await plan(run);
     if ('failure' in planned) return planned.failure;
