@@ -147,15 +147,25 @@ async function executeRun(run: Run, preload: RunPreload): Promise<void> {
         mode: workflow.mode,
         settings: options.orchestrator.classifier,
       });
-      const begun = await run.tracker.begin(
-        { mode: workflow.mode, model: workflow.model },
-        classification && {
-          kind: classification.kind,
-          events: [classificationEvent(classification)],
-        },
-      );
+      // Not waited for: the start is written in the statement of the run's
+      // first turn (one round trip fewer per workflow). A start the
+      // database refuses fails that statement too, and so the run.
+      run.tracker
+        .begin(
+          { mode: workflow.mode, model: workflow.model },
+          classification && {
+            kind: classification.kind,
+            events: [classificationEvent(classification)],
+          },
+          { deferred: true },
+        )
+        .catch((error: unknown) => run.log.debug({ err: error }, 'the workflow did not start'));
       // With its kind when classified here, so the orchestrator does not classify again.
-      run.workflow = begun.workflow;
+      run.workflow = {
+        ...run.workflow,
+        status: 'running',
+        kind: classification?.kind ?? run.workflow.kind,
+      };
     }
     await answerWithToolLoop(run, { firstRun, toolset, pipeline: preload.pipeline });
     // It ended or paused: that transition cleared the lease.

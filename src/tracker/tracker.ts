@@ -113,8 +113,9 @@ export function createWorkflowTracker(options: TrackerOptions) {
   }
 
   async function writeUnit(unit: Unit): Promise<void> {
-    const { items, tokens, statement } = unit;
+    const { items, tokens, statement, after } = unit;
     const events = eventsOf(items);
+    const eventsAfter = eventsOf(after);
     // Without an event or a transition there is no NOTIFY to carry the text.
     const inline = tokens && (events.length > 0 || statement) ? tokens : undefined;
     if (tokens && !inline) await publishTokens(tokens);
@@ -122,7 +123,12 @@ export function createWorkflowTracker(options: TrackerOptions) {
     const between = inline && { text: inline.text, afterEvents: inline.afterEvents };
     try {
       const committed = statement
-        ? await statement.run({ events, writes: writesOf(items), tokens: between })
+        ? await statement.run({
+            events,
+            writes: [...writesOf(items), ...writesOf(after)],
+            tokens: between,
+            eventsAfter,
+          })
         : (
             await workflowEvents.appendNotified({
               workflowId,
@@ -134,12 +140,14 @@ export function createWorkflowTracker(options: TrackerOptions) {
               fastCommit: true,
             })
           ).rows.map(toEvent);
+      const ownEnd = committed.length - eventsAfter.length;
       deliver(committed, between);
       settle(items, committed);
+      settle(after, committed.slice(ownEnd));
       inline?.waiter?.resolve();
-      statement?.waiter.resolve(committed.slice(events.length));
+      statement?.waiter.resolve(committed.slice(events.length, ownEnd));
     } catch (error) {
-      for (const item of items) item.waiter?.reject(error);
+      for (const item of [...items, ...after]) item.waiter?.reject(error);
       inline?.waiter?.reject(error);
       if (statement) {
         // The statement's caller is told; what it took along is lost with it.
@@ -237,30 +245,35 @@ export function createWorkflowTracker(options: TrackerOptions) {
         const { rows } = await workflowEventsRepository(tx).appendNotified({
           workflowId,
           tenantId,
-          events: [...merged.events, event],
+          events: [...merged.events, event, ...merged.eventsAfter],
           writes: merged.writes,
           tokens: merged.tokens,
           origin: options.origin,
         });
         return rows.map(toEvent);
       });
-    }).then((committed) => committed.at(-1) as WorkflowEvent);
+    }).then((own) => own[0] as WorkflowEvent);
   }
 
-  function runStatement(run: (merged: Merged) => Promise<WorkflowEvent[]>) {
-    return waitFor<WorkflowEvent[]>((waiter) => ({ kind: 'statement', run, waiter }));
+  /** Resolves with the statement's own events (not those it took along). */
+  function runStatement(run: (merged: Merged) => Promise<WorkflowEvent[]>, deferrable = false) {
+    return waitFor<WorkflowEvent[]>((waiter) => ({ kind: 'statement', run, waiter, deferrable }));
   }
 
   /**
    * A status change with its events, in one statement (see
    * transitionWorkflow), with what was queued before it.
    */
-  async function transition(change: Transition): Promise<TransitionResult> {
+  async function transition(
+    change: Transition,
+    /** See write-queue.ts: a run's start waits for its first turn's statement. */
+    deferrable = false,
+  ): Promise<TransitionResult> {
     let done: Omit<TransitionResult, 'events'> | undefined;
     const committed = await runStatement(async (merged) => {
       const result = await transitionWorkflow(db, {
         ...change,
-        events: [...merged.events, ...change.events],
+        events: [...merged.events, ...change.events, ...merged.eventsAfter],
         alsoInStatement: [
           ...namedWrites(merged.writes, 'changed'),
           ...(change.alsoInStatement ?? []),
@@ -273,7 +286,7 @@ export function createWorkflowTracker(options: TrackerOptions) {
       const { events, ...rest } = result;
       done = rest;
       return events;
-    });
+    }, deferrable);
     if (!done) throw new Error('a transition committed without its workflow');
     return { ...done, events: committed };
   }
@@ -342,17 +355,26 @@ export function createWorkflowTracker(options: TrackerOptions) {
       detail: Record<string, unknown> = {},
       /** Decided already (a classification needing no model): written with the start. */
       decided?: { kind: WorkflowKind; events: NewEventRow[] },
+      /**
+       * `deferred`: written with what the run reports next, up to the first
+       * thing it waits for (its first turn), in one statement; meanwhile the
+       * run goes on without waiting for it (write-queue.ts).
+       */
+      options: { deferred?: boolean } = {},
     ): Promise<TransitionResult> {
-      return transition({
-        to: 'running',
-        // Undone by a PostgreSQL crash, the start only happens again.
-        durable: false,
-        ...(decided ? { kind: decided.kind } : {}),
-        events: [
-          { type: 'workflow_start', step: null, status: 'started', detail, elapsedMs: null },
-          ...(decided?.events ?? []),
-        ],
-      });
+      return transition(
+        {
+          to: 'running',
+          // Undone by a PostgreSQL crash, the start only happens again.
+          durable: false,
+          ...(decided ? { kind: decided.kind } : {}),
+          events: [
+            { type: 'workflow_start', step: null, status: 'started', detail, elapsedMs: null },
+            ...(decided?.events ?? []),
+          ],
+        },
+        options.deferred === true,
+      );
     },
 
     /**

@@ -15,7 +15,11 @@ import type { WorkflowEvent } from '../workflows/types.js';
  *   its row and (after the last turn) the workflow's end are one statement;
  * - token text goes in the NOTIFY of the statement whose events surround
  *   it, at its place among them; alone, or too long for a NOTIFY, it is
- *   published by itself, in order.
+ *   published by itself, in order;
+ * - a deferrable statement (a run's start) waits like progress, and takes
+ *   what is queued after it, up to the first thing a caller waits for, into
+ *   its statement after its own events: a run's start and its first turn
+ *   are one statement.
  */
 
 export interface Waiter<T> {
@@ -25,9 +29,12 @@ export interface Waiter<T> {
 
 /** What a transition's statement (or a `record`'s) writes besides its own events. */
 export interface Merged {
+  /** Queued before the statement: written ahead of its own events. */
   events: NewEventRow[];
   writes: StatementWrite[];
   tokens: TokensAmongEvents | undefined;
+  /** Queued after a deferrable statement: written after its own events. */
+  eventsAfter: NewEventRow[];
 }
 
 export type Queued =
@@ -38,17 +45,24 @@ export type Queued =
       kind: 'statement';
       run: (merged: Merged) => Promise<WorkflowEvent[]>;
       waiter: Waiter<WorkflowEvent[]>;
+      /** Waits like progress and takes what follows it (see above). */
+      deferrable: boolean;
     };
 
 export type Batched = Extract<Queued, { kind: 'event' | 'write' }>;
 type TokensItem = Extract<Queued, { kind: 'tokens' }>;
 type StatementItem = Extract<Queued, { kind: 'statement' }>;
 
-/** One statement's worth of the queue, in order: events and writes, at most one token text among them, then a statement or none. */
+/**
+ * One statement's worth of the queue, in order: events and writes, at most
+ * one token text among them, then a statement or none, then (after a
+ * deferrable statement) the events and writes that followed it.
+ */
 export interface Unit {
   items: Batched[];
   tokens: (TokensItem & { afterEvents: number }) | undefined;
   statement: StatementItem | undefined;
+  after: Batched[];
 }
 
 export interface WriteQueueOptions {
@@ -67,7 +81,8 @@ export function createWriteQueue(options: WriteQueueOptions) {
   let progressTimer: NodeJS.Timeout | undefined;
 
   function urgent(item: Queued): boolean {
-    return item.kind === 'statement' || item.kind === 'tokens' || item.waiter !== undefined;
+    if (item.kind === 'statement') return !item.deferrable;
+    return item.kind === 'tokens' || item.waiter !== undefined;
   }
 
   function schedule(): void {
@@ -101,13 +116,14 @@ export function createWriteQueue(options: WriteQueueOptions) {
 
   /** The next unit from the head of the queue: up to its first statement, with at most one token text. */
   function takeUnit(): Unit {
-    const unit: Unit = { items: [], tokens: undefined, statement: undefined };
+    const unit: Unit = { items: [], tokens: undefined, statement: undefined, after: [] };
     let events = 0;
     let taken = 0;
     for (const item of queue) {
       if (item.kind === 'statement') {
         unit.statement = item;
         taken += 1;
+        if (item.deferrable) taken += takeAfter(unit, taken);
         break;
       }
       if (item.kind === 'tokens') {
@@ -129,6 +145,18 @@ export function createWriteQueue(options: WriteQueueOptions) {
     }
     queue.splice(0, taken);
     return unit;
+  }
+
+  /** What follows a deferrable statement at `from`: events and writes, up to the first one a caller waits for. */
+  function takeAfter(unit: Unit, from: number): number {
+    let taken = 0;
+    for (const item of queue.slice(from)) {
+      if (item.kind === 'statement' || item.kind === 'tokens') break;
+      unit.after.push(item);
+      taken += 1;
+      if (item.waiter) break;
+    }
+    return taken;
   }
 
   return {

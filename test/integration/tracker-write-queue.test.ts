@@ -192,6 +192,58 @@ describe("The WorkflowTracker's write queue", () => {
     await expect.poll(() => storedSeqs(workflowId), { timeout: 2000 }).toEqual([1, 2]);
   });
 
+  it("a deferred start goes in the statement of the first turn, ahead of the turn's events", async () => {
+    const workflowId = await newWorkflow();
+    const tracker = trackerFor(workflowId);
+    let started: Awaited<ReturnType<typeof tracker.begin>> | undefined;
+    const statements = await statementsDuring(async () => {
+      const begun = tracker.begin({}, undefined, { deferred: true }).then((result) => {
+        started = result;
+      });
+      tracker.enqueue('llm_call', 'turn-1', 'started');
+      tracker.enqueue('llm_call', 'turn-1', 'completed');
+      await tracker.persist(turnWrite(turn(1)));
+      await begun;
+    });
+    expect(statements).toBe(1);
+    expect(started?.workflow.status).toBe('running');
+    expect(started?.events.map((event) => [event.seq, event.type])).toEqual([
+      [1, 'workflow_start'],
+    ]);
+    const stored = await workflowEventsRepository(setup.handle.db).listAfter({
+      workflowId,
+      afterSeq: 0,
+      limit: 10,
+    });
+    expect(stored.map((row) => [row.seq, row.type, row.status])).toEqual([
+      [1, 'workflow_start', 'started'],
+      [2, 'llm_call', 'started'],
+      [3, 'llm_call', 'completed'],
+    ]);
+    expect(await storedTurns(workflowId)).toEqual([1]);
+  });
+
+  it('a deferred start with nothing after it is written within the progress delay', async () => {
+    const workflowId = await newWorkflow();
+    const tracker = trackerFor(workflowId);
+    const started = await tracker.begin({}, undefined, { deferred: true });
+    expect(started.workflow.status).toBe('running');
+    expect(await storedSeqs(workflowId)).toEqual([1]);
+  });
+
+  it('a deferred start the database refuses fails what it took along', async () => {
+    const workflowId = await newWorkflow();
+    const tracker = trackerFor(workflowId);
+    // Cancelled before its run started: the start is no longer a valid transition.
+    await trackerFor(workflowId).end({ status: 'cancelled' });
+    const begun = tracker.begin({}, undefined, { deferred: true });
+    tracker.enqueue('llm_call', 'turn-1', 'started');
+    const persisted = tracker.persist(turnWrite(turn(1)));
+    await expect(begun).rejects.toMatchObject({ status: 409 });
+    await expect(persisted).rejects.toMatchObject({ status: 409 });
+    expect(await storedTurns(workflowId)).toEqual([]);
+  });
+
   it('a queued event that cannot be written fails the next call that waits, once', async () => {
     const workflowId = await newWorkflow();
     const tracker = trackerFor(workflowId);
