@@ -98,6 +98,9 @@ const validationV1 = z.object({
   findings: z.array(z.string()),
 });
 const attemptError = z.object({ code: z.string(), message: z.string() });
+// Built once: every attempt read parses its row with them.
+const attemptStatus = z.enum(ATTEMPT_STATUSES);
+const attemptReason = z.enum(ATTEMPT_REASONS);
 
 const ZERO_USAGE: AttemptUsage = {
   inputTokens: 0,
@@ -281,8 +284,8 @@ export function toStageAttempt(row: Selectable<WorkflowStageAttemptsTable>): Sta
     stageId: row.stage_id,
     attempt: row.attempt,
     planRevision: row.plan_revision,
-    status: z.enum(ATTEMPT_STATUSES).parse(row.status),
-    reason: z.enum(ATTEMPT_REASONS).parse(row.reason),
+    status: attemptStatus.parse(row.status),
+    reason: attemptReason.parse(row.reason),
     feedback: row.feedback,
     result: row.result,
     validation: validation && { passed: validation.passed, findings: validation.findings },
