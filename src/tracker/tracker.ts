@@ -83,14 +83,14 @@ export type Transition = Omit<TransitionInput, 'tenantId' | 'workflowId' | 'orig
  * subscribers on every replica; token chunks reach live subscribers only
  * (the `answer` event carries the whole text for replays).
  *
- * Every write goes through one queue, so events keep the order they were
- * reported in, and what is reported back to back is written together:
- * bench/simple-path counted 9 statements for the events and turns of a
- * two-turn workflow, one per event, turn and end; batched, a turn's
- * events, its row and (for the last turn) the workflow's end are 4, two
- * of them written while the model is called. `emit`, `persist` and the
- * transitions resolve once committed; `enqueue` does not wait, and a
- * failure to write what it queued is thrown by the next call that waits.
+ * Every write goes through one queue (write-queue.ts), so events keep the
+ * order they were reported in, and what is reported together is written
+ * together: bench/simple-path counted 10 statements for the start, events
+ * and turns of a two-turn workflow, one per event, turn, start and end;
+ * through the queue they are 2, one per turn (the start with the first,
+ * the end with the last). `emit`, `persist` and the transitions resolve
+ * once committed; `enqueue` does not wait, and a failure to write what it
+ * queued is thrown by the next call that waits.
  */
 export function createWorkflowTracker(options: TrackerOptions) {
   const { db, hub, tenantId, workflowId } = options;
