@@ -12,7 +12,7 @@ import {
   startBenchDatabase,
   startBenchServices,
 } from '../support/harness.js';
-import { wholeNumber } from '../support/stats.js';
+import { summarise, wholeNumber } from '../support/stats.js';
 import {
   postAction,
   type ServiceTarget,
@@ -21,13 +21,7 @@ import {
 } from './client.js';
 import { benchQuestion, type PlanShape, stageId, startBenchProvider } from './provider.js';
 import { compactedRelationBytes, ownBytes, rowBytes, walPosition } from './storage.js';
-import {
-  type ContinueSample,
-  printSummary,
-  type Results,
-  type SizeResult,
-  summarise,
-} from './summary.js';
+import { type ContinueSample, printSummary, type Results, type SizeResult } from './summary.js';
 import { type Commit, createWindows, observeCommits, type Windows } from './windows.js';
 
 /**

@@ -1,5 +1,5 @@
 import os from 'node:os';
-import { percentile, round } from '../support/stats.js';
+import { type Percentiles, round, summarise } from '../support/stats.js';
 import { LEDGER_TABLE, type TableBytes } from './storage.js';
 import { msPerWindow, perWindow, type WindowTotals } from './windows.js';
 
@@ -46,22 +46,6 @@ export interface Results {
   continuePath: WindowTotals;
   /** By plan size, ascending. */
   sizes: SizeResult[];
-}
-
-interface Percentiles {
-  p50: number;
-  p99: number;
-  mean: number;
-}
-
-export function summarise(values: number[]): Percentiles {
-  const sorted = Float64Array.from(values).sort();
-  const sum = sorted.reduce((total, value) => total + value, 0);
-  return {
-    p50: percentile(sorted, 50),
-    p99: percentile(sorted, 99),
-    mean: sorted.length > 0 ? sum / sorted.length : Number.NaN,
-  };
 }
 
 /** Least-squares line through the points. */

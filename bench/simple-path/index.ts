@@ -10,7 +10,7 @@ import {
   startBenchServices,
 } from '../support/harness.js';
 import { startLoadThread } from '../support/load-thread.js';
-import { wholeNumber } from '../support/stats.js';
+import { summarise, wholeNumber } from '../support/stats.js';
 import {
   type LoadRequest,
   type SimplePathLoad,
@@ -24,7 +24,6 @@ import {
   type Plan,
   printSummary,
   type Results,
-  summarise,
 } from './summary.js';
 import type { ServiceTarget } from './workload.js';
 

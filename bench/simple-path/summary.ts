@@ -1,6 +1,6 @@
 import os from 'node:os';
 import type { StatementCount } from '../support/db-roundtrips.js';
-import { percentile, round } from '../support/stats.js';
+import { type Percentiles, round } from '../support/stats.js';
 
 /** bench/simple-path's figures: what a phase measured, and the printed summary. */
 
@@ -26,12 +26,6 @@ export interface Plan {
   oneLoop: boolean;
 }
 
-export interface Percentiles {
-  p50: number;
-  p99: number;
-  mean: number;
-}
-
 export interface PhaseResult {
   concurrency: number;
   workflows: number;
@@ -53,16 +47,6 @@ export interface Results {
   where: string;
   c1: PhaseResult;
   c32: PhaseResult;
-}
-
-export function summarise(values: number[]): Percentiles {
-  const sorted = Float64Array.from(values).sort();
-  const sum = sorted.reduce((total, value) => total + value, 0);
-  return {
-    p50: percentile(sorted, 50),
-    p99: percentile(sorted, 99),
-    mean: sorted.length > 0 ? sum / sorted.length : Number.NaN,
-  };
 }
 
 function roundTripsPerWorkflow(phase: PhaseResult): number | undefined {

@@ -1,13 +1,11 @@
 import type { Transaction } from 'kysely';
 import type { Logger } from 'pino';
-import { AppError } from '../errors.js';
 import type { Db } from '../store/database.js';
 import type { Database } from '../store/schema.js';
 import {
   type NewEventRow,
   namedWrites,
   type StatementWrite,
-  type TokensAmongEvents,
   workflowEventsRepository,
 } from '../store/workflow-events.js';
 import { toEvent } from '../workflows/rows.js';
@@ -25,16 +23,8 @@ import type {
   WorkflowResult,
 } from '../workflows/types.js';
 import type { EventHub } from './event-hub.js';
-import {
-  type Batched,
-  createWriteQueue,
-  eventsOf,
-  type Merged,
-  type Queued,
-  type Unit,
-  type Waiter,
-  writesOf,
-} from './write-queue.js';
+import { createUnitWriter } from './unit-writer.js';
+import { createWriteQueue, type Merged, type Queued, type Waiter } from './write-queue.js';
 
 export interface TrackerOptions {
   db: Db;
@@ -63,18 +53,6 @@ export interface TrackerOptions {
   progressFlushMs?: number;
 }
 
-/**
- * Token text travels in the NOTIFY of the statement around it (PostgreSQL
- * refuses payloads of 8000 bytes or more); longer text is published by
- * itself.
- */
-const MAX_INLINE_TOKEN_BYTES = 6000;
-
-/** The text's size in a NOTIFY payload, JSON-escaped. */
-function inlineNotifyBytes(text: string): number {
-  return Buffer.byteLength(JSON.stringify(text));
-}
-
 export type Transition = Omit<TransitionInput, 'tenantId' | 'workflowId' | 'origin'>;
 
 /**
@@ -95,14 +73,20 @@ export type Transition = Omit<TransitionInput, 'tenantId' | 'workflowId' | 'orig
 export function createWorkflowTracker(options: TrackerOptions) {
   const { db, hub, tenantId, workflowId } = options;
   const tokenFlushMs = options.tokenFlushMs ?? 50;
-  const workflowEvents = workflowEventsRepository(db);
+  const _workflowEvents = workflowEventsRepository(db);
   let pendingTokens = '';
   let tokenTimer: NodeJS.Timeout | undefined;
-  /** The failure of a batch nobody waited for, until a caller that waits is told. */
-  let unreported: { error: unknown } | undefined;
+  const writer = createUnitWriter({
+    db,
+    hub,
+    tenantId,
+    workflowId,
+    origin: options.origin,
+    log: options.log,
+  });
   const queue = createWriteQueue({
-    write: writeUnit,
-    fitsInline: (text) => inlineNotifyBytes(text) <= MAX_INLINE_TOKEN_BYTES,
+    write: writer.write,
+    fitsInline: writer.fitsInline,
     progressFlushMs: options.progressFlushMs ?? 20,
   });
 
@@ -110,87 +94,6 @@ export function createWorkflowTracker(options: TrackerOptions) {
     // Tokens streamed before this item reach readers before it.
     if (item.kind !== 'tokens') queueTokens(undefined);
     queue.push(item);
-  }
-
-  async function writeUnit(unit: Unit): Promise<void> {
-    const { items, tokens, statement, after } = unit;
-    const events = eventsOf(items);
-    const eventsAfter = eventsOf(after);
-    // Without an event or a transition there is no NOTIFY to carry the text.
-    const inline = tokens && (events.length > 0 || statement) ? tokens : undefined;
-    if (tokens && !inline) await publishTokens(tokens);
-    if (!statement && items.length === 0) return;
-    const between = inline && { text: inline.text, afterEvents: inline.afterEvents };
-    try {
-      const committed = statement
-        ? await statement.run({
-            events,
-            writes: [...writesOf(items), ...writesOf(after)],
-            tokens: between,
-            eventsAfter,
-          })
-        : (
-            await workflowEvents.appendNotified({
-              workflowId,
-              tenantId,
-              events,
-              writes: writesOf(items),
-              tokens: between,
-              origin: options.origin,
-              fastCommit: true,
-            })
-          ).rows.map(toEvent);
-      const ownEnd = committed.length - eventsAfter.length;
-      deliver(committed, between);
-      settle(items, committed);
-      settle(after, committed.slice(ownEnd));
-      inline?.waiter?.resolve();
-      statement?.waiter.resolve(committed.slice(events.length, ownEnd));
-    } catch (error) {
-      for (const item of [...items, ...after]) item.waiter?.reject(error);
-      inline?.waiter?.reject(error);
-      if (statement) {
-        // The statement's caller is told; what it took along is lost with it.
-        statement.waiter.reject(error);
-      } else if (items.some((item) => !item.waiter)) {
-        unreported ??= { error };
-        // Refused because the workflow ended meanwhile (a cancel): expected, and said by its end.
-        const ended = error instanceof AppError && error.code === 'workflow_finished';
-        options.log[ended ? 'debug' : 'warn'](
-          { err: error, workflowId },
-          'writing queued events failed',
-        );
-      }
-    }
-  }
-
-  /** Committed events to this replica's subscribers, with the token text at its place among them. */
-  function deliver(committed: WorkflowEvent[], tokens: TokensAmongEvents | undefined): void {
-    if (!tokens) {
-      hub.publish(committed);
-      return;
-    }
-    hub.publish(committed.slice(0, tokens.afterEvents));
-    hub.deliverTokens(workflowId, tokens.text);
-    hub.publish(committed.slice(tokens.afterEvents));
-  }
-
-  async function publishTokens(item: { text: string; waiter: Waiter<void> | undefined }) {
-    try {
-      await hub.publishTokens(workflowId, item.text);
-    } catch (error) {
-      options.log.warn({ err: error, workflowId }, 'publishing token chunks failed');
-    }
-    item.waiter?.resolve();
-  }
-
-  /** Resolves the waiters of written items with their events (the items' come first in `committed`). */
-  function settle(items: Batched[], committed: WorkflowEvent[]): void {
-    let index = 0;
-    for (const item of items) {
-      if (item.kind === 'event') item.waiter?.resolve(committed[index++] as WorkflowEvent);
-      else item.waiter?.resolve();
-    }
   }
 
   function queueTokens(waiter: Waiter<void> | undefined): void {
@@ -205,16 +108,9 @@ export function createWorkflowTracker(options: TrackerOptions) {
     push({ kind: 'tokens', text, waiter });
   }
 
-  /** Throws the failure of a batch nobody waited for, once. */
-  function throwUnreported(): void {
-    const failure = unreported;
-    unreported = undefined;
-    if (failure) throw failure.error;
-  }
-
   function waitFor<T>(item: (waiter: Waiter<T>) => Queued): Promise<T> {
     return new Promise<T>((resolve, reject) => {
-      throwUnreported();
+      writer.throwUnreported();
       push(item({ resolve, reject }));
     });
   }
@@ -345,7 +241,7 @@ export function createWorkflowTracker(options: TrackerOptions) {
     async drain(): Promise<void> {
       queueTokens(undefined);
       await queue.drain();
-      unreported = undefined;
+      writer.forgetUnreported();
     },
 
     transition,

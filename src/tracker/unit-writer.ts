@@ -1,0 +1,136 @@
+import type { Logger } from 'pino';
+import { AppError } from '../errors.js';
+import type { Db } from '../store/database.js';
+import { type TokensAmongEvents, workflowEventsRepository } from '../store/workflow-events.js';
+import { toEvent } from '../workflows/rows.js';
+import type { WorkflowEvent } from '../workflows/types.js';
+import type { EventHub } from './event-hub.js';
+import { type Batched, eventsOf, type Unit, type Waiter, writesOf } from './write-queue.js';
+
+/**
+ * Token text travels in the NOTIFY of the statement around it (PostgreSQL
+ * refuses payloads of 8000 bytes or more); longer text is published by
+ * itself.
+ */
+const MAX_INLINE_TOKEN_BYTES = 6000;
+
+/** The text's size in a NOTIFY payload, JSON-escaped. */
+function inlineNotifyBytes(text: string): number {
+  return Buffer.byteLength(JSON.stringify(text));
+}
+
+/**
+ * Writes a workflow tracker's queue one unit at a time (write-queue.ts):
+ * one statement for the unit's events, writes and token text, or its
+ * transition's statement with them; then delivers what committed to this
+ * replica's subscribers, in order, and tells the waiters. A failure of
+ * what nobody waited for is kept until a caller that waits is told
+ * (`throwUnreported`).
+ */
+export function createUnitWriter(options: {
+  db: Db;
+  hub: EventHub;
+  tenantId: string;
+  workflowId: string;
+  origin: string;
+  log: Logger;
+}) {
+  const { hub, tenantId, workflowId } = options;
+  const workflowEvents = workflowEventsRepository(options.db);
+  let unreported: { error: unknown } | undefined;
+
+  async function writeUnit(unit: Unit): Promise<void> {
+    const { items, tokens, statement, after } = unit;
+    const events = eventsOf(items);
+    const eventsAfter = eventsOf(after);
+    // Without an event or a transition there is no NOTIFY to carry the text.
+    const inline = tokens && (events.length > 0 || statement) ? tokens : undefined;
+    if (tokens && !inline) await publishTokens(tokens);
+    if (!statement && items.length === 0) return;
+    const between = inline && { text: inline.text, afterEvents: inline.afterEvents };
+    try {
+      const committed = statement
+        ? await statement.run({
+            events,
+            writes: [...writesOf(items), ...writesOf(after)],
+            tokens: between,
+            eventsAfter,
+          })
+        : (
+            await workflowEvents.appendNotified({
+              workflowId,
+              tenantId,
+              events,
+              writes: writesOf(items),
+              tokens: between,
+              origin: options.origin,
+              fastCommit: true,
+            })
+          ).rows.map(toEvent);
+      const ownEnd = committed.length - eventsAfter.length;
+      deliver(committed, between);
+      settle(items, committed);
+      settle(after, committed.slice(ownEnd));
+      inline?.waiter?.resolve();
+      statement?.waiter.resolve(committed.slice(events.length, ownEnd));
+    } catch (error) {
+      for (const item of [...items, ...after]) item.waiter?.reject(error);
+      inline?.waiter?.reject(error);
+      if (statement) {
+        // The statement's caller is told; what it took along is lost with it.
+        statement.waiter.reject(error);
+      } else if (items.some((item) => !item.waiter)) {
+        unreported ??= { error };
+        // Refused because the workflow ended meanwhile (a cancel): expected, and said by its end.
+        const ended = error instanceof AppError && error.code === 'workflow_finished';
+        options.log[ended ? 'debug' : 'warn'](
+          { err: error, workflowId },
+          'writing queued events failed',
+        );
+      }
+    }
+  }
+
+  /** Committed events to this replica's subscribers, with the token text at its place among them. */
+  function deliver(committed: WorkflowEvent[], tokens: TokensAmongEvents | undefined): void {
+    if (!tokens) {
+      hub.publish(committed);
+      return;
+    }
+    hub.publish(committed.slice(0, tokens.afterEvents));
+    hub.deliverTokens(workflowId, tokens.text);
+    hub.publish(committed.slice(tokens.afterEvents));
+  }
+
+  async function publishTokens(item: { text: string; waiter: Waiter<void> | undefined }) {
+    try {
+      await hub.publishTokens(workflowId, item.text);
+    } catch (error) {
+      options.log.warn({ err: error, workflowId }, 'publishing token chunks failed');
+    }
+    item.waiter?.resolve();
+  }
+
+  /** Resolves the waiters of written items with their events (the items' come first in `committed`). */
+  function settle(items: Batched[], committed: WorkflowEvent[]): void {
+    let index = 0;
+    for (const item of items) {
+      if (item.kind === 'event') item.waiter?.resolve(committed[index++] as WorkflowEvent);
+      else item.waiter?.resolve();
+    }
+  }
+
+  return {
+    write: writeUnit,
+    fitsInline: (text: string) => inlineNotifyBytes(text) <= MAX_INLINE_TOKEN_BYTES,
+    /** Throws the failure of a unit nobody waited for, once. */
+    throwUnreported(): void {
+      const failure = unreported;
+      unreported = undefined;
+      if (failure) throw failure.error;
+    },
+    forgetUnreported(): void {
+      unreported = undefined;
+    },
+  };
+}
