@@ -1,6 +1,4 @@
 import type { Transaction } from 'kysely';
-import type { Logger } from 'pino';
-import type { Db } from '../store/database.js';
 import type { Database } from '../store/schema.js';
 import {
   type NewEventRow,
@@ -22,17 +20,10 @@ import type {
   WorkflowKind,
   WorkflowResult,
 } from '../workflows/types.js';
-import type { EventHub } from './event-hub.js';
-import { createUnitWriter } from './unit-writer.js';
+import { createUnitWriter, type UnitWriterOptions } from './unit-writer.js';
 import { createWriteQueue, type Merged, type Queued, type Waiter } from './write-queue.js';
 
-export interface TrackerOptions {
-  db: Db;
-  hub: EventHub;
-  tenantId: string;
-  workflowId: string;
-  origin: string;
-  log: Logger;
+export interface TrackerOptions extends UnitWriterOptions {
   /**
    * Token chunks are coalesced for this long before they are published.
    * Every NOTIFY is a commit behind one cluster-wide lock; at 50 ms a
@@ -71,19 +62,11 @@ export type Transition = Omit<TransitionInput, 'tenantId' | 'workflowId' | 'orig
  * queued is thrown by the next call that waits.
  */
 export function createWorkflowTracker(options: TrackerOptions) {
-  const { db, hub, tenantId, workflowId } = options;
+  const { db, tenantId, workflowId } = options;
   const tokenFlushMs = options.tokenFlushMs ?? 50;
-  const _workflowEvents = workflowEventsRepository(db);
   let pendingTokens = '';
   let tokenTimer: NodeJS.Timeout | undefined;
-  const writer = createUnitWriter({
-    db,
-    hub,
-    tenantId,
-    workflowId,
-    origin: options.origin,
-    log: options.log,
-  });
+  const writer = createUnitWriter(options);
   const queue = createWriteQueue({
     write: writer.write,
     fitsInline: writer.fitsInline,

@@ -19,6 +19,17 @@ function inlineNotifyBytes(text: string): number {
   return Buffer.byteLength(JSON.stringify(text));
 }
 
+/** Whose writes (a workflow's), where to, and who is told. */
+export interface UnitWriterOptions {
+  db: Db;
+  hub: EventHub;
+  tenantId: string;
+  workflowId: string;
+  /** This replica's id, carried in the NOTIFYs. */
+  origin: string;
+  log: Logger;
+}
+
 /**
  * Writes a workflow tracker's queue one unit at a time (write-queue.ts):
  * one statement for the unit's events, writes and token text, or its
@@ -27,14 +38,7 @@ function inlineNotifyBytes(text: string): number {
  * what nobody waited for is kept until a caller that waits is told
  * (`throwUnreported`).
  */
-export function createUnitWriter(options: {
-  db: Db;
-  hub: EventHub;
-  tenantId: string;
-  workflowId: string;
-  origin: string;
-  log: Logger;
-}) {
+export function createUnitWriter(options: UnitWriterOptions) {
   const { hub, tenantId, workflowId } = options;
   const workflowEvents = workflowEventsRepository(options.db);
   let unreported: { error: unknown } | undefined;
