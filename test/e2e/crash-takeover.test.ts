@@ -84,6 +84,8 @@ async function startReplicas(
   databases.push(database);
   const a = await processes.start({ env: { ...replicaEnv(database, 0), ...overrides } });
   await a.waitUntilReady(60_000);
+  // The banner is printed just after the service starts answering /readyz.
+  await a.waitForStdout(/^\s*wmk_\S+\s*$/m, 10_000);
   const [key] = printedBootstrapKeys(a.stdout());
   if (!key) throw new Error('no bootstrap key was printed');
   const b = await processes.start({ env: { ...replicaEnv(database, 1), ...overrides } });
