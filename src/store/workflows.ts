@@ -236,10 +236,11 @@ export function workflowsRepository(db: DbOrTx) {
 /**
  * Takes over, for `owner`, up to `limit` workflows that need a runner and
  * have none: their lease expired (the runner crashed or stalled, or handed
- * it over at shutdown), or nobody ever took it (the replica that created or
- * resumed the workflow died before its run began) for `unclaimedGraceMs`.
- * The grace keeps a sweep from snatching a workflow its creator is about to
- * run.
+ * it over at shutdown), or the workflow has had no lease for
+ * `unclaimedGraceMs` (released by a replica that could not run it, or
+ * written before creation and resumption took the lease with them). The
+ * grace keeps a sweep from snatching a workflow whose lease is just
+ * changing hands.
  *
  * Cross-tenant on purpose: it is the replicas' housekeeping, not a request.
  * `FOR UPDATE SKIP LOCKED`: replicas sweeping at the same moment each take
