@@ -20,10 +20,11 @@ import { nextAction, type PipelinePolicy } from './next-action.js';
 import {
   buildPipelineView,
   loadPipelineState,
+  type PipelineState,
   type PipelineView,
   pipelineStateOf,
 } from './pipeline-view.js';
-import { replaceStagesAfter, toStoredPlan } from './plan.js';
+import { type PlanStage, replaceStagesAfter, toStoredPlan } from './plan.js';
 import type { PipelineSettings } from './run-pipeline.js';
 
 /**
@@ -49,6 +50,15 @@ export interface ModifyInput extends ReviewInput {
   plan?: { stages: unknown[] };
 }
 
+/** A workflow paused for review, with its pipeline as read at its version. */
+interface Paused {
+  workflow: Workflow;
+  state: PipelineState;
+  rows: PipelineRows;
+  stage: PlanStage;
+  attempt: number;
+}
+
 export function createPipelineReviews(options: {
   db: Db;
   workflows: Pick<WorkflowService, 'get' | 'resume'>;
@@ -58,7 +68,7 @@ export function createPipelineReviews(options: {
   const policy: PipelinePolicy = { maxValidationRetries: options.settings.maxValidationRetries };
 
   /** The paused workflow and the stage its pause is about, read at one version. */
-  async function pausedStage(tenantId: string, id: string) {
+  async function pausedStage(tenantId: string, id: string): Promise<Paused> {
     // The workflow and its rows in one statement, one snapshot: the rows are
     // those of the version the transition then compares, so a decision
     // taken on rows a concurrent run has changed since fails that check.
@@ -76,15 +86,30 @@ export function createPipelineReviews(options: {
   }
 
   /**
-   * The review's transition also returns the rows its CTEs wrote: with the
-   * rows read at the version it compared, they are the pipeline as the run
-   * it launches finds it, without reading it again.
+   * Resumes the paused workflow with the review's event and writes, at the
+   * version the client saw (or the one the pause was read at). The
+   * transition also returns the rows its CTEs wrote: with the rows read at
+   * that version, they are the pipeline as the run it launches finds it,
+   * without reading it again.
    */
-  function rowsAfter(paused: { rows: PipelineRows }, writes: ReviewWrite[]) {
-    return {
-      alsoSelect: reviewedRowsColumns(writes),
-      pipelineAfter: (also: Record<string, unknown>) => pipelineAfterReview(paused.rows, also),
-    };
+  function resumeReviewed(
+    paused: Paused,
+    input: ReviewInput,
+    review: {
+      detail: Record<string, unknown>;
+      writes: { cte: ReturnType<typeof rerunAfterTransition>; name: ReviewWrite }[];
+    },
+  ): Promise<Workflow> {
+    const { tenantId, id } = paused.workflow;
+    return workflows.resume(tenantId, id, {
+      fromAwaiting: REVIEWABLE,
+      expectedVersion: input.version ?? paused.workflow.version,
+      cause: 'reviewed',
+      events: [reviewEvent(paused, review.detail)],
+      alsoInStatement: review.writes.map((write) => write.cte),
+      alsoSelect: reviewedRowsColumns(review.writes.map((write) => write.name)),
+      pipelineAfter: (also) => pipelineAfterReview(paused.rows, also),
+    });
   }
 
   function reviewEvent(
@@ -109,35 +134,33 @@ export function createPipelineReviews(options: {
     /** Accepts the paused stage's outcome; the pipeline goes on with the next stage. */
     async continue(tenantId: string, id: string, input: ReviewInput): Promise<Workflow> {
       const paused = await pausedStage(tenantId, id);
-      return workflows.resume(tenantId, id, {
-        fromAwaiting: REVIEWABLE,
-        expectedVersion: input.version ?? paused.workflow.version,
-        cause: 'reviewed',
-        events: [reviewEvent(paused, { action: 'continue' })],
-        alsoInStatement: [
-          acceptAfterTransition({ stageId: paused.stage.id, attempt: paused.attempt }),
+      return resumeReviewed(paused, input, {
+        detail: { action: 'continue' },
+        writes: [
+          {
+            cte: acceptAfterTransition({ stageId: paused.stage.id, attempt: paused.attempt }),
+            name: 'accepted',
+          },
         ],
-        ...rowsAfter(paused, ['accepted']),
       });
     },
 
     /** Runs the paused stage again, as it was. */
     async retry(tenantId: string, id: string, input: ReviewInput): Promise<Workflow> {
       const paused = await pausedStage(tenantId, id);
-      return workflows.resume(tenantId, id, {
-        fromAwaiting: REVIEWABLE,
-        expectedVersion: input.version ?? paused.workflow.version,
-        cause: 'reviewed',
-        events: [reviewEvent(paused, { action: 'retry' })],
-        alsoInStatement: [
-          rerunAfterTransition({
-            stageId: paused.stage.id,
-            planRevision: paused.state.revision,
-            reason: 'user_retry',
-            feedback: null,
-          }),
+      return resumeReviewed(paused, input, {
+        detail: { action: 'retry' },
+        writes: [
+          {
+            cte: rerunAfterTransition({
+              stageId: paused.stage.id,
+              planRevision: paused.state.revision,
+              reason: 'user_retry',
+              feedback: null,
+            }),
+            name: 'rerun',
+          },
         ],
-        ...rowsAfter(paused, ['rerun']),
       });
     },
 
@@ -162,30 +185,32 @@ export function createPipelineReviews(options: {
         replacement = toStoredPlan(patched.plan);
       }
       const revision = replacement ? paused.state.revision + 1 : paused.state.revision;
-      return workflows.resume(tenantId, id, {
-        fromAwaiting: REVIEWABLE,
-        expectedVersion: input.version ?? paused.workflow.version,
-        cause: 'reviewed',
-        events: [
-          reviewEvent(paused, {
-            action: 'modify',
-            feedback: input.feedback,
-            planReplaced: replacement !== undefined,
-          }),
-        ],
+      return resumeReviewed(paused, input, {
+        detail: {
+          action: 'modify',
+          feedback: input.feedback,
+          planReplaced: replacement !== undefined,
+        },
         // The version check makes the revision read with the pause the latest one.
-        alsoInStatement: [
+        writes: [
           ...(replacement
-            ? [planRevisionAfterTransition({ revision: revision, plan: replacement })]
+            ? [
+                {
+                  cte: planRevisionAfterTransition({ revision, plan: replacement }),
+                  name: 'revised' as const,
+                },
+              ]
             : []),
-          rerunAfterTransition({
-            stageId: paused.stage.id,
-            planRevision: revision,
-            reason: 'user_modify',
-            feedback: input.feedback,
-          }),
+          {
+            cte: rerunAfterTransition({
+              stageId: paused.stage.id,
+              planRevision: revision,
+              reason: 'user_modify',
+              feedback: input.feedback,
+            }),
+            name: 'rerun',
+          },
         ],
-        ...rowsAfter(paused, replacement ? ['rerun', 'revised'] : ['rerun']),
       });
     },
 
