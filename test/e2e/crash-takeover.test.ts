@@ -136,6 +136,31 @@ async function createWorkflow(
  * the workflow on B from the last event A's stream delivered; returns
  * every event the client saw, over both connections.
  */
+/**
+ * A simple-path workflow on `replica` whose turn 1 calls the calculator and
+ * whose turn 2 hangs after its first chunk until released (the turn a
+ * replica is stopped in); the turn after that answers "It is 42.".
+ */
+async function startHangingToolLoop(
+  replica: WaymarkProcess,
+  key: string,
+  turn: { callId: string; expression: string; question: string },
+): Promise<{ hanging: ReturnType<typeof hangingReply>; question: string; id: string }> {
+  const hanging = hangingReply();
+  provider.enqueue(
+    {
+      kind: 'reply',
+      toolCalls: [
+        { id: turn.callId, name: 'calculator', arguments: { expression: turn.expression } },
+      ],
+    },
+    hanging.reply,
+    { kind: 'reply', chunks: ['It is ', '42.'] },
+  );
+  const id = await createWorkflow(replica, key, { input: turn.question, mode: 'simple' });
+  return { hanging, question: turn.question, id };
+}
+
 async function killAndFollow(options: {
   a: WaymarkProcess;
   b: WaymarkProcess;
@@ -177,18 +202,11 @@ function expectEveryEventOnce(events: WorkflowEvent[]): void {
 describe('a replica that stops while it runs a workflow', () => {
   it('SIGKILL in the middle of a tool loop: the other replica finishes it; turns completed before the crash are not run again; the SSE client sees every event once', async () => {
     const { a, b, key } = await startReplicas();
-    const hanging = hangingReply();
-    // Turn 1 calls the calculator; turn 2 hangs after its first chunk until A is dead.
-    provider.enqueue(
-      {
-        kind: 'reply',
-        toolCalls: [{ id: 'call_mul', name: 'calculator', arguments: { expression: '6 * 7' } }],
-      },
-      hanging.reply,
-      { kind: 'reply', chunks: ['It is ', '42.'] },
-    );
-    const question = `What is six times seven? (${Date.now()})`;
-    const id = await createWorkflow(a, key, { input: question, mode: 'simple' });
+    const { hanging, question, id } = await startHangingToolLoop(a, key, {
+      callId: 'call_mul',
+      expression: '6 * 7',
+      question: `What is six times seven? (${Date.now()})`,
+    });
     const { events, afterKill } = await killAndFollow({
       a,
       b,
@@ -276,17 +294,11 @@ describe('a replica that stops while it runs a workflow', () => {
       WORKFLOW_LEASE_RENEW_MS: '20000',
       SHUTDOWN_GRACE_MS: '200',
     });
-    const hanging = hangingReply();
-    provider.enqueue(
-      {
-        kind: 'reply',
-        toolCalls: [{ id: 'call_add', name: 'calculator', arguments: { expression: '40 + 2' } }],
-      },
-      hanging.reply,
-      { kind: 'reply', chunks: ['It is ', '42.'] },
-    );
-    const question = `What is forty plus two? (${Date.now()})`;
-    const id = await createWorkflow(a, key, { input: question, mode: 'simple' });
+    const { hanging, id } = await startHangingToolLoop(a, key, {
+      callId: 'call_add',
+      expression: '40 + 2',
+      question: `What is forty plus two? (${Date.now()})`,
+    });
     const stopped = performance.now();
     const { events, afterKill } = await killAndFollow({
       a,
