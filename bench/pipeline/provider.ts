@@ -5,6 +5,7 @@ import type {
   FakeResponse,
   RecordedRequest,
 } from '../../test/fakes/provider-types.js';
+import { messagesOf, type OpenAiMessage } from '../support/fake-catalogue.js';
 
 /**
  * The model side of bench/pipeline: the fake provider server (OpenAI wire
@@ -92,16 +93,6 @@ const ANSWER: FakeResponse = {
   chunks: ['The facts of this step, stated in two sentences. Nothing else is needed.'],
   usage: { input: 400, output: 20 },
 };
-
-interface OpenAiMessage {
-  role?: unknown;
-  content?: unknown;
-}
-
-function messagesOf(request: RecordedRequest): OpenAiMessage[] {
-  const messages: unknown = request.body?.messages;
-  return Array.isArray(messages) ? (messages as OpenAiMessage[]) : [];
-}
 
 /** A message's text: a string, or the text parts of an array of parts. */
 function textOf(message: OpenAiMessage | undefined): string {

@@ -4,6 +4,7 @@ import type {
   FakeResponse,
   RecordedRequest,
 } from '../../test/fakes/provider-types.js';
+import { messagesOf } from '../support/fake-catalogue.js';
 
 /**
  * The model side of bench/simple-path: the fake provider server (OpenAI
@@ -34,16 +35,6 @@ const ANSWER: FakeResponse = {
   chunks: ['Six times seven is 42.'],
   usage: { input: 160, output: 8 },
 };
-
-interface OpenAiMessage {
-  role?: unknown;
-  content?: unknown;
-}
-
-function messagesOf(request: RecordedRequest): OpenAiMessage[] {
-  const messages: unknown = request.body?.messages;
-  return Array.isArray(messages) ? (messages as OpenAiMessage[]) : [];
-}
 
 /** The workflow number in the request's question, or undefined for a request that is not the bench's. */
 export function workflowNumberOf(request: RecordedRequest): number | undefined {

@@ -1,3 +1,5 @@
+import type { RecordedRequest } from '../../test/fakes/provider-types.js';
+
 /**
  * The model catalogue that sends a service's model calls to a fake
  * provider: one OpenAI-compatible provider, one model `bench`, priced so
@@ -27,4 +29,16 @@ export function benchCatalogue(openaiBaseUrl: string): string {
     ],
     defaultModel: BENCH_MODEL,
   });
+}
+
+/** A chat message as a fake provider received it (OpenAI wire format), unchecked. */
+export interface OpenAiMessage {
+  role?: unknown;
+  content?: unknown;
+}
+
+/** The messages of a request the fake received; none when its body has no list. */
+export function messagesOf(request: RecordedRequest): OpenAiMessage[] {
+  const messages: unknown = request.body?.messages;
+  return Array.isArray(messages) ? (messages as OpenAiMessage[]) : [];
 }
