@@ -89,18 +89,10 @@ export function createHttpToolsService(options: { db: Db; policy: HttpToolPolicy
     },
 
     /**
-     * The tenant's HTTP tools as `Tool`s for a workflow. A stored schema
+     * The tenant's HTTP tools (`rows`, from listTenantEndpoints) as `Tool`s for a workflow. A stored schema
      * that no longer converts (a zod upgrade changed what it accepts) drops
      * that one tool with a warning instead of failing the workflow.
      */
-    async toolsFor(tenantId: string): Promise<Tool[]> {
-      return this.toolsOf(
-        tenantId,
-        await tenantEndpointsRepository(db, 'http_tools').listByTenant(tenantId),
-      );
-    },
-
-    /** `toolsFor` over rows read already (listTenantEndpoints). */
     toolsOf(tenantId: string, rows: HttpToolRow[]): Tool[] {
       const tools: Tool[] = [];
       for (const row of rows) {

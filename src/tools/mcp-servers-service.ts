@@ -107,17 +107,11 @@ export function createMcpServersService(options: { db: Db; policy: HttpToolPolic
     },
 
     /**
-     * The tenant's MCP tools for one workflow run, over connections opened
+     * The MCP tools of a tenant's `servers` (listTenantEndpoints) for one workflow run, over connections opened
      * now. The caller owns the result and must `close()` it when the run
      * ends. A server that cannot be reached is left out (see `unavailable`)
      * rather than failing the workflow.
      */
-    async toolsFor(tenantId: string): Promise<McpToolset> {
-      const servers = await tenantEndpointsRepository(db, 'mcp_servers').listByTenant(tenantId);
-      return this.toolsOf(tenantId, servers);
-    },
-
-    /** `toolsFor` over rows read already (listTenantEndpoints). */
     toolsOf(tenantId: string, servers: McpServerRow[]): Promise<McpToolset> {
       return connectMcpTools(servers, { policy, log: log.child({ tenantId }) });
     },

@@ -1,8 +1,15 @@
 import { randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { listTenantEndpoints } from '../../src/store/tenant-endpoints.js';
 import type { ToolContext } from '../../src/tools/types.js';
 import { bearer, startTestApp, startTestAppOn, type TestApp } from '../support/app.js';
 import { type McpTestServer, startMcpTestServer } from '../support/mcp-server.js';
+
+/** The tenant's MCP tools as a workflow run gets them: its rows read as a run reads them. */
+async function mcpToolsOf(app: TestApp, tenantId: string) {
+  const endpoints = await listTenantEndpoints(app.services.database.db, tenantId);
+  return app.services.mcpServers.toolsOf(tenantId, endpoints.mcpServers);
+}
 
 /**
  * A real MCP server in the test (the SDK's McpServer over streamable HTTP
@@ -156,7 +163,7 @@ describe('MCP servers API', () => {
       headers: bearer(adminKey),
     });
     expect(deleted.statusCode).toBe(204);
-    const toolset = await testApp.services.mcpServers.toolsFor(tenantId);
+    const toolset = await mcpToolsOf(testApp, tenantId);
     try {
       expect(toolset.tools.map((tool) => tool.name)).not.toContain(`${created.name}__add`);
     } finally {
@@ -171,7 +178,7 @@ describe('MCP tools in a workflow run', () => {
     expect(
       (await register({ name, url: mcp.url, headers: { Authorization: SECRET } })).statusCode,
     ).toBe(201);
-    const toolset = await testApp.services.mcpServers.toolsFor(tenantId);
+    const toolset = await mcpToolsOf(testApp, tenantId);
     try {
       const add = toolset.tools.find((tool) => tool.name === `${name}__add`);
       const lookup = toolset.tools.find((tool) => tool.name === `${name}__lookup`);
@@ -196,7 +203,7 @@ describe('MCP tools in a workflow run', () => {
   it('a call past the server’s timeout is an error result; so is a cancelled call', async () => {
     const name = uniqueName('slow');
     expect((await register({ name, url: mcp.url, timeoutMs: 500 })).statusCode).toBe(201);
-    const toolset = await testApp.services.mcpServers.toolsFor(tenantId);
+    const toolset = await mcpToolsOf(testApp, tenantId);
     try {
       const lookup = toolset.tools.find((tool) => tool.name === `${name}__lookup`);
       if (!lookup) throw new Error('MCP tool missing');
@@ -219,7 +226,7 @@ describe('MCP tools in a workflow run', () => {
     const name = uniqueName('gone');
     expect((await register({ name, url: transient.url, timeoutMs: 2000 })).statusCode).toBe(201);
     await transient.close();
-    const toolset = await testApp.services.mcpServers.toolsFor(tenantId);
+    const toolset = await mcpToolsOf(testApp, tenantId);
     try {
       expect(toolset.tools.some((tool) => tool.name.startsWith(`${name}__`))).toBe(false);
       expect(toolset.unavailable).toContainEqual({
@@ -235,7 +242,7 @@ describe('MCP tools in a workflow run', () => {
     const name = uniqueName('priv');
     expect((await register({ name, url: mcp.url })).statusCode).toBe(201);
     // `strict` shares the database but not HTTP_TOOLS_ALLOW_PRIVATE.
-    const toolset = await strict.services.mcpServers.toolsFor(tenantId);
+    const toolset = await mcpToolsOf(strict, tenantId);
     try {
       expect(toolset.tools.some((tool) => tool.name.startsWith(`${name}__`))).toBe(false);
       expect(toolset.unavailable).toContainEqual({
@@ -254,7 +261,7 @@ describe('MCP tools in a workflow run', () => {
       expect((await register({ name, url: stateful.url })).statusCode).toBe(201);
       // Registration ended its own session.
       expect(stateful.openSessions()).toBe(0);
-      const toolset = await testApp.services.mcpServers.toolsFor(tenantId);
+      const toolset = await mcpToolsOf(testApp, tenantId);
       const add = toolset.tools.find((tool) => tool.name === `${name}__add`);
       if (!add) throw new Error('MCP tool missing');
       expect(await add.execute({ a: 1, b: 1 }, context())).toEqual({ content: '2' });

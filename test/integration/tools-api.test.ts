@@ -1,7 +1,14 @@
 import { randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import { listTenantEndpoints } from '../../src/store/tenant-endpoints.js';
 import { bearer, startTestApp, startTestAppOn, type TestApp } from '../support/app.js';
 import { startToolServer, type ToolServer } from '../support/tool-server.js';
+
+/** The tenant's HTTP tools as a workflow run gets them: its rows read as a run reads them. */
+async function httpToolsOf(app: TestApp, tenantId: string) {
+  const endpoints = await listTenantEndpoints(app.services.database.db, tenantId);
+  return app.services.httpTools.toolsOf(tenantId, endpoints.httpTools);
+}
 
 /**
  * The local tool server is on 127.0.0.1, a private address: the main app
@@ -350,7 +357,7 @@ describe('listing, getting and deleting tools', () => {
 describe('a registered tool in a workflow', () => {
   it('is among the tenant’s tools and, called, reaches the tool server with its stored headers and Idempotency-Key', async () => {
     const created = (await createTool(toolBody({ sequential: true }))).json();
-    const tools = await testApp.services.httpTools.toolsFor(tenantId);
+    const tools = await httpToolsOf(testApp, tenantId);
     const tool = tools.find((candidate) => candidate.name === created.name);
     expect(tool).toMatchObject({ sequential: true, description: 'Current weather of a city' });
     const result = await tool?.execute(
@@ -374,13 +381,13 @@ describe('a registered tool in a workflow', () => {
   it('another tenant’s tools do not include it', async () => {
     const created = (await createTool(toolBody())).json();
     const other = await testApp.services.tenancy.authenticate(otherTenantKey);
-    const tools = await testApp.services.httpTools.toolsFor(other?.tenant.id ?? '');
+    const tools = await httpToolsOf(testApp, other?.tenant.id ?? '');
     expect(tools.map((tool) => tool.name)).not.toContain(created.name);
   });
 
   it('registered while private addresses were allowed, it is refused at call time once they are not', async () => {
     const created = (await createTool(toolBody())).json();
-    const tool = (await strict.services.httpTools.toolsFor(tenantId)).find(
+    const tool = (await httpToolsOf(strict, tenantId)).find(
       (candidate) => candidate.name === created.name,
     );
     const result = await tool?.execute(
