@@ -17,6 +17,12 @@ import type { WorkflowRow, WorkflowStageAttemptsTable } from './schema.js';
 export interface PipelineRows {
   plan: PlanRevision | undefined;
   attempts: StageAttempt[];
+  /**
+   * The attempt the review that returned these rows started in its
+   * statement (`beginAfterTransition`): the run it launches runs it, where
+   * any other run would take it for one cut off by a crash.
+   */
+  begun?: { stageId: string; attempt: number };
 }
 
 /**
@@ -97,7 +103,7 @@ function pipelineRowsOf(row: PipelineRowsJson | undefined): PipelineRows {
 }
 
 /** The review CTEs (pipelines.ts `…AfterTransition`) a transition statement wrote. */
-export type ReviewWrite = 'accepted' | 'rerun' | 'revised';
+export type ReviewWrite = 'accepted' | 'begun' | 'revised';
 
 /**
  * The rows a review's CTEs wrote, as `alsoSelect` columns of its
@@ -138,5 +144,11 @@ export function pipelineAfterReview(
   const attempts = before.attempts.map((attempt) => replaced.get(key(attempt)) ?? attempt);
   const known = new Set(before.attempts.map(key));
   attempts.push(...written.attempts.filter((attempt) => !known.has(key(attempt))));
-  return { plan: written.plan ?? before.plan, attempts };
+  // Of the review's writes, only `begun` starts an attempt.
+  const begun = written.attempts.find((attempt) => attempt.status === 'started');
+  return {
+    plan: written.plan ?? before.plan,
+    attempts,
+    ...(begun && { begun: { stageId: begun.stageId, attempt: begun.attempt } }),
+  };
 }

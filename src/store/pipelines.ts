@@ -161,7 +161,9 @@ export function pipelinesRepository(db: DbOrTx) {
 
     /**
      * Starts an attempt: inserts it, or starts the pending row a user's
-     * retry / modify left under that number. `feedback` is what the attempt
+     * retry / modify left under that number (reviews wrote those before
+     * they began the attempt themselves, `beginAfterTransition`; a workflow
+     * reviewed then and not yet resumed may still have one). `feedback` is what the attempt
      * runs with (next-action.ts carries a modify's feedback forward).
      * Undefined when the attempt exists and is not pending: another run
      * started it, so this one must not run the stage a second time.
@@ -235,17 +237,15 @@ export function pipelinesRepository(db: DbOrTx) {
     },
 
     /**
-     * Records the user's `retry` or `modify` as the stage's next attempt,
-     * pending until the run starts it. The review itself writes it with its
-     * transition (`rerunAfterTransition`); this is the same write on its own.
+     * Starts a stage's attempt as a review does (`beginAfterTransition`),
+     * on its own; undefined when the workflow does not exist.
      */
-    async requestRerun(input: WorkflowKey & RerunRequest): Promise<StageAttempt> {
+    async beginAttempt(input: WorkflowKey & BegunAttempt): Promise<StageAttempt | undefined> {
       const inserted = await sql<Selectable<WorkflowStageAttemptsTable>>`
-        WITH ${workflowAsChanged(input)}, ${rerunAfterTransition(input)}
-        SELECT * FROM rerun`.execute(db);
+        WITH ${workflowAsChanged(input)}, ${beginAfterTransition(input)}
+        SELECT * FROM begun`.execute(db);
       const row = inserted.rows[0];
-      if (!row) throw new Error('recording the re-run returned no row');
-      return toStageAttempt(row);
+      return row && toStageAttempt(row);
     },
 
     /**
@@ -304,11 +304,15 @@ export function toStageAttempt(row: Selectable<WorkflowStageAttemptsTable>): Sta
   };
 }
 
-/** What a `retry` or `modify` asks of a stage. */
-export interface RerunRequest {
+/**
+ * The attempt a review starts in its own statement: the one the run it
+ * launches runs first (orchestrator/pipeline/review.ts decides which).
+ */
+export interface BegunAttempt {
   stageId: string;
+  attempt: number;
   planRevision: number;
-  reason: Extract<AttemptReason, 'user_retry' | 'user_modify'>;
+  reason: AttemptReason;
   feedback: string | null;
 }
 
@@ -319,16 +323,19 @@ export interface RerunRequest {
  * it happens if and only if the transition does, in one round trip.
  */
 
-/** `rerun`: the stage's next attempt, pending, with the user's feedback. */
-export function rerunAfterTransition(input: RerunRequest) {
-  return sql`rerun AS (
+/**
+ * `begun`: the stage's next attempt, started. The attempt number comes from
+ * the rows the review read at the version the transition compares, so no
+ * other write can have taken it. A crash before the run ends it leaves it
+ * `started`, as any attempt cut off midway: the next run fails it as
+ * interrupted and runs the stage again.
+ */
+export function beginAfterTransition(input: BegunAttempt) {
+  return sql`begun AS (
     INSERT INTO workflow_stage_attempts
-      (workflow_id, stage_id, attempt, tenant_id, plan_revision, status, reason, feedback)
-    SELECT changed.id, ${input.stageId},
-           coalesce((SELECT max(earlier.attempt) FROM workflow_stage_attempts AS earlier
-                     WHERE earlier.workflow_id = changed.id
-                       AND earlier.stage_id = ${input.stageId}), 0) + 1,
-           changed.tenant_id, ${input.planRevision}, 'pending', ${input.reason}, ${input.feedback}
+      (workflow_id, stage_id, attempt, tenant_id, plan_revision, status, reason, feedback, started_at)
+    SELECT changed.id, ${input.stageId}, ${input.attempt}, changed.tenant_id, ${input.planRevision},
+           'started', ${input.reason}, ${input.feedback}, clock_timestamp()
     FROM changed
     RETURNING *
   )`;

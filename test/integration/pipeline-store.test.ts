@@ -20,10 +20,10 @@ import {
 import {
   type AttemptReason,
   acceptAfterTransition,
+  beginAfterTransition,
   INTERRUPTED,
   pipelinesRepository,
   planRevisionAfterTransition,
-  rerunAfterTransition,
 } from '../../src/store/pipelines.js';
 import { tenantsRepository } from '../../src/store/tenants.js';
 import { transitionWorkflow } from '../../src/workflows/transitions.js';
@@ -177,7 +177,7 @@ describe('stage attempts', () => {
     });
   });
 
-  it('continue, then modify: the feedback is stored with a pending attempt that the run starts', async () => {
+  it('continue, then modify: the review begins the next attempt with the feedback', async () => {
     const key = await newWorkflow();
     await pipelines().savePlan({ ...key, plan: toStoredPlan(plan) });
     const first = { ...key, stageId: 'gather', attempt: 1 };
@@ -189,35 +189,18 @@ describe('stage attempts', () => {
     });
     expect((await loadPipelineView(handle.db, key, policy))?.next).toBe('await_review');
 
-    const pending = await pipelines().requestRerun({
+    const begun = await pipelines().beginAttempt({
       ...key,
       stageId: 'gather',
+      attempt: 2,
       planRevision: 1,
       reason: 'user_modify',
       feedback: 'Add sources.',
     });
-    expect(pending).toMatchObject({ attempt: 2, status: 'pending', startedAt: null });
-
-    const state = await loadPipelineState(handle.db, key);
-    if (!state) throw new Error('no pipeline');
-    const action = nextAction(state.plan, state.attempts, policy);
-    expect(action).toMatchObject({
-      kind: 'run_stage',
-      attempt: 2,
-      reason: 'user_modify',
-      feedback: 'Add sources.',
-      previousResult: 'Facts.',
-    });
-    if (action.kind !== 'run_stage') throw new Error('expected a stage run');
-    const started = await pipelines().startAttempt({
-      ...key,
-      stageId: 'gather',
-      attempt: action.attempt,
-      planRevision: state.revision,
-      reason: action.reason,
-      feedback: action.feedback,
-    });
-    expect(started).toMatchObject({ attempt: 2, status: 'started', feedback: 'Add sources.' });
+    expect(begun).toMatchObject({ attempt: 2, status: 'started', feedback: 'Add sources.' });
+    expect(begun?.startedAt).toBeInstanceOf(Date);
+    // Begun: no other run starts it again.
+    expect(await start(key, 'gather', 2, { reason: 'user_modify' })).toBeUndefined();
     await pipelines().completeAttempt({
       ...key,
       stageId: 'gather',
@@ -243,6 +226,45 @@ describe('stage attempts', () => {
         [2, true],
       ],
     );
+  });
+
+  it('a pending re-run, as reviews wrote them before they began it, is started by the run', async () => {
+    const key = await newWorkflow();
+    await pipelines().savePlan({ ...key, plan: toStoredPlan(plan) });
+    await start(key, 'gather', 1);
+    await pipelines().completeAttempt({
+      ...key,
+      stageId: 'gather',
+      attempt: 1,
+      result: 'Facts.',
+      validation: { passed: true, findings: [] },
+    });
+    await handle.db
+      .insertInto('workflow_stage_attempts')
+      .values({
+        workflow_id: key.workflowId,
+        stage_id: 'gather',
+        attempt: 2,
+        tenant_id: key.tenantId,
+        plan_revision: 1,
+        status: 'pending',
+        reason: 'user_modify',
+        feedback: 'Add sources.',
+      })
+      .execute();
+    const state = await loadPipelineState(handle.db, key);
+    if (!state) throw new Error('no pipeline');
+    const action = nextAction(state.plan, state.attempts, policy);
+    expect(action).toMatchObject({
+      kind: 'run_stage',
+      attempt: 2,
+      reason: 'user_modify',
+      feedback: 'Add sources.',
+      previousResult: 'Facts.',
+    });
+    expect(
+      await start(key, 'gather', 2, { reason: 'user_modify', feedback: 'Add sources.' }),
+    ).toMatchObject({ attempt: 2, status: 'started', feedback: 'Add sources.' });
   });
 
   it('a resumed run fails the cut-off attempt as interrupted and starts the next one', async () => {
@@ -352,32 +374,56 @@ describe('a review’s rows', () => {
 
   it('continue: the rows computed from what the transition returned are the rows read after it', async () => {
     const { computed, read } = await review(() => ({
-      alsoInStatement: [acceptAfterTransition({ stageId: 'gather', attempt: 1 })],
-      names: ['accepted'],
+      alsoInStatement: [
+        acceptAfterTransition({ stageId: 'gather', attempt: 1 }),
+        beginAfterTransition({
+          stageId: 'write',
+          attempt: 1,
+          planRevision: 1,
+          reason: 'first',
+          feedback: null,
+        }),
+      ],
+      names: ['accepted', 'begun'],
     }));
     expect(read.attempts[0]?.acceptedAt).toBeInstanceOf(Date);
-    expect(computed).toEqual(read);
+    expect(read.attempts[1]).toMatchObject({ stageId: 'write', attempt: 1, status: 'started' });
+    const { begun, ...rows } = computed;
+    expect(begun).toEqual({ stageId: 'write', attempt: 1 });
+    expect(rows).toEqual(read);
   });
 
-  it('modify with a plan: the new revision and the pending attempt, as read after it', async () => {
+  it('modify with a plan: the new revision and the begun attempt, as read after it', async () => {
     const patched: ExecutionPlan = { stages: [plan.stages[0] as ExecutionPlan['stages'][0]] };
     const { computed, read } = await review(() => ({
       alsoInStatement: [
         planRevisionAfterTransition({ revision: 2, plan: toStoredPlan(patched) }),
-        rerunAfterTransition({
+        beginAfterTransition({
           stageId: 'gather',
+          attempt: 2,
           planRevision: 2,
           reason: 'user_modify',
           feedback: 'shorter',
         }),
       ],
-      names: ['rerun', 'revised'],
+      names: ['begun', 'revised'],
     }));
     expect(read.plan?.revision).toBe(2);
     expect(read.attempts.map((attempt) => [attempt.attempt, attempt.status])).toEqual([
       [1, 'completed'],
-      [2, 'pending'],
+      [2, 'started'],
     ]);
+    const { begun, ...rows } = computed;
+    expect(begun).toEqual({ stageId: 'gather', attempt: 2 });
+    expect(rows).toEqual(read);
+  });
+
+  it('a review that begins no attempt (the synthesis is next): none is said begun', async () => {
+    const { computed, read } = await review(() => ({
+      alsoInStatement: [acceptAfterTransition({ stageId: 'gather', attempt: 1 })],
+      names: ['accepted'],
+    }));
+    expect(computed.begun).toBeUndefined();
     expect(computed).toEqual(read);
   });
 });

@@ -8,9 +8,11 @@ import {
   reviewedRowsColumns,
 } from '../../store/pipeline-rows.js';
 import {
+  type AttemptReason,
   acceptAfterTransition,
+  beginAfterTransition,
   planRevisionAfterTransition,
-  rerunAfterTransition,
+  type StageAttempt,
 } from '../../store/pipelines.js';
 import { toWorkflow } from '../../workflows/rows.js';
 import type { WorkflowService } from '../../workflows/service.js';
@@ -24,8 +26,9 @@ import {
   type PipelineView,
   pipelineStateOf,
 } from './pipeline-view.js';
-import { type PlanStage, replaceStagesAfter, toStoredPlan } from './plan.js';
+import { type ExecutionPlan, type PlanStage, replaceStagesAfter, toStoredPlan } from './plan.js';
 import type { PipelineSettings } from './run-pipeline.js';
+import { stageStartedEvent } from './run-stage.js';
 
 /**
  * What a user does to a pipeline paused at a checkpoint or at a failed
@@ -34,6 +37,9 @@ import type { PipelineSettings } from './run-pipeline.js';
  * it as it was). Each is one compare-and-set: the decision is written as
  * stage-attempt rows in the transaction that moves the workflow back to
  * `running`, with a `review` event, so the run (on any replica) finds it.
+ * The same statement starts the stage the pipeline goes on with (its
+ * attempt row and `stage started` event): a client sees it start as the
+ * review commits, not a statement later when the run would have started it.
  */
 
 /** The pauses a review resumes. */
@@ -87,29 +93,76 @@ export function createPipelineReviews(options: {
 
   /**
    * Resumes the paused workflow with the review's event and writes, at the
-   * version the client saw (or the one the pause was read at). The
-   * transition also returns the rows its CTEs wrote: with the rows read at
-   * that version, they are the pipeline as the run it launches finds it,
-   * without reading it again.
+   * version the client saw (or the one the pause was read at), and begins
+   * the stage that comes next. The transition also returns the rows its
+   * CTEs wrote: with the rows read at that version, they are the pipeline as
+   * the run it launches finds it, without reading it again.
    */
   function resumeReviewed(
     paused: Paused,
     input: ReviewInput,
     review: {
       detail: Record<string, unknown>;
-      writes: { cte: ReturnType<typeof rerunAfterTransition>; name: ReviewWrite }[];
+      writes: ReviewCte[];
+      next: ReturnType<typeof beginNext>;
     },
   ): Promise<Workflow> {
     const { tenantId, id } = paused.workflow;
+    const writes = review.next ? [...review.writes, review.next.write] : review.writes;
     return workflows.resume(tenantId, id, {
       fromAwaiting: REVIEWABLE,
       expectedVersion: input.version ?? paused.workflow.version,
       cause: 'reviewed',
-      events: [reviewEvent(paused, review.detail)],
-      alsoInStatement: review.writes.map((write) => write.cte),
-      alsoSelect: reviewedRowsColumns(review.writes.map((write) => write.name)),
+      events: [reviewEvent(paused, review.detail), ...(review.next ? [review.next.event] : [])],
+      alsoInStatement: writes.map((write) => write.cte),
+      alsoSelect: reviewedRowsColumns(writes.map((write) => write.name)),
       pipelineAfter: (also) => pipelineAfterReview(paused.rows, also),
     });
+  }
+
+  /**
+   * The attempt the pipeline goes on with, decided as the run would decide
+   * it (next-action.ts) on the rows as the review leaves them, with its
+   * `stage started` event; undefined when no stage runs next (the synthesis
+   * does). The run launched by the review runs that attempt
+   * (run-pipeline.ts, `begun`).
+   */
+  function beginNext(plan: ExecutionPlan, revision: number, after: readonly StageAttempt[]) {
+    const action = nextAction(plan, after, policy);
+    if (action.kind !== 'run_stage' || action.interruptedAttempt !== null) return undefined;
+    return {
+      write: {
+        cte: beginAfterTransition({
+          stageId: action.stage.id,
+          attempt: action.attempt,
+          planRevision: revision,
+          reason: action.reason,
+          feedback: action.feedback,
+        }),
+        name: 'begun' as const,
+      },
+      event: stageStartedEvent(action),
+    };
+  }
+
+  /** A re-run of the paused stage: begun by the review, as the next decision takes it. */
+  function beginRerun(
+    paused: Paused,
+    rerun: {
+      plan: ExecutionPlan;
+      revision: number;
+      reason: AttemptReason;
+      feedback: string | null;
+    },
+  ) {
+    const next = beginNext(rerun.plan, rerun.revision, [
+      ...paused.state.attempts,
+      requestedRerun(paused, rerun),
+    ]);
+    if (!next) {
+      throw new Error(`a re-run of stage "${paused.stage.id}" is not what the pipeline does next`);
+    }
+    return next;
   }
 
   function reviewEvent(
@@ -134,6 +187,12 @@ export function createPipelineReviews(options: {
     /** Accepts the paused stage's outcome; the pipeline goes on with the next stage. */
     async continue(tenantId: string, id: string, input: ReviewInput): Promise<Workflow> {
       const paused = await pausedStage(tenantId, id);
+      const acceptedAt = new Date();
+      const accepted = paused.state.attempts.map((attempt) =>
+        attempt.stageId === paused.stage.id && attempt.attempt === paused.attempt
+          ? { ...attempt, acceptedAt }
+          : attempt,
+      );
       return resumeReviewed(paused, input, {
         detail: { action: 'continue' },
         writes: [
@@ -142,6 +201,7 @@ export function createPipelineReviews(options: {
             name: 'accepted',
           },
         ],
+        next: beginNext(paused.state.plan, paused.state.revision, accepted),
       });
     },
 
@@ -150,17 +210,13 @@ export function createPipelineReviews(options: {
       const paused = await pausedStage(tenantId, id);
       return resumeReviewed(paused, input, {
         detail: { action: 'retry' },
-        writes: [
-          {
-            cte: rerunAfterTransition({
-              stageId: paused.stage.id,
-              planRevision: paused.state.revision,
-              reason: 'user_retry',
-              feedback: null,
-            }),
-            name: 'rerun',
-          },
-        ],
+        writes: [],
+        next: beginRerun(paused, {
+          plan: paused.state.plan,
+          revision: paused.state.revision,
+          reason: 'user_retry',
+          feedback: null,
+        }),
       });
     },
 
@@ -170,7 +226,7 @@ export function createPipelineReviews(options: {
      */
     async modify(tenantId: string, id: string, input: ModifyInput): Promise<Workflow> {
       const paused = await pausedStage(tenantId, id);
-      let replacement: ReturnType<typeof toStoredPlan> | undefined;
+      let replacement: { plan: ExecutionPlan; stored: ReturnType<typeof toStoredPlan> } | undefined;
       if (input.plan) {
         const patched = replaceStagesAfter(paused.state.plan, paused.stage.id, input.plan, {
           maxStages: options.settings.maxStages,
@@ -182,7 +238,7 @@ export function createPipelineReviews(options: {
             patched.issues.map((issue) => ({ field: 'body.plan', message: issue })),
           );
         }
-        replacement = toStoredPlan(patched.plan);
+        replacement = { plan: patched.plan, stored: toStoredPlan(patched.plan) };
       }
       const revision = replacement ? paused.state.revision + 1 : paused.state.revision;
       return resumeReviewed(paused, input, {
@@ -192,25 +248,20 @@ export function createPipelineReviews(options: {
           planReplaced: replacement !== undefined,
         },
         // The version check makes the revision read with the pause the latest one.
-        writes: [
-          ...(replacement
-            ? [
-                {
-                  cte: planRevisionAfterTransition({ revision, plan: replacement }),
-                  name: 'revised' as const,
-                },
-              ]
-            : []),
-          {
-            cte: rerunAfterTransition({
-              stageId: paused.stage.id,
-              planRevision: revision,
-              reason: 'user_modify',
-              feedback: input.feedback,
-            }),
-            name: 'rerun',
-          },
-        ],
+        writes: replacement
+          ? [
+              {
+                cte: planRevisionAfterTransition({ revision, plan: replacement.stored }),
+                name: 'revised',
+              },
+            ]
+          : [],
+        next: beginRerun(paused, {
+          plan: replacement?.plan ?? paused.state.plan,
+          revision,
+          reason: 'user_modify',
+          feedback: input.feedback,
+        }),
       });
     },
 
@@ -225,3 +276,40 @@ export function createPipelineReviews(options: {
 }
 
 export type PipelineReviews = ReturnType<typeof createPipelineReviews>;
+
+/** One of a review's CTEs, and the name `reviewedRowsColumns` reads its rows by. */
+interface ReviewCte {
+  cte: ReturnType<typeof acceptAfterTransition>;
+  name: ReviewWrite;
+}
+
+/**
+ * The re-run the user asks for as a row not started yet: what the decision
+ * of what runs next is taken on, numbered after the stage's attempts as
+ * read at the version the review compares.
+ */
+function requestedRerun(
+  paused: Paused,
+  rerun: { revision: number; reason: AttemptReason; feedback: string | null },
+): StageAttempt {
+  const numbers = paused.state.attempts
+    .filter((attempt) => attempt.stageId === paused.stage.id)
+    .map((attempt) => attempt.attempt);
+  return {
+    stageId: paused.stage.id,
+    attempt: Math.max(0, ...numbers) + 1,
+    planRevision: rerun.revision,
+    status: 'pending',
+    reason: rerun.reason,
+    feedback: rerun.feedback,
+    result: null,
+    validation: null,
+    error: null,
+    usage: { inputTokens: 0, outputTokens: 0, cachedInputTokens: 0, costUsd: 0 },
+    acceptedAt: null,
+    createdAt: new Date(),
+    startedAt: null,
+    finishedAt: null,
+    elapsedMs: null,
+  };
+}

@@ -8,7 +8,7 @@ import type { WorkflowTracker } from '../../tracker/tracker.js';
 import type { Workflow } from '../../workflows/types.js';
 import { addUsage } from '../collect-text.js';
 import type { LoopOutcome, Spent } from '../tool-loop/types.js';
-import { nextAction, type PipelinePolicy, stageResults } from './next-action.js';
+import { type NextAction, nextAction, type PipelinePolicy, stageResults } from './next-action.js';
 import { loadPipelineState, type PipelineState, pipelineStateOf } from './pipeline-view.js';
 import { type PlanLimits, type PlanStage, toStoredPlan } from './plan.js';
 import { planQuestion } from './planner.js';
@@ -97,12 +97,17 @@ export async function runPipeline(input: PipelineRunInput): Promise<LoopOutcome>
     if ('failure' in planned) return planned.failure;
     state = planned.state;
   }
+  // The attempt the review that launched this run started: this run's to
+  // run, where any other run would fail it as cut off by a crash.
+  let begun = input.rows?.begun;
   for (;;) {
     input.throwIfStopped();
-    const action = nextAction(state.plan, state.attempts, run.policy);
+    const decided = begun ? decideBegun(state, begun, run.policy) : undefined;
+    begun = undefined;
+    const action = decided?.action ?? nextAction(state.plan, state.attempts, run.policy);
     switch (action.kind) {
       case 'run_stage': {
-        const ran = await runStage(run, state, action);
+        const ran = await runStage(run, state, action, decided?.row);
         // The rows the attempt wrote, kept in memory: a stage costs no re-read
         // of the whole pipeline. An attempt another run started means the
         // rows changed under us: read them again.
@@ -147,6 +152,26 @@ export async function runPipeline(input: PipelineRunInput): Promise<LoopOutcome>
         return assertNever(action);
     }
   }
+}
+
+/**
+ * The decision the review took when it began `begun` (review.ts
+ * `beginNext`): the one taken on the rows with that attempt not started
+ * yet. Undefined when the rows do not hold it.
+ */
+function decideBegun(
+  state: PipelineState,
+  begun: { stageId: string; attempt: number },
+  policy: PipelinePolicy,
+): { action: NextAction; row: StageAttempt } | undefined {
+  const row = state.attempts.find(
+    (attempt) => attempt.stageId === begun.stageId && attempt.attempt === begun.attempt,
+  );
+  if (row?.status !== 'started') return undefined;
+  const notStarted = state.attempts.map((attempt) =>
+    attempt === row ? { ...row, status: 'pending' as const } : attempt,
+  );
+  return { action: nextAction(state.plan, notStarted, policy), row };
 }
 
 /** The state with attempt rows written by this run replacing (or adding to) the ones it had. */

@@ -4,6 +4,7 @@ import {
   pipelinesRepository,
   type StageAttempt,
 } from '../../store/pipelines.js';
+import type { NewEventRow } from '../../store/workflow-events.js';
 import type { WorkflowTracker } from '../../tracker/tracker.js';
 import { addUsage } from '../collect-text.js';
 import type { LoopOutcome } from '../tool-loop/types.js';
@@ -18,6 +19,8 @@ export async function runStage(
   run: PipelineRun,
   state: PipelineState,
   action: RunStage,
+  /** The attempt's row when the review that launched this run started it, with its event. */
+  begun?: StageAttempt,
 ): Promise<{ reason: LoopOutcome['reason']; written: StageAttempt[] } | undefined> {
   const { input } = run;
   const { stage } = action;
@@ -41,18 +44,7 @@ export async function runStage(
     );
   }
   const detail = { stage: stage.id, title: stage.title, attempt: action.attempt };
-  // The event is written while the attempt row is, not after it: a client
-  // watching the stream sees the stage start one round trip sooner.
-  const [startedRow] = await Promise.all([
-    pipelines.startAttempt({
-      ...key,
-      attempt: action.attempt,
-      planRevision: state.revision,
-      reason: action.reason,
-      feedback: action.feedback,
-    }),
-    input.tracker.emit('stage', stage.id, 'started', { ...detail, reason: action.reason }),
-  ]);
+  const startedRow = begun ?? (await startAttempt(run, state, action));
   // Started by another run meanwhile (its runner lost the lease to this
   // one): the next decision, from fresh rows, says what is left.
   if (!startedRow) return undefined;
@@ -117,6 +109,49 @@ export async function runStage(
     elapsedMs,
   );
   return { reason: outcome.reason, written };
+}
+
+/** The event an attempt starts with; a review that begins the attempt writes it (review.ts). */
+export function stageStartedEvent(action: Pick<RunStage, 'stage' | 'attempt' | 'reason'>) {
+  return {
+    type: 'stage' as const,
+    step: action.stage.id,
+    status: 'started' as const,
+    detail: {
+      stage: action.stage.id,
+      title: action.stage.title,
+      attempt: action.attempt,
+      reason: action.reason,
+    },
+    elapsedMs: null,
+  } satisfies NewEventRow;
+}
+
+/**
+ * Starts the attempt, with its event; undefined when it exists and was
+ * started already. The event is written while the attempt row is, not after
+ * it: a client watching the stream sees the stage start one round trip sooner.
+ */
+async function startAttempt(
+  run: PipelineRun,
+  state: PipelineState,
+  action: RunStage,
+): Promise<StageAttempt | undefined> {
+  const { input } = run;
+  const started = stageStartedEvent(action);
+  const [row] = await Promise.all([
+    pipelinesRepository(input.db).startAttempt({
+      tenantId: input.workflow.tenantId,
+      workflowId: input.workflow.id,
+      stageId: action.stage.id,
+      attempt: action.attempt,
+      planRevision: state.revision,
+      reason: action.reason,
+      feedback: action.feedback,
+    }),
+    input.tracker.emit(started.type, started.step, started.status, started.detail),
+  ]);
+  return row;
 }
 
 /** The stage loop's events carry the stage in their step: `<stage>/turn-2`. */

@@ -117,10 +117,23 @@ describe('the pipeline', () => {
       'c:completed',
     ]);
     expect(events.find((e) => e.type === 'plan')).toMatchObject({ status: 'completed' });
-    expect(events.find((e) => e.type === 'review')?.detail).toMatchObject({
-      action: 'continue',
-      stage: 'b',
+    const review = events.find((e) => e.type === 'review');
+    expect(review?.detail).toMatchObject({ action: 'continue', stage: 'b' });
+    // The review's own statement starts the next stage: its event comes
+    // right after, written by the same transaction (the same xmin).
+    const reviewSeq = review?.seq as number;
+    expect(events[reviewSeq]).toMatchObject({
+      type: 'stage',
+      step: 'c',
+      status: 'started',
+      detail: { attempt: 1, reason: 'first' },
     });
+    const { rows: writers } = await h.testApp.services.database.pool.query<{ tx: string }>(
+      'SELECT xmin::text AS tx FROM workflow_events WHERE workflow_id = $1 AND seq IN ($2, $3)',
+      [id, reviewSeq, reviewSeq + 1],
+    );
+    expect(writers).toHaveLength(2);
+    expect(writers[0]?.tx).toBe(writers[1]?.tx);
     expect(events.find((e) => e.type === 'answer')?.detail).toEqual({ text: 'The final answer.' });
   });
 
@@ -161,9 +174,23 @@ describe('the pipeline', () => {
     await waitForStatus(h.testApp, h.tenant.key, id, ['awaiting_input']);
     const view = await pipelineOf(id);
     expect(view.stages[1]).toMatchObject({ result: 'Result of b, again.' });
-    expect(view.stages[1].attempts.map((a: { reason: string }) => a.reason)).toEqual([
-      'first',
-      'user_retry',
+    expect(
+      view.stages[1].attempts.map((a: { reason: string; status: string }) => [a.reason, a.status]),
+    ).toEqual([
+      ['first', 'completed'],
+      ['user_retry', 'completed'],
+    ]);
+    const events = await storedEvents(h.testApp, id);
+    expect(
+      events
+        .filter((e) => e.step === 'b' && (e.type === 'stage' || e.type === 'review'))
+        .map((e) => `${e.type}:${e.status}`),
+    ).toEqual([
+      'stage:started',
+      'stage:completed',
+      'review:completed',
+      'stage:started',
+      'stage:completed',
     ]);
     expect((await act(id, 'cancel')).statusCode).toBe(202);
   });
