@@ -17,7 +17,7 @@ export interface AttemptOptions {
 }
 
 /**
- * One attempt of a turn. The router iterates `model.stream(request, {
+ * One attempt of a turn. The turn stream (turn-stream.ts) iterates `model.stream(request, {
  * signal })` itself and hands each part to `observe` before yielding it,
  * then ends the attempt with `succeeded` or `failed`, which log it and
  * record it in the usage ledger.

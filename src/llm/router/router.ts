@@ -1,10 +1,9 @@
 import type { Logger } from 'pino';
 import type { Catalogue, ModelEntry } from '../catalogue.js';
-import type { LlmError } from '../errors.js';
 import type { LanguageModel, ModelRequest, StreamPart } from '../types.js';
-import { Attempt } from './attempt.js';
 import { CircuitBreaker } from './circuit-breaker.js';
 import { Turn, type TurnRouting } from './turn.js';
+import { TurnStream } from './turn-stream.js';
 import type { AttemptRecord, RetryPolicy, RouterCall } from './types.js';
 
 export type { RouterCall } from './types.js';
@@ -77,44 +76,13 @@ export function createModelRouter(options: RouterOptions) {
     requireEntry,
   };
 
-  /**
-   * Streams one turn: the only generator between the caller and the
-   * adapter. The attempt is a plain object this loop feeds each part to,
-   * and `Turn` decides what follows a failure. The generator layer an
-   * attempt used to be (`runAttempt`, with its own AbortController) cost
-   * 20-25 µs per 60-chunk call of bench/llm-router's reply (in-process A/B
-   * runs against the bare SDK).
-   */
-  async function* stream(call: RouterCall): AsyncGenerator<StreamPart> {
-    const turn = new Turn(call, routing);
-    let step = turn.first();
-    while (step.type === 'attempt') {
-      const attempt = new Attempt({
-        model: step.model,
-        entry: step.entry,
-        number: step.number,
-        call,
-        timeoutMs: policy.attemptTimeoutMs,
-        log,
-        recordAttempt: options.recordAttempt,
-      });
-      let error: LlmError;
-      try {
-        for await (const part of step.model.stream(step.request, { signal: attempt.signal })) {
-          attempt.observe(part);
-          yield part;
-        }
-        attempt.succeeded();
-        turn.succeeded(step);
-        return;
-      } catch (thrown) {
-        error = attempt.failed(thrown);
-      } finally {
-        attempt.release();
-      }
-      step = await turn.failed(step, error, attempt.yieldedAny);
-    }
-    yield { type: 'error', error: step.error };
+  /** Streams one turn (turn-stream.ts): the attempts of `Turn`'s chain until one ends. */
+  function stream(call: RouterCall): AsyncIterableIterator<StreamPart> {
+    return new TurnStream(call, new Turn(call, routing), {
+      attemptTimeoutMs: policy.attemptTimeoutMs,
+      log,
+      recordAttempt: options.recordAttempt,
+    });
   }
 
   return {
