@@ -1,3 +1,4 @@
+import { getEventListeners } from 'node:events';
 import pino from 'pino';
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { loadConfig } from '../../../src/config.js';
@@ -296,6 +297,26 @@ describe('model router', () => {
     expect(result.error?.kind).toBe('cancelled');
     expect(server.requests).toHaveLength(1);
     await expect.poll(() => server.abortedRequests()).toBe(1);
+  });
+
+  it('a caller that stops reading: the request is closed and no listener stays on its signal', async () => {
+    startLlm({ LLM_IDLE_TIMEOUT_MS: '30000' });
+    server.enqueue({ kind: 'stall', afterChunks: ['Thinking'] });
+    const controller = new AbortController();
+    const parts: StreamPart[] = [];
+    for await (const part of llm.router.stream({
+      model: 'primary',
+      request: question,
+      signal: controller.signal,
+      context: { tenantId },
+    })) {
+      parts.push(part);
+      break;
+    }
+    expect(parts).toEqual([{ type: 'text-delta', text: 'Thinking' }]);
+    expect(getEventListeners(controller.signal, 'abort')).toHaveLength(0);
+    await expect.poll(() => server.abortedRequests()).toBe(1);
+    expect(server.requests).toHaveLength(1);
   });
 
   it('the breaker opens after N consecutive failures and a scheduled probe closes it', async () => {
