@@ -56,6 +56,12 @@ export const configSchema = z.object({
       'Direct URL for the one LISTEN connection per replica, when DATABASE_URL goes through a transaction pooler.',
     ),
   DATABASE_POOL_MAX: integer(1, 1000).default(10).describe('Connections in the pool.'),
+  DATABASE_PREPARED_STATEMENTS: z
+    .enum(['auto', 'on', 'off'])
+    .default('auto')
+    .describe(
+      'Run statements as named prepared statements (PostgreSQL skips parsing and planning them again). auto: on with the embedded PostgreSQL, off with DATABASE_URL, which may go through a transaction-mode pooler; turn on when it does not (or it is PgBouncer 1.21+ with max_prepared_statements).',
+    ),
   WAYMARK_DATA_DIR: z
     .string()
     .trim()

@@ -74,6 +74,7 @@ export function createServices(options: {
     url: options.databaseUrl,
     poolMax: options.config.DATABASE_POOL_MAX,
     log: options.log,
+    preparedStatements: usesPreparedStatements(options.config),
   });
   const replicaId = `${hostname()}-${process.pid}-${randomBytes(3).toString('hex')}`;
   const principalCache = createPrincipalCache({ ttlMs: options.config.AUTH_CACHE_TTL_MS });
@@ -207,4 +208,10 @@ export async function closeServices(services: Services): Promise<void> {
   await services.hub.close();
   await services.llm.close();
   await services.database.close();
+}
+
+/** `auto`: only with the embedded PostgreSQL, which no pooler stands in front of. */
+export function usesPreparedStatements(config: Config): boolean {
+  const setting = config.DATABASE_PREPARED_STATEMENTS;
+  return setting === 'auto' ? config.DATABASE_URL === undefined : setting === 'on';
 }

@@ -1,6 +1,7 @@
 import { Kysely, PostgresDialect, sql, type Transaction } from 'kysely';
 import pg from 'pg';
 import type { Logger } from 'pino';
+import { type PreparedStatementsOptions, preparingClientClass } from './prepared-statements.js';
 import type { Database } from './schema.js';
 
 export type Db = Kysely<Database>;
@@ -25,14 +26,20 @@ export interface DatabaseHandle {
   close(): Promise<void>;
 }
 
+/** Named prepared statements (prepared-statements.ts): how many texts, with how many parameters at most. */
+const PREPARED_STATEMENTS: PreparedStatementsOptions = { maxStatements: 200, maxParameters: 64 };
+
 export function openDatabase(options: {
   url: string;
   poolMax: number;
   log: Logger;
+  /** Runs statements as named prepared statements; not through a transaction-mode pooler that lacks them. */
+  preparedStatements?: boolean;
 }): DatabaseHandle {
   const pool = new pg.Pool({
     connectionString: options.url,
     max: options.poolMax,
+    ...(options.preparedStatements && { Client: preparingClientClass(PREPARED_STATEMENTS) }),
     // A request waits at most this long for a free connection, then fails
     // with a 503 instead of hanging until the client gives up.
     connectionTimeoutMillis: 10_000,

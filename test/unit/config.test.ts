@@ -1,6 +1,7 @@
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { ConfigError, configVariables, loadConfig } from '../../src/config.js';
+import { usesPreparedStatements } from '../../src/services.js';
 
 function problemsOf(env: Record<string, string>): string[] {
   try {
@@ -76,5 +77,18 @@ describe('loadConfig', () => {
     expect(configVariables).toContain('PORT');
     expect(configVariables).toContain('WAYMARK_DATA_DIR');
     expect(new Set(configVariables).size).toBe(configVariables.length);
+  });
+
+  it('prepared statements: auto means on with the embedded PostgreSQL only; on and off are as they say', () => {
+    const url = 'postgres://waymark:secret@db.internal:5432/waymark';
+    expect(usesPreparedStatements(loadConfig({}))).toBe(true);
+    expect(usesPreparedStatements(loadConfig({ DATABASE_URL: url }))).toBe(false);
+    expect(
+      usesPreparedStatements(loadConfig({ DATABASE_URL: url, DATABASE_PREPARED_STATEMENTS: 'on' })),
+    ).toBe(true);
+    expect(usesPreparedStatements(loadConfig({ DATABASE_PREPARED_STATEMENTS: 'off' }))).toBe(false);
+    expect(problemsOf({ DATABASE_PREPARED_STATEMENTS: 'yes' })[0]).toMatch(
+      /^DATABASE_PREPARED_STATEMENTS:/,
+    );
   });
 });
