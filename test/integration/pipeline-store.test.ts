@@ -89,6 +89,22 @@ function start(
   });
 }
 
+/** A workflow with the plan saved and the first stage's attempt 1 completed with `result`. */
+async function gathered(result: string): Promise<{ tenantId: string; workflowId: string }> {
+  const key = await newWorkflow();
+  await pipelines().savePlan({ ...key, plan: toStoredPlan(plan) });
+  await start(key, 'gather', 1);
+  await pipelines().completeAttempt({
+    ...key,
+    stageId: 'gather',
+    attempt: 1,
+    result,
+    validation: { passed: true, findings: [] },
+    usage,
+  });
+  return key;
+}
+
 describe('plans', () => {
   it('a modify appends a revision; the current plan is the latest; another tenant sees none', async () => {
     const key = await newWorkflow();
@@ -178,15 +194,7 @@ describe('stage attempts', () => {
   });
 
   it('continue, then modify: the review begins the next attempt with the feedback', async () => {
-    const key = await newWorkflow();
-    await pipelines().savePlan({ ...key, plan: toStoredPlan(plan) });
-    const first = { ...key, stageId: 'gather', attempt: 1 };
-    await start(key, 'gather', 1);
-    await pipelines().completeAttempt({
-      ...first,
-      result: 'Facts.',
-      validation: { passed: true, findings: [] },
-    });
+    const key = await gathered('Facts.');
     expect((await loadPipelineView(handle.db, key, policy))?.next).toBe('await_review');
 
     const begun = await pipelines().beginAttempt({
@@ -229,16 +237,7 @@ describe('stage attempts', () => {
   });
 
   it('a pending re-run, as reviews wrote them before they began it, is started by the run', async () => {
-    const key = await newWorkflow();
-    await pipelines().savePlan({ ...key, plan: toStoredPlan(plan) });
-    await start(key, 'gather', 1);
-    await pipelines().completeAttempt({
-      ...key,
-      stageId: 'gather',
-      attempt: 1,
-      result: 'Facts.',
-      validation: { passed: true, findings: [] },
-    });
+    const key = await gathered('Facts.');
     await handle.db
       .insertInto('workflow_stage_attempts')
       .values({
@@ -339,17 +338,7 @@ describe('a review’s rows', () => {
       names: ReviewWrite[];
     },
   ) {
-    const key = await newWorkflow();
-    await pipelines().savePlan({ ...key, plan: toStoredPlan(plan) });
-    await start(key, 'gather', 1);
-    await pipelines().completeAttempt({
-      ...key,
-      stageId: 'gather',
-      attempt: 1,
-      result: 'facts',
-      validation: { passed: true, findings: [] },
-      usage,
-    });
+    const key = await gathered('facts');
     await handle.db
       .updateTable('workflows')
       .set({ status: 'awaiting_input', awaiting_reason: 'checkpoint' })

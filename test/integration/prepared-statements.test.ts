@@ -38,6 +38,17 @@ async function preparedTexts(): Promise<string[]> {
   return rows.map((row) => row.statement);
 }
 
+/** Another replica's migration, on a connection of its own. */
+async function migrateElsewhere(statement: string): Promise<void> {
+  const other = new pg.Client({ connectionString: database.url });
+  await other.connect();
+  try {
+    await other.query(statement);
+  } finally {
+    await other.end();
+  }
+}
+
 describe('named prepared statements', () => {
   it('a statement with parameters is prepared once and then reused', async () => {
     for (const id of [1, 2, 1]) {
@@ -64,27 +75,14 @@ describe('named prepared statements', () => {
   it('a prepared `*` statement still answers after its table gains a column', async () => {
     const read = () => sql<Record<string, unknown>>`SELECT * FROM things WHERE id = ${1}`;
     expect((await read().execute(handle.db)).rows[0]).toEqual({ id: 1, label: 'one' });
-    // Another replica's migration, on a connection of its own.
-    const other = new pg.Client({ connectionString: database.url });
-    await other.connect();
-    try {
-      await other.query("ALTER TABLE things ADD COLUMN colour text NOT NULL DEFAULT 'red'");
-    } finally {
-      await other.end();
-    }
+    await migrateElsewhere("ALTER TABLE things ADD COLUMN colour text NOT NULL DEFAULT 'red'");
     expect((await read().execute(handle.db)).rows[0]).toEqual({
       id: 1,
       label: 'one',
       colour: 'red',
     });
     // Inside a transaction the failure cannot be retried: the caller gets it, then the next one works.
-    const other2 = new pg.Client({ connectionString: database.url });
-    await other2.connect();
-    try {
-      await other2.query('ALTER TABLE things ADD COLUMN size integer NOT NULL DEFAULT 3');
-    } finally {
-      await other2.end();
-    }
+    await migrateElsewhere('ALTER TABLE things ADD COLUMN size integer NOT NULL DEFAULT 3');
     await expect(handle.db.transaction().execute((tx) => read().execute(tx))).rejects.toThrow(
       /cached plan must not change result type/,
     );
