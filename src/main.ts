@@ -72,7 +72,14 @@ async function start(running: Running): Promise<void> {
   if (running.stopping) return;
 
   const migrations = await readMigrations();
-  running.services = createServices({ config, log, databaseUrl, migrations, env: process.env });
+  running.services = createServices({
+    config,
+    log,
+    databaseUrl,
+    migrations,
+    env: process.env,
+    holdReadiness: true,
+  });
   const result = await migrate(running.services.database.pool, log, migrations);
   log.info({ applied: result.applied, current: result.current }, 'database migrations are current');
   const bootstrap = await running.services.tenancy.bootstrap();
@@ -85,6 +92,7 @@ async function start(running: Running): Promise<void> {
   const address = await running.app.listen({ port: config.PORT, host: config.HOST });
   log.info({ address }, 'waymark is listening');
   if (bootstrap) await announceBootstrapKey(running, bootstrap.adminKey, address);
+  running.services.startup.complete();
 }
 
 /** Prints the first admin key once and saves it for the quick start. */

@@ -34,6 +34,13 @@ export interface Services {
   database: DatabaseHandle;
   /** The migrations this build knows; /readyz compares them with the database. */
   migrations: Migration[];
+  /**
+   * Whether the process has finished starting: /readyz answers 503
+   * `starting` until then. main.ts completes it once it listens and has
+   * announced the bootstrap key, so a script that waits for readiness finds
+   * the key saved; services built without `holdReadiness` start complete.
+   */
+  startup: StartupGate;
   tenancy: TenancyService;
   /** Principals of recently used API keys; the hub invalidates them. */
   principalCache: PrincipalCache;
@@ -69,6 +76,8 @@ export function createServices(options: {
   migrations: Migration[];
   /** Where catalogue providers' named key variables are read; the process environment in main.ts. */
   env?: NodeJS.ProcessEnv;
+  /** /readyz answers `starting` until `startup.complete()` (main.ts). */
+  holdReadiness?: boolean;
 }): Services {
   const database = openDatabase({
     url: options.databaseUrl,
@@ -166,6 +175,7 @@ export function createServices(options: {
     log: options.log,
     database,
     migrations: options.migrations,
+    startup: startupGate(!options.holdReadiness),
     tenancy: createTenancyService(database.db, { principals: principalCache, replicaId }),
     principalCache,
     httpTools,
@@ -214,4 +224,19 @@ export async function closeServices(services: Services): Promise<void> {
 export function usesPreparedStatements(config: Config): boolean {
   const setting = config.DATABASE_PREPARED_STATEMENTS;
   return setting === 'auto' ? config.DATABASE_URL === undefined : setting === 'on';
+}
+
+export interface StartupGate {
+  isComplete(): boolean;
+  complete(): void;
+}
+
+function startupGate(complete: boolean): StartupGate {
+  let done = complete;
+  return {
+    isComplete: () => done,
+    complete: () => {
+      done = true;
+    },
+  };
 }

@@ -84,7 +84,7 @@ async function startReplicas(
   databases.push(database);
   const a = await processes.start({ env: { ...replicaEnv(database, 0), ...overrides } });
   await a.waitUntilReady(60_000);
-  // The banner is printed just after the service starts answering /readyz.
+  // Ready comes after the banner was written; its bytes may still be in the pipe.
   await a.waitForStdout(/^\s*wmk_\S+\s*$/m, 10_000);
   const [key] = printedBootstrapKeys(a.stdout());
   if (!key) throw new Error('no bootstrap key was printed');

@@ -77,6 +77,7 @@ describe('graceful shutdown', () => {
       },
     });
     await waymark.waitUntilReady(60_000);
+    // Ready comes after the banner was written; its bytes may still be in the pipe.
     await waymark.waitForStdout(/^\s*wmk_\S+\s*$/m);
     const [key] = printedBootstrapKeys(waymark.stdout());
     if (!key) throw new Error('no bootstrap key was printed');

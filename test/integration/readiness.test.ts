@@ -13,12 +13,14 @@ afterEach(async () => {
 
 async function appOver(
   databaseUrl: string,
+  options: { holdReadiness?: boolean } = {},
 ): Promise<{ services: Services; readyz: () => Promise<Response> }> {
   const services = createServices({
     config: loadConfig({ LOG_LEVEL: 'silent' }),
     log: pino({ level: 'silent' }),
     databaseUrl,
     migrations: await readMigrations(),
+    holdReadiness: options.holdReadiness,
   });
   const app = await buildApp(services);
   await app.ready();
@@ -39,6 +41,17 @@ async function appOver(
 }
 
 describe('/readyz', () => {
+  it('is 503 starting until the process has started (main.ts completes it after the bootstrap key)', async () => {
+    const database = await createTestDatabase();
+    cleanups.push(() => database.drop());
+    const { services, readyz } = await appOver(database.url, { holdReadiness: true });
+    const before = await readyz();
+    expect(before.status).toBe(503);
+    expect(((await before.json()) as { code: string }).code).toBe('starting');
+    services.startup.complete();
+    expect((await readyz()).status).toBe(200);
+  });
+
   it('is 503 migrations_pending on an unmigrated database and 200 once migrated', async () => {
     const database = await createTestDatabase({ migrated: false });
     cleanups.push(() => database.drop());

@@ -31,7 +31,7 @@ export const healthRoutes: FastifyPluginAsyncZod<{ services: Services }> = async
       logLevel,
       schema: {
         tags: ['health'],
-        summary: 'Readiness: the database answers and its migrations are current',
+        summary: 'Readiness: started, the database answers and its migrations are current',
         response: {
           200: z.object({ status: z.literal('ready'), migrations: z.number().int() }),
           ...problemResponses(503),
@@ -39,6 +39,8 @@ export const healthRoutes: FastifyPluginAsyncZod<{ services: Services }> = async
       },
     },
     async () => {
+      if (!services.startup.isComplete())
+        throw notReady('starting', 'The service is still starting');
       let current: boolean;
       try {
         current = await migrationsAreCurrent(services.database.pool, services.migrations);
