@@ -327,7 +327,7 @@ export interface BegunAttempt {
  * `begun`: the stage's next attempt, started. The attempt number comes from
  * the rows the review read at the version the transition compares, so no
  * other write can have taken it. A crash before the run ends it leaves it
- * `started`, as any attempt cut off midway: the next run fails it as
+ * `started`, like every attempt cut off midway: the next run fails it as
  * interrupted and runs the stage again.
  */
 export function beginAfterTransition(input: BegunAttempt) {

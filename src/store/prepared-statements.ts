@@ -20,7 +20,7 @@ import pg from 'pg';
  * PostgreSQL only).
  *
  * Only the promise-style `query(text, values)` calls with parameters are
- * named, which is how kysely runs every query that has any; callback-style
+ * named (kysely runs every query with parameters that way); callback-style
  * calls (the pool's own `pool.query`), query objects and statements without
  * parameters go through unnamed. Statements with more
  * than `maxParameters` parameters (the multi-row inserts, whose text
@@ -34,6 +34,9 @@ export interface PreparedStatementsOptions {
   /** Statements with more parameters run unnamed. */
   maxParameters: number;
 }
+
+// biome-ignore lint/suspicious/noExplicitAny: pg.Client's query has a dozen overloads; the override passes on whatever it gets.
+type Forwarded = any; // any: what pg.Client's overloaded query takes and returns, passed on as it is
 
 /** SQLSTATE of "cached plan must not change result type": a `*` statement after its table changed. */
 const FEATURE_NOT_SUPPORTED = '0A000';
@@ -69,8 +72,7 @@ export function preparingClientClass(options: PreparedStatementsOptions): typeof
   return class PreparingClient extends pg.Client {
     #inTransaction = false;
 
-    // biome-ignore lint/suspicious/noExplicitAny: pg.Client's query has a dozen overloads; this one forwards whatever it gets.
-    override query(...args: any[]): any {
+    override query(...args: Forwarded[]): Forwarded {
       const [text, values, callback] = args;
       if (typeof text !== 'string') return super.query(...(args as [string]));
       this.#track(text);

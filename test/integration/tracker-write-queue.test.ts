@@ -35,6 +35,16 @@ describe("The WorkflowTracker's write queue", () => {
     finishReason: 'stop',
   });
 
+  /** The stored events after `afterSeq`, as [seq, type, status]. */
+  async function storedEvents(workflowId: string, afterSeq: number) {
+    const rows = await workflowEventsRepository(setup.handle.db).listAfter({
+      workflowId,
+      afterSeq,
+      limit: 10,
+    });
+    return rows.map((row) => [row.seq, row.type, row.status]);
+  }
+
   async function storedTurns(workflowId: string): Promise<number[]> {
     const rows = await setup.handle.db
       .selectFrom('workflow_turns')
@@ -56,12 +66,7 @@ describe("The WorkflowTracker's write queue", () => {
       await tracker.persist(turnWrite(turn(1)));
     });
     expect(statements).toBe(1);
-    const stored = await workflowEventsRepository(setup.handle.db).listAfter({
-      workflowId,
-      afterSeq: 1,
-      limit: 10,
-    });
-    expect(stored.map((row) => [row.seq, row.type, row.status])).toEqual([
+    expect(await storedEvents(workflowId, 1)).toEqual([
       [2, 'llm_call', 'completed'],
       [3, 'tool_call', 'started'],
       [4, 'tool_call', 'completed'],
@@ -210,12 +215,7 @@ describe("The WorkflowTracker's write queue", () => {
     expect(started?.events.map((event) => [event.seq, event.type])).toEqual([
       [1, 'workflow_start'],
     ]);
-    const stored = await workflowEventsRepository(setup.handle.db).listAfter({
-      workflowId,
-      afterSeq: 0,
-      limit: 10,
-    });
-    expect(stored.map((row) => [row.seq, row.type, row.status])).toEqual([
+    expect(await storedEvents(workflowId, 0)).toEqual([
       [1, 'workflow_start', 'started'],
       [2, 'llm_call', 'started'],
       [3, 'llm_call', 'completed'],
