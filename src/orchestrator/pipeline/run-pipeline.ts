@@ -157,7 +157,8 @@ export async function runPipeline(input: PipelineRunInput): Promise<LoopOutcome>
 /**
  * The decision the review took when it began `begun` (review.ts
  * `beginNext`): the one taken on the rows with that attempt not started
- * yet. Undefined when the rows do not hold it.
+ * yet, which runs it. Undefined when the rows say otherwise; the run then
+ * decides as any run does (and takes the attempt for one cut off).
  */
 function decideBegun(
   state: PipelineState,
@@ -171,7 +172,12 @@ function decideBegun(
   const notStarted = state.attempts.map((attempt) =>
     attempt === row ? { ...row, status: 'pending' as const } : attempt,
   );
-  return { action: nextAction(state.plan, notStarted, policy), row };
+  const action = nextAction(state.plan, notStarted, policy);
+  const runsIt =
+    action.kind === 'run_stage' &&
+    action.stage.id === row.stageId &&
+    action.attempt === row.attempt;
+  return runsIt ? { action, row } : undefined;
 }
 
 /** The state with attempt rows written by this run replacing (or adding to) the ones it had. */
