@@ -38,6 +38,9 @@ export interface PreparedStatementsOptions {
 // biome-ignore lint/suspicious/noExplicitAny: pg.Client's query has a dozen overloads; the override passes on whatever it gets.
 type Forwarded = any; // any: what pg.Client's overloaded query takes and returns, passed on as it is
 
+/** Longer than any BEGIN / COMMIT / ROLLBACK statement kysely sends (with its options). */
+const TRANSACTION_CONTROL_MAX_LENGTH = 64;
+
 /** SQLSTATE of "cached plan must not change result type": a `*` statement after its table changed. */
 const FEATURE_NOT_SUPPORTED = '0A000';
 
@@ -96,8 +99,13 @@ export function preparingClientClass(options: PreparedStatementsOptions): typeof
       });
     }
 
-    /** Follows BEGIN / COMMIT / ROLLBACK (kysely's own statements) to know whether a retry is safe. */
+    /**
+     * Follows BEGIN / COMMIT / ROLLBACK (kysely's own short statements) to
+     * know whether a retry is safe; longer texts are never one of them and
+     * are not scanned (trimming each 3 KB statement cost ~14 µs a workflow).
+     */
     #track(text: string): void {
+      if (text.length > TRANSACTION_CONTROL_MAX_LENGTH) return;
       const head = text.trimStart().slice(0, 8).toLowerCase();
       if (head.startsWith('begin') || head.startsWith('start')) this.#inTransaction = true;
       else if (head.startsWith('commit') || head.startsWith('rollback') || head.startsWith('end'))
