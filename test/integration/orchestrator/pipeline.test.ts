@@ -195,6 +195,29 @@ describe('the pipeline', () => {
     expect((await act(id, 'cancel')).statusCode).toBe(202);
   });
 
+  it('continue at a checkpoint on the last stage goes to the synthesis: no stage is begun', async () => {
+    h.provider.enqueue(
+      planReply(stage('a'), stage('b', { checkpoint: true })),
+      answer('Result of a.'),
+      answer('Result of b.'),
+    );
+    const id = await startWorkflow(h.testApp, h.tenant.key, {
+      input: 'Compare a and b',
+      mode: 'complex',
+    });
+    const paused = await waitForStatus(h.testApp, h.tenant.key, id, ['awaiting_input', 'failed']);
+    expect(paused).toMatchObject({ status: 'awaiting_input', awaitingReason: 'checkpoint' });
+    h.provider.enqueue(answer('Both compared.'));
+    expect((await act(id, 'continue', { version: paused.version })).statusCode).toBe(202);
+    const done = await waitForStatus(h.testApp, h.tenant.key, id, ['completed', 'failed']);
+    expect(done).toMatchObject({ status: 'completed', result: { answer: 'Both compared.' } });
+    const events = await storedEvents(h.testApp, id);
+    const review = events.findIndex((e) => e.type === 'review');
+    expect(events.slice(review).filter((e) => e.type === 'stage')).toEqual([]);
+    const view = await pipelineOf(id);
+    expect(view.stages.map((s: { attempts: unknown[] }) => s.attempts.length)).toEqual([1, 1]);
+  });
+
   it('a stale version gets 409, and so does acting on a workflow that is not paused', async () => {
     const { id, version } = await pausedAtCheckpoint('Compare, stale');
     const stale = await act(id, 'continue', { version: version - 1 });
