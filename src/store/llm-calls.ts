@@ -1,12 +1,30 @@
+import { sql } from 'kysely';
 import type { DbOrTx } from './database.js';
 import type { NewLlmCallRow } from './schema.js';
 
 export function llmCallsRepository(db: DbOrTx) {
   return {
-    /** One multi-row INSERT: the ledger writes in batches, not a round trip per attempt. */
+    /**
+     * One INSERT per batch: the ledger writes in batches, not a round trip
+     * per attempt. The rows travel as one JSON parameter, so every batch has
+     * the same text (prepared once per connection) and nobody handles 15
+     * parameters a row: as a multi-row VALUES, a 60-row batch had 900, and
+     * building it cost ~23 µs per workflow in bench/simple-path's profile.
+     */
     async insertMany(rows: NewLlmCallRow[]): Promise<void> {
       if (rows.length === 0) return;
-      await db.insertInto('llm_calls').values(rows).execute();
+      await sql`
+        INSERT INTO llm_calls (tenant_id, workflow_id, provider, model, model_id, attempt,
+          input_tokens, output_tokens, cached_input_tokens, cache_write_tokens, cost_usd,
+          latency_ms, ttft_ms, outcome, started_at)
+        SELECT r.tenant_id, r.workflow_id, r.provider, r.model, r.model_id, r.attempt,
+          r.input_tokens, r.output_tokens, r.cached_input_tokens, r.cache_write_tokens, r.cost_usd,
+          r.latency_ms, r.ttft_ms, r.outcome, r.started_at
+        FROM jsonb_to_recordset(${JSON.stringify(rows)}::jsonb) AS r(tenant_id uuid,
+          workflow_id uuid, provider text, model text, model_id text, attempt integer,
+          input_tokens integer, output_tokens integer, cached_input_tokens integer,
+          cache_write_tokens integer, cost_usd numeric, latency_ms integer, ttft_ms integer,
+          outcome text, started_at timestamptz)`.execute(db);
     },
 
     async listByWorkflow(tenantId: string, workflowId: string) {
