@@ -158,7 +158,7 @@ export async function runPipeline(input: PipelineRunInput): Promise<LoopOutcome>
  * The decision the review took when it began `begun` (review.ts
  * `beginNext`): the one taken on the rows with that attempt not started
  * yet, which runs it. Undefined when the rows say otherwise; the run then
- * decides as any run does (and takes the attempt for one cut off).
+ * decides like every other run (and takes the attempt for one cut off).
  */
 function decideBegun(
   state: PipelineState,

@@ -55,10 +55,10 @@ async function pipelineOf(id: string) {
   return response.json();
 }
 
-/** A three-stage pipeline paused at its checkpoint, stage b. */
-async function pausedAtCheckpoint(question: string) {
+/** A pipeline paused at its checkpoint, stage b: a, b, c unless `after` says which stages follow b. */
+async function pausedAtCheckpoint(question: string, after: string[] = ['c']) {
   h.provider.enqueue(
-    planReply(stage('a'), stage('b', { checkpoint: true }), stage('c')),
+    planReply(stage('a'), stage('b', { checkpoint: true }), ...after.map((id) => stage(id))),
     answer('Result of a.'),
     answer('Result of b.'),
   );
@@ -196,19 +196,9 @@ describe('the pipeline', () => {
   });
 
   it('continue at a checkpoint on the last stage goes to the synthesis: no stage is begun', async () => {
-    h.provider.enqueue(
-      planReply(stage('a'), stage('b', { checkpoint: true })),
-      answer('Result of a.'),
-      answer('Result of b.'),
-    );
-    const id = await startWorkflow(h.testApp, h.tenant.key, {
-      input: 'Compare a and b',
-      mode: 'complex',
-    });
-    const paused = await waitForStatus(h.testApp, h.tenant.key, id, ['awaiting_input', 'failed']);
-    expect(paused).toMatchObject({ status: 'awaiting_input', awaitingReason: 'checkpoint' });
+    const { id, version } = await pausedAtCheckpoint('Compare a and b', []);
     h.provider.enqueue(answer('Both compared.'));
-    expect((await act(id, 'continue', { version: paused.version })).statusCode).toBe(202);
+    expect((await act(id, 'continue', { version })).statusCode).toBe(202);
     const done = await waitForStatus(h.testApp, h.tenant.key, id, ['completed', 'failed']);
     expect(done).toMatchObject({ status: 'completed', result: { answer: 'Both compared.' } });
     const events = await storedEvents(h.testApp, id);
