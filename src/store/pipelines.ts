@@ -102,7 +102,8 @@ const attemptError = z.object({ code: z.string(), message: z.string() });
 const attemptStatus = z.enum(ATTEMPT_STATUSES);
 const attemptReason = z.enum(ATTEMPT_REASONS);
 
-const ZERO_USAGE: AttemptUsage = {
+/** An attempt's usage before it has run. */
+export const ZERO_USAGE: Readonly<AttemptUsage> = {
   inputTokens: 0,
   outputTokens: 0,
   cachedInputTokens: 0,
@@ -163,8 +164,9 @@ export function pipelinesRepository(db: DbOrTx) {
      * Starts an attempt: inserts it, or starts the pending row a user's
      * retry / modify left under that number (reviews wrote those before
      * they began the attempt themselves, `beginAfterTransition`; a workflow
-     * reviewed then and not yet resumed may still have one). `feedback` is what the attempt
-     * runs with (next-action.ts carries a modify's feedback forward).
+     * reviewed then and not yet resumed may still have one). `feedback` is
+     * what the attempt runs with (next-action.ts carries a modify's
+     * feedback forward).
      * Undefined when the attempt exists and is not pending: another run
      * started it, so this one must not run the stage a second time.
      */

@@ -56,17 +56,15 @@ export function preparingClientClass(options: PreparedStatementsOptions): typeof
   function nameOf(text: string): string | undefined {
     const known = names.get(text);
     if (known !== undefined || names.size >= options.maxStatements) return known;
-    const name = `waymark_${++issued}`;
-    names.set(text, name);
-    return name;
+    return issue(text);
   }
 
   /**
-   * After a schema change (a rolling upgrade's migration adding a column),
-   * a prepared `SELECT *` / `RETURNING *` fails once per connection: the
-   * text gets a new name, which every connection then prepares afresh.
+   * A new name for `text`. Also after a schema change (a rolling upgrade's
+   * migration adding a column), when a prepared `SELECT *` / `RETURNING *`
+   * fails once per connection: every connection then prepares it afresh.
    */
-  function renew(text: string): string {
+  function issue(text: string): string {
     const name = `waymark_${++issued}`;
     names.set(text, name);
     return name;
@@ -92,7 +90,7 @@ export function preparingClientClass(options: PreparedStatementsOptions): typeof
         super.query({ name: as, text, values: parameters }) as Promise<pg.QueryResult>;
       return run(name).catch((error: unknown) => {
         if (!isStalePlan(error)) throw error;
-        const renewed = renew(text);
+        const renewed = issue(text);
         // Inside a transaction the failure has aborted it: only its owner can start again.
         if (this.#inTransaction) throw error;
         return run(renewed);

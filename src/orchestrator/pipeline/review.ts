@@ -13,6 +13,7 @@ import {
   beginAfterTransition,
   planRevisionAfterTransition,
   type StageAttempt,
+  ZERO_USAGE,
 } from '../../store/pipelines.js';
 import { toWorkflow } from '../../workflows/rows.js';
 import type { WorkflowService } from '../../workflows/service.js';
@@ -305,7 +306,7 @@ function requestedRerun(
     result: null,
     validation: null,
     error: null,
-    usage: { inputTokens: 0, outputTokens: 0, cachedInputTokens: 0, costUsd: 0 },
+    usage: ZERO_USAGE,
     acceptedAt: null,
     createdAt: new Date(),
     startedAt: null,
