@@ -1,4 +1,5 @@
 import Anthropic from '@anthropic-ai/sdk';
+import { PROVIDER_FETCH_OPTIONS } from '../provider-fetch.js';
 
 export interface AnthropicClientOptions {
   apiKey: string;
@@ -10,7 +11,8 @@ export interface AnthropicClientOptions {
 
 /**
  * The only place that constructs the Anthropic SDK client. Retries are off:
- * the router is the one retry layer.
+ * the router is the one retry layer. Redirects are refused (see
+ * provider-fetch.ts).
  */
 export function createAnthropicClient(options: AnthropicClientOptions): Anthropic {
   return new Anthropic({
@@ -18,5 +20,6 @@ export function createAnthropicClient(options: AnthropicClientOptions): Anthropi
     baseURL: options.baseUrl,
     maxRetries: 0,
     timeout: options.timeoutMs,
+    fetchOptions: PROVIDER_FETCH_OPTIONS,
   });
 }

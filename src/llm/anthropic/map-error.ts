@@ -1,5 +1,6 @@
 import Anthropic from '@anthropic-ai/sdk';
 import { abortedError, LlmError, type LlmErrorKind, retryAfterMs } from '../errors.js';
+import { isRefusedRedirect, REFUSED_REDIRECT_DETAIL } from '../provider-fetch.js';
 
 export interface ErrorContext {
   provider: string;
@@ -22,6 +23,8 @@ export function mapError(error: unknown, context: ErrorContext): LlmError {
     return new LlmError({ ...base, kind: 'cancelled', detail });
   if (error instanceof Anthropic.APIConnectionTimeoutError)
     return new LlmError({ ...base, kind: 'timeout', detail });
+  if (isRefusedRedirect(error))
+    return new LlmError({ ...base, kind: 'invalid_request', detail: REFUSED_REDIRECT_DETAIL });
   if (error instanceof Anthropic.APIConnectionError)
     return new LlmError({ ...base, kind: 'connection', detail });
   if (error instanceof Anthropic.APIError) {

@@ -1,4 +1,5 @@
 import OpenAI from 'openai';
+import { PROVIDER_FETCH_OPTIONS } from '../provider-fetch.js';
 
 export interface OpenAiClientOptions {
   apiKey: string;
@@ -10,7 +11,8 @@ export interface OpenAiClientOptions {
 
 /**
  * The only place that constructs the OpenAI SDK client. Retries are off:
- * the router is the one retry layer.
+ * the router is the one retry layer. Redirects are refused (see
+ * provider-fetch.ts).
  */
 export function createOpenAiClient(options: OpenAiClientOptions): OpenAI {
   return new OpenAI({
@@ -18,5 +20,6 @@ export function createOpenAiClient(options: OpenAiClientOptions): OpenAI {
     baseURL: options.baseUrl,
     maxRetries: 0,
     timeout: options.timeoutMs,
+    fetchOptions: PROVIDER_FETCH_OPTIONS,
   });
 }

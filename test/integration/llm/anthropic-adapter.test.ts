@@ -278,6 +278,19 @@ describe('anthropic adapter: faults', () => {
     expect(error).toMatchObject({ kind: 'overloaded', providerStatus: undefined });
   });
 
+  it('a redirect -> invalid_request, and its target is never asked', async () => {
+    server.enqueue({
+      kind: 'error',
+      status: 308,
+      headers: { location: `${server.anthropicBaseUrl}/v1/messages` },
+    });
+    const before = server.requests.length;
+    const { error } = await collect(hello);
+    expect(error).toMatchObject({ kind: 'invalid_request', retryable: false });
+    expect(error?.detail).toContain('redirect');
+    expect(server.requests.length).toBe(before + 1);
+  });
+
   it('a reset connection -> connection', async () => {
     server.enqueue({ kind: 'reset' });
     const { error } = await collect(hello);

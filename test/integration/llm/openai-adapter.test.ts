@@ -299,6 +299,17 @@ describe('openAiModel failures', () => {
     expect(error).toMatchObject({ provider: 'openai', model: 'fake-model' });
   });
 
+  it('refuses a redirect as invalid_request and never asks where it points', async () => {
+    const { error } = await failure({
+      kind: 'error',
+      status: 307,
+      headers: { location: `${server.openaiBaseUrl}/chat/completions` },
+    });
+    expect(error).toMatchObject({ kind: 'invalid_request', retryable: false });
+    expect(error.detail).toContain('redirect');
+    expect(server.requests).toHaveLength(1);
+  });
+
   it('maps an error inside the stream to overloaded or server_error, after the text before it', async () => {
     const overloaded = await failure({ kind: 'stream-error', afterChunks: ['Hel', 'lo'] });
     expect(overloaded.error.kind).toBe('overloaded');
