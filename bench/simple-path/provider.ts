@@ -10,7 +10,9 @@ import { messagesOf } from '../support/fake-catalogue.js';
  * The model side of bench/simple-path: the fake provider server (OpenAI
  * wire format, streamed) answering every conversation with the same two
  * turns, at once: a `calculator` call, then, once the request carries the
- * tool's result, the answer. Each workflow asks a numbered question, which
+ * tool's result, the answer, each reply in one write (`delivery: 'burst'`:
+ * a fake that wrote frame by frame spent the shared cores on ~14 writes per
+ * workflow that no service work needs). Each workflow asks a numbered question, which
  * is how the fake tells concurrent conversations apart and how the time
  * spent inside it is summed per workflow.
  */
@@ -28,12 +30,14 @@ const TOOL_CALL: FakeResponse = {
   kind: 'reply',
   toolCalls: [{ name: 'calculator', arguments: { expression: '6 * 7' } }],
   usage: { input: 120, output: 12 },
+  delivery: 'burst',
 };
 const ANSWER: FakeResponse = {
   kind: 'reply',
   // One chunk: the fake answers at once, with no pacing between deltas.
   chunks: ['Six times seven is 42.'],
   usage: { input: 160, output: 8 },
+  delivery: 'burst',
 };
 
 /** The workflow number in the request's question, or undefined for a request that is not the bench's. */

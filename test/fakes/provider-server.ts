@@ -236,6 +236,7 @@ export async function startFakeProviderServer(
     openaiBaseUrl: `${url}/v1`,
     anthropicBaseUrl: url,
     enqueue: (...responses) => {
+      for (const response of responses) assertDeliverable(response);
       queue.push(...responses);
     },
     requests,
@@ -313,8 +314,22 @@ async function sendReply(answer: Answer, reply: FakeReply): Promise<void> {
     sendJson(answer, 200, wire.replyBody(reply, context));
     return;
   }
+  if (reply.delivery === 'burst') {
+    assertDeliverable(reply);
+    const frames = wire.replyFrames(reply, context);
+    streamHeaders(answer).end(frames.map((frame) => frame.text).join(''));
+    return;
+  }
   openStream(answer);
   if (await writeFrames(exchange, wire.replyFrames(reply, context), reply)) exchange.res.end();
+}
+
+/** A burst goes out in one write, so there is nothing to pace. */
+function assertDeliverable(response: FakeResponse): void {
+  if (response.kind !== 'reply' || response.delivery !== 'burst') return;
+  if (response.chunkDelayMs !== undefined || response.betweenChunks) {
+    throw new Error('fake provider: a burst reply cannot be paced');
+  }
 }
 
 function sendError(answer: Answer, error: FakeErrorResponse): void {
@@ -377,13 +392,15 @@ function sendJson(
 }
 
 function openStream(answer: Answer): void {
-  answer.exchange.res
-    .writeHead(200, {
-      'content-type': 'text/event-stream; charset=utf-8',
-      'cache-control': 'no-cache',
-      [answer.wire.requestIdHeader]: answer.requestId,
-    })
-    .flushHeaders();
+  streamHeaders(answer).flushHeaders();
+}
+
+function streamHeaders(answer: Answer): ServerResponse {
+  return answer.exchange.res.writeHead(200, {
+    'content-type': 'text/event-stream; charset=utf-8',
+    'cache-control': 'no-cache',
+    [answer.wire.requestIdHeader]: answer.requestId,
+  });
 }
 
 /**

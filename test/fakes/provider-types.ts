@@ -60,6 +60,14 @@ export interface FakeReply {
   betweenChunks?: (sentIndex: number) => Promise<void>;
   /** Delay before sending response headers. */
   firstByteDelayMs?: number;
+  /**
+   * How a streamed reply reaches the socket. `frames` (the default) writes
+   * each SSE frame on its own and waits for it to flush, as a model
+   * generating tokens does; `burst` writes the headers and every frame in
+   * one write, as a provider answering at once from a cache does. A burst
+   * has no pacing: `chunkDelayMs` and `betweenChunks` are refused with it.
+   */
+  delivery?: 'frames' | 'burst';
 }
 
 export interface FakeErrorResponse {

@@ -1,3 +1,5 @@
+import { once } from 'node:events';
+import net from 'node:net';
 import Anthropic from '@anthropic-ai/sdk';
 import OpenAI from 'openai';
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
@@ -6,6 +8,7 @@ import {
   NO_RESPONSE_ENQUEUED,
   startFakeProviderServer,
 } from '../../fakes/provider-server.js';
+import type { FakeReply } from '../../fakes/provider-types.js';
 
 /**
  * The fake provider is only worth something if the real SDKs parse what it
@@ -83,6 +86,43 @@ async function within<T>(promise: Promise<T>, ms: number, what: string): Promise
   }
 }
 
+/** Node's one write path under `socket.write` and corked writes alike; not in its typings. */
+type SocketWrites = { _writeGeneric(...args: unknown[]): void };
+
+/**
+ * One streamed request over a raw socket, read to its end; also counts the
+ * writes the fake's side of the connection made to answer it.
+ */
+async function streamedRequestWrites(vendor: Vendor): Promise<{ text: string; writes: number }> {
+  const url = new URL(
+    vendor === 'openai'
+      ? `${fake.openaiBaseUrl}/chat/completions`
+      : `${fake.anthropicBaseUrl}/v1/messages`,
+  );
+  const body = JSON.stringify(
+    vendor === 'openai' ? { ...chat, stream: true } : { ...message, stream: true },
+  );
+  const socket = net.connect(Number(url.port), url.hostname);
+  const writes = vi.spyOn(net.Socket.prototype as unknown as SocketWrites, '_writeGeneric');
+  try {
+    socket.write(
+      `POST ${url.pathname} HTTP/1.1\r\nhost: ${url.host}\r\ncontent-type: application/json\r\n` +
+        `content-length: ${Buffer.byteLength(body)}\r\nconnection: close\r\n\r\n${body}`,
+    );
+    let text = '';
+    socket.setEncoding('utf8');
+    socket.on('data', (chunk: string) => {
+      text += chunk;
+    });
+    await once(socket, 'end');
+    const byServer = writes.mock.contexts.filter((context) => context !== socket).length;
+    return { text, writes: byServer };
+  } finally {
+    writes.mockRestore();
+    socket.destroy();
+  }
+}
+
 describe.each(['openai', 'anthropic'] as const)('both APIs (%s)', (vendor) => {
   it('text without chunks streams as word-sized deltas', async () => {
     fake.enqueue({ kind: 'reply', text: 'The quick brown fox' });
@@ -114,6 +154,27 @@ describe.each(['openai', 'anthropic'] as const)('both APIs (%s)', (vendor) => {
       'client got two ',
       'client got three',
     ]);
+  });
+
+  it('delivery burst: headers and the whole stream go out in one write, parsed as the same deltas', async () => {
+    const reply: FakeReply = { kind: 'reply', chunks: ['one ', 'two'], delivery: 'burst' };
+    fake.enqueue(reply);
+    expect(await collect(streamedText(vendor))).toEqual(['one ', 'two']);
+    fake.enqueue(reply);
+    const burst = await streamedRequestWrites(vendor);
+    expect(burst.text).toMatch(/^HTTP\/1\.1 200/);
+    expect(burst.text).toContain(vendor === 'openai' ? 'data: [DONE]' : 'event: message_stop');
+    expect(burst.writes).toBe(1);
+    // The default, frame by frame, for comparison: headers, then each frame.
+    fake.enqueue({ ...reply, delivery: 'frames' });
+    expect((await streamedRequestWrites(vendor)).writes).toBeGreaterThan(3);
+  });
+
+  it('a burst reply cannot be paced', () => {
+    expect(() =>
+      fake.enqueue({ kind: 'reply', chunks: ['a', 'b'], delivery: 'burst', chunkDelayMs: 5 }),
+    ).toThrow('cannot be paced');
+    expect(fake.pendingResponses()).toBe(0);
   });
 
   it('firstByteDelayMs and chunkDelayMs pace the answer', async () => {
