@@ -10,6 +10,7 @@ import {
   startBenchServices,
 } from '../support/harness.js';
 import { startLoadThread } from '../support/load-thread.js';
+import { cpuBetween, machineCpu } from '../support/machine-cpu.js';
 import { summarise, wholeNumber } from '../support/stats.js';
 import {
   type LoadRequest,
@@ -150,6 +151,7 @@ async function serveProvider(plan: Plan, signal: AbortSignal, cleanups: Cleanup[
 
 async function benchmark(plan: Plan, signal: AbortSignal, cleanups: Cleanup[]): Promise<Results> {
   const load = await startLoad(plan, signal, cleanups);
+  const cpu = machineCpu({ loadTaskId: load.taskId });
   const providerUrl = plan.providerUrl ?? load.providerUrl ?? '';
 
   let target: ServiceTarget;
@@ -187,10 +189,12 @@ async function benchmark(plan: Plan, signal: AbortSignal, cleanups: Cleanup[]): 
     if (signal.aborted) throw signal.reason;
     counter?.reset();
     const cpuBefore = process.cpuUsage();
+    const partsBefore = cpu.read();
     const loopBefore = performance.eventLoopUtilization();
     const { runs, elapsedMs } = await phase(count, concurrency);
     const loop = performance.eventLoopUtilization(loopBefore);
-    const cpu = process.cpuUsage(cpuBefore);
+    const partsAfter = cpu.read();
+    const processCpu = process.cpuUsage(cpuBefore);
     // Settle: the ledger flush trails the workflows.
     await new Promise((resolve) => setTimeout(resolve, 50));
     const inside = runs.every((one) => one.inside !== undefined);
@@ -204,7 +208,8 @@ async function benchmark(plan: Plan, signal: AbortSignal, cleanups: Cleanup[]): 
         ? summarise(runs.map((one) => one.wallMs - (one.inside?.ms ?? 0)))
         : undefined,
       statements: counter?.snapshot(),
-      cpuMsPerWorkflow: (cpu.user + cpu.system) / 1000 / runs.length,
+      cpuMsPerWorkflow: (processCpu.user + processCpu.system) / 1000 / runs.length,
+      cpuParts: partsBefore && partsAfter ? cpuBetween(partsBefore, partsAfter) : undefined,
       eventLoopUtilization: loop.utilization,
     };
   };
@@ -230,22 +235,27 @@ async function startLoad(
   plan: Plan,
   signal: AbortSignal,
   cleanups: Cleanup[],
-): Promise<SimplePathLoad> {
+): Promise<SimplePathLoad & { taskId: number | undefined }> {
   const provider = plan.providerUrl
     ? undefined
     : { port: plan.providerPort, host: plan.providerHost };
   if (plan.oneLoop) {
-    return startSimplePathLoad({ provider, maxSockets: HIGH_CONCURRENCY, signal });
+    const load = await startSimplePathLoad({ provider, maxSockets: HIGH_CONCURRENCY, signal });
+    return { ...load, taskId: undefined };
   }
   const thread = startLoadThread(new URL('./load.ts', import.meta.url));
   cleanups.push(() => thread.close());
-  const started = await thread.call<{ providerUrl: string | undefined }>({
+  const started = await thread.call<{
+    providerUrl: string | undefined;
+    taskId: number | undefined;
+  }>({
     kind: 'start',
     provider,
     maxSockets: HIGH_CONCURRENCY,
   } satisfies LoadRequest);
   return {
     providerUrl: started.providerUrl,
+    taskId: started.taskId,
     run: (input) =>
       thread.call<{ runs: TimedRun[]; elapsedMs: number }>({
         kind: 'run',

@@ -1,6 +1,7 @@
 import http from 'node:http';
 import { isMainThread } from 'node:worker_threads';
 import { serveLoadRequests } from '../support/load-thread.js';
+import { currentTaskId } from '../support/machine-cpu.js';
 import { startBenchProvider } from './provider.js';
 import { runWorkflows, type ServiceTarget, type WorkflowRun } from './workload.js';
 
@@ -68,7 +69,7 @@ if (!isMainThread) {
     switch (request.kind) {
       case 'start':
         load = await startSimplePathLoad(request);
-        return { providerUrl: load.providerUrl };
+        return { providerUrl: load.providerUrl, taskId: currentTaskId() };
       case 'run':
         if (!load) throw new Error('start the load first');
         return load.run(request);

@@ -1,5 +1,6 @@
 import os from 'node:os';
 import type { StatementCount } from '../support/db-roundtrips.js';
+import type { CpuParts } from '../support/machine-cpu.js';
 import { type Percentiles, round } from '../support/stats.js';
 
 /** bench/simple-path's figures: what a phase measured, and the printed summary. */
@@ -38,6 +39,8 @@ export interface PhaseResult {
   statements: StatementCount[] | undefined;
   /** CPU time of this process, every thread (the load's too when it runs here), per workflow. */
   cpuMsPerWorkflow: number;
+  /** CPU milliseconds of the phase by part (Linux only; PostgreSQL only when embedded here). */
+  cpuParts: CpuParts | undefined;
   /** Share of the phase the service's (the main thread's) event loop was busy, 0..1. */
   eventLoopUtilization: number;
 }
@@ -68,6 +71,7 @@ function phaseLines(phase: PhaseResult): string[] {
     `    overhead         ${formatMs(phase.overheadMs)}`,
     `    this process: ${round(phase.cpuMsPerWorkflow, 2)} ms CPU per workflow (every thread), the service's event loop ${Math.round(phase.eventLoopUtilization * 100)}% busy`,
   ];
+  if (phase.cpuParts) lines.push(cpuLine(phase.cpuParts, phase.workflows));
   const perWorkflow = roundTripsPerWorkflow(phase);
   if (!phase.statements || perWorkflow === undefined) {
     lines.push('    Postgres round trips: not counted (the service runs elsewhere)');
@@ -86,6 +90,21 @@ function phaseLines(phase: PhaseResult): string[] {
     );
   }
   return lines;
+}
+
+/**
+ * CPU per workflow by part, and the rate the machine's cores would allow if
+ * that sum were all of it (10 ms ticks: read it over thousands of workflows).
+ */
+function cpuLine(parts: CpuParts, workflows: number): string {
+  const each = (ms: number) => round(ms / workflows, 2);
+  const sum = parts.mainThread + parts.loadThread + parts.otherThreads + parts.postgres;
+  const ceiling = (os.cpus().length * 1000) / (sum / workflows);
+  return (
+    `    CPU per workflow: service thread ${each(parts.mainThread)} ms, load thread ${each(parts.loadThread)} ms, ` +
+    `other threads (GC, libuv, loader) ${each(parts.otherThreads)} ms, PostgreSQL ${each(parts.postgres)} ms; ` +
+    `sum ${each(sum)} ms (${os.cpus().length} cores at that cost: ${Math.round(ceiling)}/s)`
+  );
 }
 
 export function printSummary(results: Results): void {
