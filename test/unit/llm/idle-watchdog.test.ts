@@ -1,4 +1,4 @@
-import { describe, expect, it } from 'vitest';
+import { describe, expect, it, vi } from 'vitest';
 import { IdleWatchdog } from '../../../src/llm/idle-watchdog.js';
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
@@ -41,6 +41,26 @@ describe('IdleWatchdog', () => {
     await sleep(120);
     watchdog.stop();
     expect(watchdog.fired).toBe(true);
+  });
+
+  it('counts idle time from when the consumer asks again, not from the chunk it held', () => {
+    vi.useFakeTimers();
+    try {
+      const controller = new AbortController();
+      const watchdog = new IdleWatchdog({ idleMs: 100, controller });
+      watchdog.received();
+      vi.advanceTimersByTime(130);
+      watchdog.waiting();
+      // Held for 130 ms, then 99 ms of waiting: less than idleMs of silence.
+      vi.advanceTimersByTime(99);
+      expect(watchdog.fired).toBe(false);
+      // Caught within 1¼ × idleMs of silence.
+      vi.advanceTimersByTime(26);
+      expect(watchdog.fired).toBe(true);
+      expect(controller.signal.aborted).toBe(true);
+    } finally {
+      vi.useRealTimers();
+    }
   });
 
   it('stop() cancels the timer', async () => {
