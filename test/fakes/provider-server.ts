@@ -58,6 +58,8 @@ const WIRES: Record<FakeApi, VendorWire> = { openai: openaiWire, anthropic: anth
 
 export const NO_RESPONSE_ENQUEUED = 'fake provider: no response enqueued';
 
+const RESPONSE_CLOSED = 'the response closed';
+
 /** One request's response in progress, and whether the client is still there. */
 class Exchange {
   readonly #gone = new AbortController();
@@ -70,7 +72,8 @@ class Exchange {
   ) {
     res.on('close', () => {
       if (!res.writableFinished && !this.#droppedByServer) onClientAbort();
-      this.#gone.abort();
+      // A reason of our own: abort() without one builds a DOMException with a stack, per response.
+      this.#gone.abort(RESPONSE_CLOSED);
     });
   }
 
