@@ -65,7 +65,8 @@ export async function* streamTurn(
       // We never ask for `n > 1`: only the first choice exists.
       const choice = chunk.choices[0];
       if (choice?.delta?.content) yield { type: 'text-delta', text: choice.delta.content };
-      for (const delta of choice?.delta?.tool_calls ?? []) toolCalls.add(delta);
+      const toolDeltas = choice?.delta?.tool_calls;
+      if (toolDeltas) for (const delta of toolDeltas) toolCalls.add(delta);
       if (choice?.finish_reason) {
         providerReason = choice.finish_reason;
         for (const call of toolCalls.drain()) yield toToolCallPart(call, request.tools);
