@@ -64,7 +64,7 @@ import type { ServiceTarget } from './workload.js';
  *                        the WAYMARK_MODELS to start a service with, until Ctrl-C
  *
  *   npm run bench -- simple-path [--workflows-c1 400] [--workflows-c32 3000]
- *     [--warmup 300] [--model bench] [--provider-port 0] [--provider-host 127.0.0.1]
+ *     [--warmup 2000] [--model bench] [--provider-port 0] [--provider-host 127.0.0.1]
  *     [--provider-url URL] [--service-url URL --api-key KEY] [--serve-provider] [--show-sql]
  *     [--synchronous-commit on|off] [--one-loop]
  */
@@ -92,7 +92,7 @@ function parsePlan(args: string[]): Plan {
     options: {
       'workflows-c1': { type: 'string', default: '400' },
       'workflows-c32': { type: 'string', default: '3000' },
-      warmup: { type: 'string', default: '300' },
+      warmup: { type: 'string', default: '2000' },
       model: { type: 'string' },
       'provider-port': { type: 'string', default: '0' },
       'provider-host': { type: 'string', default: '127.0.0.1' },
@@ -183,6 +183,11 @@ async function benchmark(plan: Plan, signal: AbortSignal, cleanups: Cleanup[]): 
   if (checked?.inside && checked.inside.requests !== 2) {
     throw new Error(`the first workflow made ${checked.inside.requests} model calls, not 2`);
   }
+  // The steady state of a long-running service: after 300 warm-up workflows
+  // V8 was still optimising functions (~20 a second) for tens of seconds, its
+  // helper threads taking ~2 ms of CPU per workflow at concurrency 1 (0.6-0.9
+  // ms after 2,000), and concurrency 1's overhead p50 read ~1 ms higher
+  // (runs alternated, 2026-12-01).
   await phase(plan.warmup, HIGH_CONCURRENCY);
 
   const measure = async (count: number, concurrency: number): Promise<PhaseResult> => {
