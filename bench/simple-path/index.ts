@@ -240,13 +240,12 @@ async function startLoad(
   plan: Plan,
   signal: AbortSignal,
   cleanups: Cleanup[],
-): Promise<SimplePathLoad & { taskId: number | undefined }> {
+): Promise<SimplePathLoad> {
   const provider = plan.providerUrl
     ? undefined
     : { port: plan.providerPort, host: plan.providerHost };
   if (plan.oneLoop) {
-    const load = await startSimplePathLoad({ provider, maxSockets: HIGH_CONCURRENCY, signal });
-    return { ...load, taskId: undefined };
+    return startSimplePathLoad({ provider, maxSockets: HIGH_CONCURRENCY, signal });
   }
   const thread = startLoadThread(new URL('./load.ts', import.meta.url));
   cleanups.push(() => thread.close());

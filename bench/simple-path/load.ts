@@ -23,6 +23,8 @@ export type LoadRequest =
   | { kind: 'close' };
 
 export interface SimplePathLoad {
+  /** The Linux task id of the thread the load runs on (undefined off Linux), for bench/support/machine-cpu.ts. */
+  taskId: number | undefined;
   /** The fake's OpenAI base URL, when this load started one. */
   providerUrl: string | undefined;
   run(input: {
@@ -45,6 +47,7 @@ export async function startSimplePathLoad(options: {
   const agent = new http.Agent({ keepAlive: true, maxSockets: options.maxSockets });
   const signal = options.signal ?? new AbortController().signal;
   return {
+    taskId: currentTaskId(),
     providerUrl: provider?.server.openaiBaseUrl,
     async run(input) {
       const { runs, elapsedMs } = await runWorkflows({ ...input, agent, signal });
@@ -69,7 +72,7 @@ if (!isMainThread) {
     switch (request.kind) {
       case 'start':
         load = await startSimplePathLoad(request);
-        return { providerUrl: load.providerUrl, taskId: currentTaskId() };
+        return { providerUrl: load.providerUrl, taskId: load.taskId };
       case 'run':
         if (!load) throw new Error('start the load first');
         return load.run(request);

@@ -12,9 +12,9 @@ import { messagesOf } from '../support/fake-catalogue.js';
  * turns, at once: a `calculator` call, then, once the request carries the
  * tool's result, the answer, each reply in one write (`delivery: 'burst'`:
  * a fake that wrote frame by frame spent the shared cores on ~14 writes per
- * workflow that no service work needs). Each workflow asks a numbered question, which
- * is how the fake tells concurrent conversations apart and how the time
- * spent inside it is summed per workflow.
+ * workflow that no service work needs). Each workflow asks a numbered
+ * question, which is how the fake tells concurrent conversations apart and
+ * how the time spent inside it is summed per workflow.
  */
 
 /** Catalogue name of the one model the service is given (or must have, when external). */

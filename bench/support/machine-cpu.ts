@@ -27,12 +27,7 @@ export interface MachineCpu {
 
 /** The calling thread's Linux task id (its tid), or undefined off Linux. */
 export function currentTaskId(): number | undefined {
-  try {
-    const stat = readFileSync('/proc/thread-self/stat', 'utf8');
-    return Number(stat.slice(0, stat.indexOf(' ')));
-  } catch {
-    return undefined; // not Linux: the parts are simply not reported
-  }
+  return readStat('/proc/thread-self/stat')?.pid;
 }
 
 /**
@@ -113,7 +108,7 @@ function readStat(file: string): ProcessStat | undefined {
   try {
     text = readFileSync(file, 'utf8');
   } catch {
-    return undefined; // the task ended between the listing and the read
+    return undefined; // the task ended between the listing and the read, or not Linux
   }
   const open = text.indexOf('(');
   const close = text.lastIndexOf(')');

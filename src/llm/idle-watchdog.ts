@@ -10,12 +10,12 @@ const CHECKS_PER_IDLE_PERIOD = 4;
  *
  * The adapter calls `received`/`waiting` in its own loop over the SDK
  * stream: the wrapping generator this used to be put one more async hop on
- * every chunk. A chunk costs a flag and a counter, no clock: one timer per
- * stream looks every quarter of `idleMs` and fires after four looks in a
- * row found the adapter still waiting since the look before, so the
- * silence lasted between `idleMs` and 1¼ × `idleMs`. (Re-creating a timer per chunk
- * cost 1-2.5% of a streamed call in bench/llm-router; reading the clock
- * twice per chunk, as the lazy deadline before this did, ~6 µs of a
+ * every chunk. A chunk costs a flag and a counter, no clock: one interval
+ * per stream looks every quarter of `idleMs` and fires after four looks in
+ * a row found the adapter still waiting since the look before, so the
+ * silence lasted between `idleMs` and 1¼ × `idleMs`. (Re-creating a timer
+ * per chunk cost 1-2.5% of a streamed call in bench/llm-router; reading the
+ * clock twice per chunk, as the lazy deadline before this did, ~6 µs of a
  * 60-chunk call.) A class rather than closures, for the reason given at
  * `Attempt` in router/attempt.ts.
  */
@@ -27,12 +27,10 @@ export class IdleWatchdog {
   /** True while the consumer holds a chunk: that time is not idle. */
   #holding = false;
   #quietLooks = 0;
-  #timer: NodeJS.Timeout;
-  readonly #lookEveryMs: number;
+  readonly #timer: NodeJS.Timeout;
 
   constructor(private readonly options: { idleMs: number; controller: AbortController }) {
-    this.#lookEveryMs = options.idleMs / CHECKS_PER_IDLE_PERIOD;
-    this.#timer = setTimeout(() => this.#look(), this.#lookEveryMs);
+    this.#timer = setInterval(() => this.#look(), options.idleMs / CHECKS_PER_IDLE_PERIOD);
   }
 
   /** Whether it aborted the stream for being idle. */
@@ -52,7 +50,7 @@ export class IdleWatchdog {
   }
 
   stop(): void {
-    clearTimeout(this.#timer);
+    clearInterval(this.#timer);
   }
 
   #look(): void {
@@ -62,10 +60,8 @@ export class IdleWatchdog {
     } else {
       this.#quietLooks += 1;
     }
-    if (this.#quietLooks < CHECKS_PER_IDLE_PERIOD) {
-      this.#timer = setTimeout(() => this.#look(), this.#lookEveryMs);
-      return;
-    }
+    if (this.#quietLooks < CHECKS_PER_IDLE_PERIOD) return;
+    this.stop();
     this.#fired = true;
     this.options.controller.abort();
   }

@@ -317,14 +317,14 @@ async function sendReply(answer: Answer, reply: FakeReply): Promise<void> {
     sendJson(answer, 200, wire.replyBody(reply, context));
     return;
   }
+  const frames = wire.replyFrames(reply, context);
   if (reply.delivery === 'burst') {
     assertDeliverable(reply);
-    const frames = wire.replyFrames(reply, context);
     streamHeaders(answer).end(frames.map((frame) => frame.text).join(''));
     return;
   }
   openStream(answer);
-  if (await writeFrames(exchange, wire.replyFrames(reply, context), reply)) exchange.res.end();
+  if (await writeFrames(exchange, frames, reply)) exchange.res.end();
 }
 
 /** A burst goes out in one write, so there is nothing to pace. */
