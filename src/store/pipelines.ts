@@ -358,6 +358,34 @@ export function acceptAfterTransition(input: { stageId: string; attempt: number 
   )`;
 }
 
+/** The code of the error an attempt still running when its workflow ended is failed with. */
+export const WORKFLOW_ENDED = 'workflow_ended';
+
+/**
+ * `ended_attempts`: the attempts still `started` when their workflow ends
+ * `failed` or `cancelled`, failed with it. No run will finish them (the
+ * run's own end of the attempt only ends a started one, so a run still
+ * going when a cancel commits changes nothing), and without this the
+ * pipeline view would show their stages running forever.
+ */
+export function failStartedAttemptsAfterTransition(ended: 'failed' | 'cancelled') {
+  const error = {
+    code: WORKFLOW_ENDED,
+    message: `The workflow was ${ended} during this attempt`,
+  };
+  return sql`ended_attempts AS (
+    UPDATE workflow_stage_attempts SET
+      status = 'failed',
+      error = ${JSON.stringify(error)}::jsonb,
+      finished_at = clock_timestamp(),
+      elapsed_ms = round(extract(epoch from clock_timestamp() - workflow_stage_attempts.started_at) * 1000)::integer
+    FROM changed
+    WHERE workflow_stage_attempts.workflow_id = changed.id
+      AND workflow_stage_attempts.tenant_id = changed.tenant_id
+      AND workflow_stage_attempts.status = 'started'
+  )`;
+}
+
 /** `revised`: the next plan revision (a `modify` with a plan patch). */
 export function planRevisionAfterTransition(input: { revision: number; plan: object }) {
   return sql`revised AS (

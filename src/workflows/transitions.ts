@@ -1,6 +1,7 @@
 import { type RawBuilder, sql, type Transaction } from 'kysely';
 import { conflict, notFound } from '../errors.js';
 import { type Db, type DbOrTx, WITHOUT_FLUSH_WAIT } from '../store/database.js';
+import { failStartedAttemptsAfterTransition } from '../store/pipelines.js';
 import type { Database, WorkflowEventRow, WorkflowRow } from '../store/schema.js';
 import {
   endpointsOf,
@@ -92,7 +93,8 @@ export interface TransitionResult {
  * state machine, the pause reason and the version, updates the row
  * (`version + 1`), writes the action's rows (`alsoInStatement`), appends
  * the transition's events and notifies the other replicas, all in one
- * statement. Two concurrent transitions on one workflow queue on the row
+ * statement; an end as `failed` or `cancelled` also fails the stage
+ * attempts still running. Two concurrent transitions on one workflow queue on the row
  * lock; the second re-checks against the first's result and is refused if
  * it no longer applies, so two `continue`s never both succeed. A refusal,
  * or writes that need their own statements (`alsoInTransaction`), take the
@@ -182,7 +184,16 @@ async function compareAndSet(
         ${input.expectedVersion === undefined ? sql`` : sql`AND version = ${input.expectedVersion}`}
         ${input.fromAwaiting ? sql`AND awaiting_reason = ANY(${[...input.fromAwaiting]}::text[])` : sql``}
       RETURNING *
-    ), ${sql.join([...(input.alsoInStatement ?? []), eventsAfter('changed', input)], sql`, `)}
+    ), ${sql.join(
+      [
+        ...(input.alsoInStatement ?? []),
+        ...(input.to === 'failed' || input.to === 'cancelled'
+          ? [failStartedAttemptsAfterTransition(input.to)]
+          : []),
+        eventsAfter('changed', input),
+      ],
+      sql`, `,
+    )}
     SELECT changed.*,
       (SELECT coalesce(json_agg(inserted.* ORDER BY inserted.seq), '[]') FROM inserted) AS appended_events
       ${

@@ -7,7 +7,7 @@ import {
   systemTextOf,
   type ToolLoopHarness,
 } from '../../support/tool-loop-harness.js';
-import { startWorkflow, storedEvents, waitForStatus } from '../../support/workflows.js';
+import { startWorkflow, storedEvents, waitFor, waitForStatus } from '../../support/workflows.js';
 
 /**
  * The complex path over HTTP against the fake provider: plan, stages,
@@ -193,6 +193,35 @@ describe('the pipeline', () => {
       'stage:completed',
     ]);
     expect((await act(id, 'cancel')).statusCode).toBe(202);
+  });
+
+  it('a cancel during a stage fails its attempt with the workflow: the view shows no stage running', async () => {
+    h.provider.enqueue(planReply(stage('a'), stage('b')), { kind: 'stall' });
+    const id = await startWorkflow(h.testApp, h.tenant.key, {
+      input: 'Compare, then cancel',
+      mode: 'complex',
+    });
+    await waitFor(async () => {
+      // 404 until the plan is written.
+      const response = await h.testApp.app.inject({
+        method: 'GET',
+        url: `/v1/workflows/${id}/pipeline`,
+        headers: bearer(h.tenant.key),
+      });
+      return response.statusCode === 200 && response.json().stages[0].status === 'running'
+        ? true
+        : undefined;
+    }, 'stage a to run');
+    expect((await act(id, 'cancel')).statusCode).toBe(202);
+    await waitForStatus(h.testApp, h.tenant.key, id, ['cancelled']);
+    const view = await pipelineOf(id);
+    expect(view.stages.map((s: { status: string }) => s.status)).toEqual(['failed', 'pending']);
+    expect(view.stages[0].attempts).toHaveLength(1);
+    expect(view.stages[0].attempts[0]).toMatchObject({
+      status: 'failed',
+      error: { code: 'workflow_ended', message: 'The workflow was cancelled during this attempt' },
+    });
+    expect(view.stages[0].attempts[0].finishedAt).not.toBeNull();
   });
 
   it('continue at a checkpoint on the last stage goes to the synthesis: no stage is begun', async () => {
