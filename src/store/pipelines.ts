@@ -359,7 +359,7 @@ export function acceptAfterTransition(input: { stageId: string; attempt: number 
 }
 
 /** The code of the error an attempt still running when its workflow ended is failed with. */
-export const WORKFLOW_ENDED = 'workflow_ended';
+const WORKFLOW_ENDED = 'workflow_ended';
 
 /**
  * `ended_attempts`: the attempts still `started` when their workflow ends
@@ -371,7 +371,10 @@ export const WORKFLOW_ENDED = 'workflow_ended';
 export function failStartedAttemptsAfterTransition(ended: 'failed' | 'cancelled') {
   const error = {
     code: WORKFLOW_ENDED,
-    message: `The workflow was ${ended} during this attempt`,
+    message:
+      ended === 'cancelled'
+        ? 'The workflow was cancelled during this attempt'
+        : 'The workflow failed during this attempt',
   };
   return sql`ended_attempts AS (
     UPDATE workflow_stage_attempts SET

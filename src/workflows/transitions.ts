@@ -94,12 +94,12 @@ export interface TransitionResult {
  * (`version + 1`), writes the action's rows (`alsoInStatement`), appends
  * the transition's events and notifies the other replicas, all in one
  * statement; an end as `failed` or `cancelled` also fails the stage
- * attempts still running. Two concurrent transitions on one workflow queue on the row
- * lock; the second re-checks against the first's result and is refused if
- * it no longer applies, so two `continue`s never both succeed. A refusal,
- * or writes that need their own statements (`alsoInTransaction`), take the
- * locked path: lock, check (throwing the 404 or 409 that says why), write,
- * then the same compare-and-set.
+ * attempts still running. Two concurrent transitions on one workflow queue
+ * on the row lock; the second re-checks against the first's result and is
+ * refused if it no longer applies, so two `continue`s never both succeed. A
+ * refusal, or writes that need their own statements (`alsoInTransaction`),
+ * take the locked path: lock, check (throwing the 404 or 409 that says
+ * why), write, then the same compare-and-set.
  */
 export async function transitionWorkflow(
   db: Db,
