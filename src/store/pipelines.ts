@@ -1,6 +1,13 @@
 import { type Selectable, sql } from 'kysely';
 import { z } from 'zod';
 import { type DbOrTx, WITHOUT_FLUSH_WAIT } from './database.js';
+import {
+  acceptAfterTransition,
+  type BegunAttempt,
+  beginAfterTransition,
+  elapsedMsSince,
+  workflowAsChanged,
+} from './pipeline-transition-writes.js';
 import type { WorkflowStageAttemptsTable } from './schema.js';
 
 /**
@@ -110,10 +117,10 @@ export const ZERO_USAGE: Readonly<AttemptUsage> = {
   costUsd: 0,
 };
 
-/** `elapsed_ms` from the database clock, which the started_at of the same row came from. */
+/** An attempt's end, timed by the database clock its started_at came from. */
 const FINISHED = {
   finished_at: sql<Date>`clock_timestamp()`,
-  elapsed_ms: sql<number>`round(extract(epoch from clock_timestamp() - started_at) * 1000)::integer`,
+  elapsed_ms: elapsedMsSince(sql.ref('started_at')),
 };
 
 export function pipelinesRepository(db: DbOrTx) {
@@ -304,104 +311,4 @@ export function toStageAttempt(row: Selectable<WorkflowStageAttemptsTable>): Sta
     finishedAt: row.finished_at,
     elapsedMs: row.elapsed_ms,
   };
-}
-
-/**
- * The attempt a review starts in its own statement: the one the run it
- * launches runs first (orchestrator/pipeline/review.ts decides which).
- */
-export interface BegunAttempt {
-  stageId: string;
-  attempt: number;
-  planRevision: number;
-  reason: AttemptReason;
-  feedback: string | null;
-}
-
-/**
- * The review's writes, as data-modifying CTEs of the transition statement
- * that resumes the workflow (workflows/transitions.ts `alsoInStatement`):
- * each selects `FROM changed`, the workflow row the transition updated, so
- * it happens if and only if the transition does, in one round trip.
- */
-
-/**
- * `begun`: the stage's next attempt, started. The attempt number comes from
- * the rows the review read at the version the transition compares, so no
- * other write can have taken it. A crash before the run ends it leaves it
- * `started`, like every attempt cut off midway: the next run fails it as
- * interrupted and runs the stage again.
- */
-export function beginAfterTransition(input: BegunAttempt) {
-  return sql`begun AS (
-    INSERT INTO workflow_stage_attempts
-      (workflow_id, stage_id, attempt, tenant_id, plan_revision, status, reason, feedback, started_at)
-    SELECT changed.id, ${input.stageId}, ${input.attempt}, changed.tenant_id, ${input.planRevision},
-           'started', ${input.reason}, ${input.feedback}, clock_timestamp()
-    FROM changed
-    RETURNING *
-  )`;
-}
-
-/** `accepted`: the user's `continue` on a finished attempt not accepted yet. */
-export function acceptAfterTransition(input: { stageId: string; attempt: number }) {
-  return sql`accepted AS (
-    UPDATE workflow_stage_attempts SET accepted_at = now()
-    FROM changed
-    WHERE workflow_stage_attempts.workflow_id = changed.id
-      AND workflow_stage_attempts.tenant_id = changed.tenant_id
-      AND workflow_stage_attempts.stage_id = ${input.stageId}
-      AND workflow_stage_attempts.attempt = ${input.attempt}
-      AND workflow_stage_attempts.status IN ('completed', 'failed')
-      AND workflow_stage_attempts.accepted_at IS NULL
-    RETURNING workflow_stage_attempts.*
-  )`;
-}
-
-/** The code of the error an attempt still running when its workflow ended is failed with. */
-const WORKFLOW_ENDED = 'workflow_ended';
-
-/**
- * `ended_attempts`: the attempts still `started` when their workflow ends
- * `failed` or `cancelled`, failed with it. No run will finish them (the
- * run's own end of the attempt only ends a started one, so a run still
- * going when a cancel commits changes nothing), and without this the
- * pipeline view would show their stages running forever.
- */
-export function failStartedAttemptsAfterTransition(ended: 'failed' | 'cancelled') {
-  const error = {
-    code: WORKFLOW_ENDED,
-    message:
-      ended === 'cancelled'
-        ? 'The workflow was cancelled during this attempt'
-        : 'The workflow failed during this attempt',
-  };
-  return sql`ended_attempts AS (
-    UPDATE workflow_stage_attempts SET
-      status = 'failed',
-      error = ${JSON.stringify(error)}::jsonb,
-      finished_at = clock_timestamp(),
-      elapsed_ms = round(extract(epoch from clock_timestamp() - workflow_stage_attempts.started_at) * 1000)::integer
-    FROM changed
-    WHERE workflow_stage_attempts.workflow_id = changed.id
-      AND workflow_stage_attempts.tenant_id = changed.tenant_id
-      AND workflow_stage_attempts.status = 'started'
-  )`;
-}
-
-/** `revised`: the next plan revision (a `modify` with a plan patch). */
-export function planRevisionAfterTransition(input: { revision: number; plan: object }) {
-  return sql`revised AS (
-    INSERT INTO workflow_plans (workflow_id, revision, tenant_id, plan)
-    SELECT changed.id, ${input.revision}, changed.tenant_id, ${JSON.stringify(input.plan)}::jsonb
-    FROM changed
-    RETURNING revision, plan, created_at
-  )`;
-}
-
-/** The workflow as a `changed` CTE, for the review writes made on their own. */
-function workflowAsChanged(key: WorkflowKey) {
-  return sql`changed AS (
-    SELECT id, tenant_id FROM workflows WHERE id = ${key.workflowId} AND tenant_id = ${key.tenantId}
-  )`;
 }

@@ -1,7 +1,7 @@
 import { type RawBuilder, sql, type Transaction } from 'kysely';
 import { conflict, notFound } from '../errors.js';
 import { type Db, type DbOrTx, WITHOUT_FLUSH_WAIT } from '../store/database.js';
-import { failStartedAttemptsAfterTransition } from '../store/pipelines.js';
+import { failStartedAttemptsAfterTransition } from '../store/pipeline-transition-writes.js';
 import type { Database, WorkflowEventRow, WorkflowRow } from '../store/schema.js';
 import {
   endpointsOf,

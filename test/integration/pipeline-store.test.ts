@@ -18,13 +18,11 @@ import {
   reviewedRowsColumns,
 } from '../../src/store/pipeline-rows.js';
 import {
-  type AttemptReason,
   acceptAfterTransition,
   beginAfterTransition,
-  INTERRUPTED,
-  pipelinesRepository,
   planRevisionAfterTransition,
-} from '../../src/store/pipelines.js';
+} from '../../src/store/pipeline-transition-writes.js';
+import { type AttemptReason, INTERRUPTED, pipelinesRepository } from '../../src/store/pipelines.js';
 import { tenantsRepository } from '../../src/store/tenants.js';
 import { transitionWorkflow } from '../../src/workflows/transitions.js';
 import { createTenantDatabase, type TenantDatabase } from '../support/tenant-database.js';

@@ -8,13 +8,11 @@ import {
   reviewedRowsColumns,
 } from '../../store/pipeline-rows.js';
 import {
-  type AttemptReason,
   acceptAfterTransition,
   beginAfterTransition,
   planRevisionAfterTransition,
-  type StageAttempt,
-  ZERO_USAGE,
-} from '../../store/pipelines.js';
+} from '../../store/pipeline-transition-writes.js';
+import { type AttemptReason, type StageAttempt, ZERO_USAGE } from '../../store/pipelines.js';
 import { toWorkflow } from '../../workflows/rows.js';
 import type { WorkflowService } from '../../workflows/service.js';
 import { assertAwaiting } from '../../workflows/transitions.js';
