@@ -1,4 +1,4 @@
-import type { FinishReason, ModelRequest, ToolCall, Usage } from '../../llm/types.js';
+import type { FinishReason, ModelRequest, StreamPart, ToolCall, Usage } from '../../llm/types.js';
 import { enforceBudget } from './budget.js';
 import { prepareRequest, recoverFromOverflow } from './prepare-request.js';
 import type { LoopRun, LoopStep, PendingCall } from './types.js';
@@ -11,7 +11,11 @@ export const turnStep = (turn: number): string => `turn-${turn}`;
  * calls, and decides the next step. Offered tools unless the loop is
  * wrapping up after reaching a budget cap, which is checked first.
  */
-export async function callModel(run: LoopRun): Promise<LoopStep> {
+export async function callModel(
+  run: LoopRun,
+  /** The previous turn's write, if still in flight: this turn's reply is read once it commits. */
+  previousTurnWrite?: Promise<void>,
+): Promise<LoopStep> {
   const { options } = run;
   options.throwIfStopped();
   await enforceBudget(run);
@@ -26,7 +30,7 @@ export async function callModel(run: LoopRun): Promise<LoopStep> {
     tools: withTools,
   });
   const started = performance.now();
-  const collected = await streamTurn(run, request);
+  const collected = await streamTurn(run, request, previousTurnWrite);
   options.throwIfStopped();
   const elapsedMs = performance.now() - started;
   addUsage(run, collected.usage);
@@ -79,7 +83,11 @@ interface CollectedTurn {
   contextOverflow: boolean;
 }
 
-async function streamTurn(run: LoopRun, request: ModelRequest): Promise<CollectedTurn> {
+async function streamTurn(
+  run: LoopRun,
+  request: ModelRequest,
+  previousTurnWrite: Promise<void> | undefined,
+): Promise<CollectedTurn> {
   const { options } = run;
   const turn: CollectedTurn = {
     text: '',
@@ -89,13 +97,15 @@ async function streamTurn(run: LoopRun, request: ModelRequest): Promise<Collecte
     failure: undefined,
     contextOverflow: false,
   };
-  for await (const part of options.router.stream({
+  const gate = previousTurnWrite && { written: previousTurnWrite, failed: new AbortController() };
+  const parts = options.router.stream({
     model: options.model,
     request,
-    signal: options.signal,
+    signal: gate ? AbortSignal.any([options.signal, gate.failed.signal]) : options.signal,
     context: { tenantId: options.tenantId, workflowId: options.workflowId },
     onEvent: options.onRouterEvent,
-  })) {
+  });
+  for await (const part of gate ? afterWrite(parts, gate) : parts) {
     switch (part.type) {
       case 'text-delta':
         turn.text += part.text;
@@ -120,6 +130,41 @@ async function streamTurn(run: LoopRun, request: ModelRequest): Promise<Collecte
     }
   }
   return turn;
+}
+
+/**
+ * The parts of a turn whose request goes out while the previous turn's
+ * write is in flight. The request is sent at once; its parts (text, tool
+ * calls) are read only once the write has committed, and the events the
+ * turn queues meanwhile are written after it, so nothing of this turn is
+ * stored or seen before the previous one is persisted. A failed write (the
+ * workflow was cancelled meanwhile, say) aborts the request and is what
+ * this throws.
+ */
+async function* afterWrite(
+  parts: AsyncIterable<StreamPart>,
+  gate: { written: Promise<void>; failed: AbortController },
+): AsyncGenerator<StreamPart> {
+  const iterator = parts[Symbol.asyncIterator]();
+  const first = iterator.next();
+  // The request's own outcome matters only once the write has committed.
+  first.catch(() => undefined);
+  try {
+    await gate.written;
+  } catch (error) {
+    gate.failed.abort(error);
+    await first.catch(() => undefined);
+    await iterator.return?.();
+    throw error;
+  }
+  let ended = false;
+  try {
+    for (let next = await first; !next.done; next = await iterator.next()) yield next.value;
+    ended = true;
+  } finally {
+    // Left before its end (the reader stopped, or a part failed): the stream is closed too.
+    if (!ended) await iterator.return?.();
+  }
 }
 
 /** An invalid call goes into history with no arguments; its error result explains why. */

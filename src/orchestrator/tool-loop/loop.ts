@@ -26,7 +26,7 @@ export async function runToolLoop(options: LoopOptions): Promise<LoopOutcome> {
   for (;;) {
     switch (step.kind) {
       case 'call_model':
-        step = await callModel(run);
+        step = await callModel(run, step.previousTurnWrite);
         break;
       case 'run_tools':
         // The budget is checked before the next turn (callModel), whichever path leads to it.

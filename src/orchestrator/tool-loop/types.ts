@@ -14,7 +14,12 @@ import type { TurnState } from './state.js';
  * switches over it until it is `finished` or `paused`.
  */
 export type LoopStep =
-  | { kind: 'call_model' }
+  /**
+   * `previousTurnWrite`: the write of the turn before, still in flight; the
+   * turn's request goes out meanwhile and its reply is read once the write
+   * has committed (call-model.ts).
+   */
+  | { kind: 'call_model'; previousTurnWrite?: Promise<void> }
   /** The model's tool calls of this turn; invalid ones carry their error instead of arguments. */
   | { kind: 'run_tools'; calls: PendingCall[] }
   | { kind: 'finished'; answer: string; reason: FinishedReason }
@@ -55,7 +60,11 @@ export interface LoopOptions {
   onRouterEvent: NonNullable<RouterCall['onEvent']>;
   /** Pauses the workflow for the user's answer (awaiting_input, clarification). */
   pause: (request: ClarificationRequest, spent: Spent) => Promise<void>;
-  /** Called with each turn before the next one starts; resolves once it is written. */
+  /**
+   * Called with each turn that another follows or a pause ends; resolves
+   * once it is written. Nothing of the next turn but its request happens
+   * before then.
+   */
   persistTurn: (state: TurnState) => Promise<void>;
   /**
    * Called with the answering turn, which no turn follows: written with

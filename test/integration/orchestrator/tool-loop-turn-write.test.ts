@@ -1,0 +1,125 @@
+import type pg from 'pg';
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
+import {
+  answer,
+  callsTo,
+  startToolLoopHarness,
+  type ToolLoopHarness,
+} from '../../support/tool-loop-harness.js';
+import { startWorkflow, storedEvents, waitForStatus } from '../../support/workflows.js';
+
+/**
+ * A turn's write and the next turn's request overlap: the request goes out
+ * while the write is in flight, and nothing of the new turn is stored
+ * before the write commits. The write is held back by a row lock that a
+ * second connection takes on the workflow while the turn's tool runs (the
+ * tool server's `/slow/…` paths answer after 150 ms).
+ */
+
+let h: ToolLoopHarness;
+beforeAll(async () => {
+  h = await startToolLoopHarness();
+});
+afterAll(async () => {
+  await h?.close();
+});
+
+/** Starts a workflow whose first turn calls a slow tool, and locks its row while the tool runs. */
+async function startWithHeldWrite(
+  second: Parameters<ToolLoopHarness['provider']['enqueue']>[0],
+): Promise<{ id: string; lock: pg.PoolClient; requestsBefore: number }> {
+  const tool = await h.registerTool('/slow/held');
+  const requestsBefore = h.provider.requests.length;
+  h.provider.enqueue(callsTo({ name: tool, arguments: {} }), second);
+  const lock = await h.testApp.services.database.pool.connect();
+  try {
+    const id = await startWorkflow(h.testApp, h.tenant.key, { input: 'Use the tool' });
+    await vi.waitFor(() =>
+      expect(h.tools.calls.some((call) => call.path === '/slow/held')).toBe(true),
+    );
+    await lock.query('BEGIN');
+    await lock.query('SELECT 1 FROM workflows WHERE id = $1 FOR UPDATE', [id]);
+    return { id, lock, requestsBefore };
+  } catch (error) {
+    lock.release();
+    throw error;
+  }
+}
+
+async function countTurns(id: string): Promise<number> {
+  const { rows } = await h.testApp.services.database.pool.query<{ count: string }>(
+    'SELECT count(*) AS count FROM workflow_turns WHERE workflow_id = $1',
+    [id],
+  );
+  return Number(rows[0]?.count);
+}
+
+/** Stored events of the second turn (its `llm_call`s, tokens never being stored) and after. */
+async function eventsAfterTurnOne(id: string): Promise<string[]> {
+  const events = await storedEvents(h.testApp, id);
+  const after = events.findIndex((event) => event.step === 'turn-2');
+  return after === -1 ? [] : events.slice(after).map((event) => event.type);
+}
+
+describe('a turn’s write and the next turn', () => {
+  it('the next request goes out while the turn’s write waits; nothing of that turn is stored before the write commits', async () => {
+    const { id, lock, requestsBefore } = await startWithHeldWrite(answer('Done.'));
+    try {
+      // The second request arrives although the first turn is not written yet.
+      await vi.waitFor(() => expect(h.provider.requests.length).toBe(requestsBefore + 2), {
+        timeout: 5_000,
+      });
+      // Its answer is in, but the run reads it only after the write: nothing is stored meanwhile.
+      await new Promise((resolve) => setTimeout(resolve, 200));
+      expect(await countTurns(id)).toBe(0);
+      expect(await eventsAfterTurnOne(id)).toEqual([]);
+      await lock.query('COMMIT');
+    } finally {
+      lock.release();
+    }
+    const workflow = await waitForStatus(h.testApp, h.tenant.key, id, ['completed', 'failed']);
+    expect(workflow).toMatchObject({ status: 'completed', result: { answer: 'Done.' } });
+    const events = await storedEvents(h.testApp, id);
+    expect(events.map((event) => [event.type, event.step, event.status])).toEqual([
+      ['workflow_start', null, 'started'],
+      ['classification', 'classify', 'completed'],
+      ['llm_call', 'turn-1', 'started'],
+      ['llm_call', 'turn-1', 'completed'],
+      ['tool_call', 'turn-1', 'started'],
+      ['tool_call', 'turn-1', 'completed'],
+      ['llm_call', 'turn-2', 'started'],
+      ['llm_call', 'turn-2', 'completed'],
+      ['answer', null, 'completed'],
+      ['usage', null, 'info'],
+      ['workflow_end', null, 'completed'],
+    ]);
+    expect(await countTurns(id)).toBe(2);
+  });
+
+  it('a turn’s write that fails (the workflow was cancelled meanwhile) aborts the request already sent', async () => {
+    const abortedBefore = h.provider.abortedRequests();
+    const { id, lock, requestsBefore } = await startWithHeldWrite({ kind: 'stall' });
+    try {
+      await vi.waitFor(() => expect(h.provider.requests.length).toBe(requestsBefore + 2), {
+        timeout: 5_000,
+      });
+      // Another replica's cancel, committed under the lock: the turn's write then matches no row.
+      await lock.query(
+        `UPDATE workflows SET status = 'cancelled', finished_at = now(), version = version + 1
+          WHERE id = $1`,
+        [id],
+      );
+      await lock.query('COMMIT');
+    } finally {
+      lock.release();
+    }
+    // The stalled reply would never end by itself: only the failed write stops it.
+    await vi.waitFor(() => expect(h.provider.abortedRequests()).toBe(abortedBefore + 1), {
+      timeout: 5_000,
+    });
+    const workflow = await waitForStatus(h.testApp, h.tenant.key, id, ['cancelled']);
+    expect(workflow.status).toBe('cancelled');
+    expect(await countTurns(id)).toBe(0);
+    expect(await eventsAfterTurnOne(id)).toEqual([]);
+  });
+});
