@@ -40,13 +40,14 @@ export async function runTools(run: LoopRun, calls: PendingCall[]): Promise<Loop
     run.options.throwIfStopped();
     return { kind: 'paused', call: question.call };
   }
-  // Awaited once the next turn's reply is in (call-model.ts); until then
-  // this keeps an early failure from counting as an unhandled rejection.
+  // Awaited by the next turn before it reads its reply (call-model.ts);
+  // until then this keeps an early failure from counting as unhandled.
   written.catch(() => undefined);
   // One turn of the event loop, in which the write queue sends the turn's
   // statement (tracker/write-queue.ts): PostgreSQL then writes it while the
-  // next request is built and answered. At concurrency 1 that hid ~0.35 ms
-  // of the turn's ~0.55 ms round trip (bench/simple-path, 2026-12-01).
+  // next request is built and answered, and at concurrency 1 it commits
+  // before that reply is in. Sent after the request instead, it hid only
+  // ~0.1 ms of its ~0.55 ms (bench/simple-path timelines, 2026-12-01).
   await setImmediate();
   run.options.throwIfStopped();
   return { kind: 'call_model', previousTurnWrite: written };
