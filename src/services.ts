@@ -21,6 +21,7 @@ import { createMcpServersService, type McpServersService } from './tools/mcp-ser
 import { builtinTools } from './tools/registry.js';
 import { createEventHub, type EventHub } from './tracker/event-hub.js';
 import { configuredBudget } from './workflows/budget.js';
+import { createEndpointsMemory } from './workflows/early-start.js';
 import { createRetentionSweeper, type RetentionSweeper } from './workflows/retention.js';
 import { createWorkflowService, type WorkflowService } from './workflows/service.js';
 
@@ -104,6 +105,7 @@ export function createServices(options: {
   const executions = createExecutions({ log: options.log });
   const budgetDefaults = configuredBudget(options.config);
   const sessions = createSessionService({ db: database.db });
+  const endpointsMemory = createEndpointsMemory();
   const httpTools = createHttpToolsService({
     db: database.db,
     policy: {
@@ -111,6 +113,7 @@ export function createServices(options: {
       allowPrivate: options.config.HTTP_TOOLS_ALLOW_PRIVATE,
     },
     log: options.log,
+    onChanged: endpointsMemory.forget,
   });
   const mcpServers = createMcpServersService({
     db: database.db,
@@ -119,6 +122,7 @@ export function createServices(options: {
       allowPrivate: options.config.HTTP_TOOLS_ALLOW_PRIVATE,
     },
     log: options.log,
+    onChanged: endpointsMemory.forget,
   });
   const pipelineSettings: PipelineSettings = {
     maxStages: options.config.PIPELINE_MAX_STAGES,
@@ -157,6 +161,7 @@ export function createServices(options: {
     renewEveryMs: options.config.WORKFLOW_LEASE_RENEW_MS,
   });
   const workflows = createWorkflowService({
+    endpointsMemory,
     db: database.db,
     catalogue: llm.catalogue,
     hub,

@@ -62,8 +62,9 @@ export async function streamWorkflowEvents(
     /**
      * The workflow as the caller just read or created it. Given, the stream
      * subscribes without a database round trip first: a create that streams
-     * is subscribed before its run (scheduled with setImmediate) can emit,
-     * so not even the first token chunk is missed.
+     * is subscribed before its run can emit (the run writes and publishes
+     * nothing before the insert has answered, and at least a turn of the
+     * event loop after), so not even the first token chunk is missed.
      */
     workflow?: Workflow;
     /**

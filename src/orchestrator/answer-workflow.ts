@@ -78,6 +78,11 @@ export interface AnswerWorkflowInput {
   toolset: Promise<TenantToolset>;
   /** The pipeline's rows as the review that launched this run left them; read by the pipeline otherwise. */
   pipeline?: PipelineRows;
+  /**
+   * A run started before its workflow's insert answered (early-start.ts):
+   * the first turn's reply is read, and the pipeline starts, once it has.
+   */
+  created?: Promise<void>;
 }
 
 export async function answerWorkflow(input: AnswerWorkflowInput): Promise<LoopOutcome> {
@@ -100,7 +105,11 @@ export async function answerWorkflow(input: AnswerWorkflowInput): Promise<LoopOu
     now: new Date(),
   });
   input.throwIfStopped();
-  if (kind === 'complex') return await answerWithPipeline(input, available, system);
+  if (kind === 'complex') {
+    await input.created;
+    input.throwIfStopped();
+    return await answerWithPipeline(input, available, system);
+  }
   return await runToolLoop({
     ...loopOptions(input, tools),
     system,
@@ -109,6 +118,7 @@ export async function answerWorkflow(input: AnswerWorkflowInput): Promise<LoopOu
     queueTurn: input.queueTurn,
     pause: input.pause,
     resume: input.resume,
+    firstReplyAfter: input.created,
   });
 }
 

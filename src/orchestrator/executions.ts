@@ -6,7 +6,8 @@ import type { Logger } from 'pino';
  * - `shutdown`: this replica is shutting down and the grace period is over;
  * - `lease_lost`: another runner holds the workflow now.
  */
-export type StopReason = 'cancelled' | 'shutdown' | 'lease_lost';
+/** `superseded`: a run started before its workflow's insert answered, which failed or read other tools (early-start.ts). */
+export type StopReason = 'cancelled' | 'shutdown' | 'lease_lost' | 'superseded';
 
 /** A workflow run on this replica, as the registry sees it. */
 export interface Execution {

@@ -70,6 +70,7 @@ function startRun(options: ExecutorOptions, launch: Launch): void {
       workflowId: workflow.id,
       origin: options.replicaId,
       log,
+      created: launch.preload.created,
     }),
     repository: workflowsRepository(options.db),
     controller: new AbortController(),
@@ -125,6 +126,9 @@ async function executeRun(run: Run, preload: RunPreload): Promise<void> {
   // the other. A run that does not go ahead closes them unused.
   const toolset = options.orchestrator.tenantTools(workflow.tenantId, preload.endpoints);
   toolset.catch(() => undefined); // awaited by the run, or in `finally`
+  // Started before its insert answered (early-start.ts): superseded, it
+  // stops having done nothing, and leaves the lease to the run replacing it.
+  preload.created?.catch(() => stop(run, 'superseded'));
   try {
     heartbeat = startHeartbeat(run, lease);
     // A cancel committed on any replica reaches this replica's hub as the
@@ -167,7 +171,12 @@ async function executeRun(run: Run, preload: RunPreload): Promise<void> {
         kind: classification?.kind ?? run.workflow.kind,
       };
     }
-    await answerWithToolLoop(run, { firstRun, toolset, pipeline: preload.pipeline });
+    await answerWithToolLoop(run, {
+      firstRun,
+      toolset,
+      pipeline: preload.pipeline,
+      created: preload.created,
+    });
     // It ended or paused: that transition cleared the lease.
     leased = false;
   } catch (error) {
@@ -178,7 +187,7 @@ async function executeRun(run: Run, preload: RunPreload): Promise<void> {
     run.tracker.close();
     await closeToolset(run, toolset);
     // Covers a run that failed or stopped without a transition clearing the lease.
-    if (leased) {
+    if (leased && run.stopReason !== 'superseded') {
       await run.repository
         .releaseLease(lease)
         .catch((error: unknown) => run.log.error({ err: error }, 'releasing the lease failed'));
@@ -241,6 +250,9 @@ async function settleAfterError(run: Run, error: unknown): Promise<void> {
         return;
       case 'lease_lost':
         run.log.warn('the workflow’s lease was lost; its run stopped');
+        return;
+      case 'superseded':
+        run.log.debug('the run started before its workflow’s insert answered was superseded');
         return;
       case 'shutdown':
         // Handed over rather than failed: another replica resumes it from its last persisted turn.

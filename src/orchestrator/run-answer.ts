@@ -29,6 +29,7 @@ export async function answerWithToolLoop(
     firstRun,
     toolset,
     pipeline,
+    created,
   }: {
     /** False when the workflow ran before: it continues from its persisted steps. */
     firstRun: boolean;
@@ -36,6 +37,8 @@ export async function answerWithToolLoop(
     toolset: Promise<TenantToolset>;
     /** The pipeline's rows as the review that launched the run left them. */
     pipeline?: PipelineRows;
+    /** A run started before its workflow's insert answered: settles once it has (early-start.ts). */
+    created?: Promise<void>;
   },
 ): Promise<void> {
   const { tracker, workflow, options } = run;
@@ -48,6 +51,7 @@ export async function answerWithToolLoop(
     resume,
     toolset,
     pipeline,
+    created,
     settings: options.orchestrator,
     workflow,
     history,

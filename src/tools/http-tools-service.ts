@@ -45,7 +45,13 @@ export interface HttpToolInfo {
   createdAt: Date;
 }
 
-export function createHttpToolsService(options: { db: Db; policy: HttpToolPolicy; log: Logger }) {
+export function createHttpToolsService(options: {
+  db: Db;
+  policy: HttpToolPolicy;
+  log: Logger;
+  /** Told once one of a tenant's tools was registered or removed (see workflows/early-start.ts). */
+  onChanged: (tenantId: string) => void;
+}) {
   const { db, policy } = options;
   return {
     async create(tenantId: string, input: NewHttpTool): Promise<HttpToolInfo> {
@@ -70,6 +76,7 @@ export function createHttpToolsService(options: { db: Db; policy: HttpToolPolicy
       if (!row) {
         throw conflict('tool_name_taken', `The tenant already has a tool named "${input.name}"`);
       }
+      options.onChanged(tenantId);
       return toInfo(row);
     },
 
@@ -86,6 +93,7 @@ export function createHttpToolsService(options: { db: Db; policy: HttpToolPolicy
     async delete(tenantId: string, id: string): Promise<void> {
       if (!(await tenantEndpointsRepository(db, 'http_tools').delete(tenantId, id)))
         throw notFound('Tool');
+      options.onChanged(tenantId);
     },
 
     /**

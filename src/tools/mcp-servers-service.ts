@@ -57,7 +57,13 @@ export interface McpServerInfo {
   createdAt: Date;
 }
 
-export function createMcpServersService(options: { db: Db; policy: HttpToolPolicy; log: Logger }) {
+export function createMcpServersService(options: {
+  db: Db;
+  policy: HttpToolPolicy;
+  log: Logger;
+  /** Told once one of a tenant's MCP servers was registered or removed (see workflows/early-start.ts). */
+  onChanged: (tenantId: string) => void;
+}) {
   const { db, policy, log } = options;
   return {
     async create(tenantId: string, input: NewMcpServer): Promise<McpServerInfo> {
@@ -92,6 +98,7 @@ export function createMcpServersService(options: { db: Db; policy: HttpToolPolic
           `The tenant already has an MCP server named "${input.name}"`,
         );
       }
+      options.onChanged(tenantId);
       return toInfo(row);
     },
 
@@ -104,6 +111,7 @@ export function createMcpServersService(options: { db: Db; policy: HttpToolPolic
     async delete(tenantId: string, id: string): Promise<void> {
       if (!(await tenantEndpointsRepository(db, 'mcp_servers').delete(tenantId, id)))
         throw notFound('MCP server');
+      options.onChanged(tenantId);
     },
 
     /**

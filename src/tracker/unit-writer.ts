@@ -2,6 +2,7 @@ import type { Logger } from 'pino';
 import { AppError } from '../errors.js';
 import type { Db } from '../store/database.js';
 import { type TokensAmongEvents, workflowEventsRepository } from '../store/workflow-events.js';
+import { EarlyStartSuperseded } from '../workflows/early-start.js';
 import { toEvent } from '../workflows/rows.js';
 import type { WorkflowEvent } from '../workflows/types.js';
 import type { EventHub } from './event-hub.js';
@@ -28,6 +29,12 @@ export interface UnitWriterOptions {
   /** This replica's id, carried in the NOTIFYs. */
   origin: string;
   log: Logger;
+  /**
+   * A run started before its workflow's insert answered: nothing is
+   * written before this resolves, and a rejection fails every write
+   * (workflows/early-start.ts).
+   */
+  created?: Promise<void>;
 }
 
 /**
@@ -42,6 +49,7 @@ export function createUnitWriter(options: UnitWriterOptions) {
   const { hub, tenantId, workflowId } = options;
   const workflowEvents = workflowEventsRepository(options.db);
   let unreported: { error: unknown } | undefined;
+  let created = options.created;
 
   async function writeUnit(unit: Unit): Promise<void> {
     const { items, tokens, statement, after } = unit;
@@ -49,10 +57,14 @@ export function createUnitWriter(options: UnitWriterOptions) {
     const eventsAfter = eventsOf(after);
     // Without an event or a transition there is no NOTIFY to carry the text.
     const inline = tokens && (events.length > 0 || statement) ? tokens : undefined;
-    if (tokens && !inline) await publishTokens(tokens);
-    if (!statement && items.length === 0) return;
     const between = inline && { text: inline.text, afterEvents: inline.afterEvents };
     try {
+      if (created) {
+        await created;
+        created = undefined;
+      }
+      if (tokens && !inline) await publishTokens(tokens);
+      if (!statement && items.length === 0) return;
       const committed = statement
         ? await statement.run({
             events,
@@ -79,14 +91,17 @@ export function createUnitWriter(options: UnitWriterOptions) {
       statement?.waiter.resolve(committed.slice(events.length, ownEnd));
     } catch (error) {
       for (const item of [...items, ...after]) item.waiter?.reject(error);
-      inline?.waiter?.reject(error);
+      tokens?.waiter?.reject(error);
       if (statement) {
         // The statement's caller is told; what it took along is lost with it.
         statement.waiter.reject(error);
       } else if (items.some((item) => !item.waiter)) {
         unreported ??= { error };
-        // Refused because the workflow ended meanwhile (a cancel): expected, and said by its end.
-        const ended = error instanceof AppError && error.code === 'workflow_finished';
+        // Refused because the workflow ended meanwhile (a cancel): expected, and said by its end;
+        // or never written, the run having been superseded.
+        const ended =
+          (error instanceof AppError && error.code === 'workflow_finished') ||
+          error instanceof EarlyStartSuperseded;
         options.log[ended ? 'debug' : 'warn'](
           { err: error, workflowId },
           'writing queued events failed',

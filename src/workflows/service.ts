@@ -8,12 +8,14 @@ import type { Db } from '../store/database.js';
 import type { PipelineRows } from '../store/pipeline-rows.js';
 import type { TenantEndpoints } from '../store/tenant-endpoints.js';
 import { type NewEventRow, workflowEventsRepository } from '../store/workflow-events.js';
-import { type ListPosition, workflowsRepository } from '../store/workflows.js';
+import { type NewWorkflowRow, workflowsRepository } from '../store/workflows.js';
 import type { Principal } from '../tenancy/types.js';
 import type { EventHub } from '../tracker/event-hub.js';
 import { createWorkflowTracker } from '../tracker/tracker.js';
 import { isEmptyBudget, type RequestedBudget, resolveBudget } from './budget.js';
 import { checkAnswer } from './clarification.js';
+import { decodeCursor, encodeCursor } from './cursor.js';
+import { type EndpointsMemory, insertAndLaunch } from './early-start.js';
 import { toWorkflow } from './rows.js';
 import { assertAwaiting, type TransitionInput } from './transitions.js';
 import type {
@@ -32,6 +34,12 @@ import type {
 export interface RunPreload {
   endpoints?: TenantEndpoints;
   pipeline?: PipelineRows;
+  /**
+   * A run launched while its workflow's insert is in flight: settles once
+   * the insert has answered; rejects when the run is superseded
+   * (early-start.ts).
+   */
+  created?: Promise<void>;
 }
 
 /** Why a paused workflow runs again: the user answered its question, or reviewed a pipeline stage. */
@@ -82,6 +90,8 @@ export interface WorkflowServiceOptions {
   stopLocalRun: (workflowId: string) => void;
   /** The configured budget (BUDGET_MAX_*), for tenants without overrides. */
   budgetDefaults: WorkflowBudget;
+  /** What each tenant's latest insert read, for the runs that start before theirs answers. */
+  endpointsMemory: EndpointsMemory;
 }
 
 /** The Postgres error code of a unique violation, and the index that makes keys unique per tenant. */
@@ -94,7 +104,7 @@ const IDEMPOTENCY_INDEX = 'workflows_idempotency';
  * transaction with its events.
  */
 export function createWorkflowService(options: WorkflowServiceOptions) {
-  const { db, catalogue } = options;
+  const { db, catalogue, endpointsMemory } = options;
   const repository = workflowsRepository(db);
 
   /** The workflow an Idempotency-Key already made, if the request is the same one. */
@@ -166,23 +176,31 @@ export function createWorkflowService(options: WorkflowServiceOptions) {
           },
         ]);
       }
-      let inserted: Awaited<ReturnType<typeof repository.insert>>;
+      const row: NewWorkflowRow = {
+        id: randomUUID(),
+        tenantId,
+        sessionId: input.sessionId ?? null,
+        mode: input.mode,
+        model,
+        input: input.input,
+        tools: input.tools ?? [],
+        metadata: input.metadata ?? {},
+        budget,
+        idempotencyKey: idempotencyKey ?? null,
+        requestHash,
+        // Launched here: its run holds the lease from the start.
+        lease: { owner: options.replicaId, leaseMs: options.leaseMs },
+      };
       try {
-        inserted = await repository.insert({
-          id: randomUUID(),
-          tenantId,
-          sessionId: input.sessionId ?? null,
-          mode: input.mode,
-          model,
-          input: input.input,
-          tools: input.tools ?? [],
-          metadata: input.metadata ?? {},
-          budget,
-          idempotencyKey: idempotencyKey ?? null,
-          requestHash,
-          // Launched here below: its run holds the lease from the start.
-          lease: { owner: options.replicaId, leaseMs: options.leaseMs },
+        const workflow = await insertAndLaunch({
+          row,
+          insert: repository.insert,
+          endpointsMemory,
+          launch: options.launch,
+          // Not with an Idempotency-Key: the insert may find the workflow made already.
+          early: idempotencyKey === undefined,
         });
+        return { workflow, replayed: false };
       } catch (error) {
         if (idempotencyKey === undefined || requestHash === null || !isIdempotencyKeyTaken(error)) {
           throw error;
@@ -191,9 +209,6 @@ export function createWorkflowService(options: WorkflowServiceOptions) {
         if (!replay) throw error;
         return replay;
       }
-      const workflow = toWorkflow(inserted.row);
-      options.launch(workflow, 'created', { endpoints: inserted.endpoints });
-      return { workflow, replayed: false };
     },
 
     async get(tenantId: string, id: string): Promise<Workflow> {
@@ -369,22 +384,4 @@ function isIdempotencyKeyTaken(error: unknown): boolean {
   if (typeof error !== 'object' || error === null) return false;
   const { code, constraint } = error as { code?: unknown; constraint?: unknown };
   return code === UNIQUE_VIOLATION && constraint === IDEMPOTENCY_INDEX;
-}
-
-/** A cursor is the last item's position, base64url-encoded: opaque to clients. */
-function encodeCursor(position: ListPosition): string {
-  return Buffer.from(`${position.createdAtUs}.${position.id}`).toString('base64url');
-}
-
-const CURSOR_PATTERN =
-  /^(\d{1,19})\.([0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12})$/;
-
-function decodeCursor(cursor: string): ListPosition {
-  const match = CURSOR_PATTERN.exec(Buffer.from(cursor, 'base64url').toString('utf8'));
-  if (!match?.[1] || !match[2]) {
-    throw badRequest('invalid_cursor', 'The cursor is not one this service returned', [
-      { field: 'query.cursor', message: 'invalid cursor' },
-    ]);
-  }
-  return { createdAtUs: match[1], id: match[2] };
 }

@@ -13,8 +13,8 @@ export const turnStep = (turn: number): string => `turn-${turn}`;
  */
 export async function callModel(
   run: LoopRun,
-  /** The previous turn's write, if still in flight: this turn's reply is read once it commits. */
-  previousTurnWrite?: Promise<void>,
+  /** A write still in flight that this turn follows: its reply is read once it commits. */
+  after?: Promise<void>,
 ): Promise<LoopStep> {
   const { options } = run;
   options.throwIfStopped();
@@ -30,7 +30,7 @@ export async function callModel(
     tools: withTools,
   });
   const started = performance.now();
-  const collected = await streamTurn(run, request, previousTurnWrite);
+  const collected = await streamTurn(run, request, after);
   options.throwIfStopped();
   const elapsedMs = performance.now() - started;
   addUsage(run, collected.usage);
@@ -86,7 +86,7 @@ interface CollectedTurn {
 async function streamTurn(
   run: LoopRun,
   request: ModelRequest,
-  previousTurnWrite: Promise<void> | undefined,
+  after: Promise<void> | undefined,
 ): Promise<CollectedTurn> {
   const { options } = run;
   const turn: CollectedTurn = {
@@ -97,7 +97,7 @@ async function streamTurn(
     failure: undefined,
     contextOverflow: false,
   };
-  const gate = previousTurnWrite && { written: previousTurnWrite, failed: new AbortController() };
+  const gate = after && { written: after, failed: new AbortController() };
   const parts = options.router.stream({
     model: options.model,
     request,
@@ -133,13 +133,13 @@ async function streamTurn(
 }
 
 /**
- * The parts of a turn whose request goes out while the previous turn's
- * write is in flight. The request is sent at once; its parts (text, tool
- * calls) are read only once the write has committed, and the events the
- * turn queues meanwhile are written after it, so nothing of this turn is
- * stored or seen before the previous one is persisted. A failed write (the
- * workflow was cancelled meanwhile, say) aborts the request and is what
- * this throws.
+ * The parts of a turn whose request goes out while a write it follows is
+ * in flight: the previous turn's, or the workflow's insert. The request is
+ * sent at once; its parts (text, tool calls) are read only once the write
+ * has committed, and the events the turn queues meanwhile are written
+ * after it, so nothing of this turn is stored or seen before what it
+ * follows is persisted. A failed write (the workflow was cancelled
+ * meanwhile, say) aborts the request and is what this throws.
  */
 async function* afterWrite(
   parts: AsyncIterable<StreamPart>,

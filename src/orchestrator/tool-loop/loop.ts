@@ -22,11 +22,13 @@ import {
  */
 export async function runToolLoop(options: LoopOptions): Promise<LoopOutcome> {
   const run = startLoopRun(options);
-  let step: LoopStep = options.resume ? restoreLoop(run, options.resume) : { kind: 'call_model' };
+  let step: LoopStep = options.resume
+    ? restoreLoop(run, options.resume)
+    : { kind: 'call_model', after: options.firstReplyAfter };
   for (;;) {
     switch (step.kind) {
       case 'call_model':
-        step = await callModel(run, step.previousTurnWrite);
+        step = await callModel(run, step.after);
         break;
       case 'run_tools':
         // The budget is checked before the next turn (callModel), whichever path leads to it.

@@ -50,7 +50,7 @@ export async function runTools(run: LoopRun, calls: PendingCall[]): Promise<Loop
   // ~0.1 ms of its ~0.55 ms (bench/simple-path timelines, 2026-12-01).
   await setImmediate();
   run.options.throwIfStopped();
-  return { kind: 'call_model', previousTurnWrite: written };
+  return { kind: 'call_model', after: written };
 }
 
 function isValidQuestion(run: LoopRun, pending: PendingCall): boolean {

@@ -15,11 +15,12 @@ import type { TurnState } from './state.js';
  */
 export type LoopStep =
   /**
-   * `previousTurnWrite`: the write of the turn before, still in flight; the
-   * turn's request goes out meanwhile and its reply is read once the write
-   * has committed (call-model.ts).
+   * `after`: a write still in flight that this turn follows (the previous
+   * turn's, or the workflow's insert); the turn's request goes out
+   * meanwhile and its reply is read once the write has committed
+   * (call-model.ts).
    */
-  | { kind: 'call_model'; previousTurnWrite?: Promise<void> }
+  | { kind: 'call_model'; after?: Promise<void> }
   /** The model's tool calls of this turn; invalid ones carry their error instead of arguments. */
   | { kind: 'run_tools'; calls: PendingCall[] }
   | { kind: 'finished'; answer: string; reason: FinishedReason }
@@ -77,6 +78,11 @@ export interface LoopOptions {
   currentModel: () => string;
   /** The turns of earlier runs of this workflow, continued from; absent on a first run. */
   resume?: LoopResume;
+  /**
+   * A write the first turn must follow, still in flight: the workflow's
+   * insert, for a run started before it answered (workflows/early-start.ts).
+   */
+  firstReplyAfter?: Promise<void>;
 }
 
 /** The state of one loop run; never shared, never kept after it. */

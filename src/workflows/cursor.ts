@@ -1,0 +1,20 @@
+import { badRequest } from '../errors.js';
+import type { ListPosition } from '../store/workflows.js';
+
+/** A cursor is the last item's position, base64url-encoded: opaque to clients. */
+export function encodeCursor(position: ListPosition): string {
+  return Buffer.from(`${position.createdAtUs}.${position.id}`).toString('base64url');
+}
+
+const CURSOR_PATTERN =
+  /^(\d{1,19})\.([0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12})$/;
+
+export function decodeCursor(cursor: string): ListPosition {
+  const match = CURSOR_PATTERN.exec(Buffer.from(cursor, 'base64url').toString('utf8'));
+  if (!match?.[1] || !match[2]) {
+    throw badRequest('invalid_cursor', 'The cursor is not one this service returned', [
+      { field: 'query.cursor', message: 'invalid cursor' },
+    ]);
+  }
+  return { createdAtUs: match[1], id: match[2] };
+}

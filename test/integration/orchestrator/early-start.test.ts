@@ -1,0 +1,238 @@
+import { randomUUID } from 'node:crypto';
+import type pg from 'pg';
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
+import { workflowsRepository } from '../../../src/store/workflows.js';
+import { workflowAsInserted } from '../../../src/workflows/early-start.js';
+import { toWorkflow } from '../../../src/workflows/rows.js';
+import type { RecordedRequest } from '../../fakes/provider-types.js';
+import {
+  answer,
+  startToolLoopHarness,
+  type ToolLoopHarness,
+} from '../../support/tool-loop-harness.js';
+import {
+  countWorkflows,
+  postWorkflow,
+  storedEvents,
+  waitForStatus,
+} from '../../support/workflows.js';
+
+/**
+ * A new workflow's run starts while its insert is in flight, with the tools
+ * the tenant's previous insert read (src/workflows/early-start.ts). The
+ * insert is held back by a lock a second connection takes on the tenant's
+ * row (the insert's foreign-key check waits for it).
+ */
+
+let h: ToolLoopHarness;
+beforeAll(async () => {
+  h = await startToolLoopHarness();
+});
+afterAll(async () => {
+  await h?.close();
+});
+
+const ONE_TURN_EVENTS = [
+  'workflow_start',
+  'classification',
+  'llm_call',
+  'llm_call',
+  'answer',
+  'usage',
+  'workflow_end',
+];
+
+/** A workflow of the tenant run to its end, so its insert's tools are remembered. */
+async function rememberTenantTools(): Promise<void> {
+  h.provider.enqueue(answer('Remembered.'));
+  const { workflow } = await h.run('A first question');
+  expect(workflow.status).toBe('completed');
+}
+
+/** Locks the tenant's row until `release`: a workflow's insert waits for it meanwhile. */
+async function lockTenant(): Promise<{ release(): Promise<void>; client: pg.PoolClient }> {
+  const client = await h.testApp.services.database.pool.connect();
+  await client.query('BEGIN');
+  await client.query('SELECT 1 FROM tenants WHERE id = $1 FOR UPDATE', [h.tenant.id]);
+  return {
+    client,
+    async release() {
+      try {
+        await client.query('COMMIT');
+      } finally {
+        client.release();
+      }
+    },
+  };
+}
+
+/** Resolves once a workflow insert of this test waits for a lock, with its backend's pid. */
+async function insertWaiting(): Promise<number> {
+  let pid: number | undefined;
+  await vi.waitFor(
+    async () => {
+      const { rows } = await h.testApp.services.database.pool.query<{ pid: number }>(
+        `SELECT pid FROM pg_stat_activity
+          WHERE wait_event_type = 'Lock' AND query ILIKE 'insert into "workflows"%'`,
+      );
+      pid = rows[0]?.pid;
+      expect(pid).toBeDefined();
+    },
+    { timeout: 5_000 },
+  );
+  return pid as number;
+}
+
+/** The names of the tools an OpenAI request offered. */
+function offeredTools(request: RecordedRequest | undefined): string[] {
+  const tools = (request?.body.tools ?? []) as { function: { name: string } }[];
+  return tools.map((offer) => offer.function.name);
+}
+
+describe('a workflow’s run starting before its insert answers', () => {
+  it('the run starts as the insert would leave the workflow', async () => {
+    const row = {
+      id: randomUUID(),
+      tenantId: h.tenant.id,
+      sessionId: null,
+      mode: 'auto',
+      model: 'gpt',
+      input: 'What is 6 * 7?',
+      tools: ['calculator'],
+      metadata: { ticket: 7 },
+      budget: { maxIterations: 3, maxTokens: null, maxCostUsd: null },
+      idempotencyKey: null,
+      requestHash: null,
+      // Never reclaimed while the file runs: a run of it would take a scripted reply.
+      lease: { owner: 'replica-test', leaseMs: 3_600_000 },
+    };
+    const inserted = await workflowsRepository(h.testApp.services.database.db).insert(row);
+    const { createdAt, updatedAt, ...stored } = toWorkflow(inserted.row);
+    const { createdAt: _at, updatedAt: _also, ...predicted } = workflowAsInserted(row, new Date());
+    expect(predicted).toEqual(stored);
+    expect(createdAt).toEqual(expect.any(Date));
+    expect(updatedAt).toEqual(expect.any(Date));
+  });
+
+  it('the first model request goes out while the insert waits; nothing of the run is stored before it commits', async () => {
+    await rememberTenantTools();
+    const workflowsBefore = await countWorkflows(h.testApp, h.tenant.id);
+    const requestsBefore = h.provider.requests.length;
+    h.provider.enqueue(answer('Early.'));
+    const lock = await lockTenant();
+    const posted = postWorkflow(h.testApp, h.tenant.key, { input: 'Start early', model: 'gpt' });
+    try {
+      await insertWaiting();
+      await vi.waitFor(() => expect(h.provider.requests.length).toBe(requestsBefore + 1), {
+        timeout: 5_000,
+      });
+      // Its answer is in, but the run writes nothing while the insert waits (its
+      // statements would wait behind the insert's row, and show in pg_stat_activity).
+      await new Promise((resolve) => setTimeout(resolve, 200));
+      expect(await countWorkflows(h.testApp, h.tenant.id)).toBe(workflowsBefore);
+      const { rows } = await lock.client.query<{ count: string }>(
+        `SELECT count(*) AS count FROM pg_stat_activity
+          WHERE state = 'active' AND query ILIKE '%workflow_events%' AND pid <> pg_backend_pid()`,
+      );
+      expect(Number(rows[0]?.count)).toBe(0);
+    } finally {
+      await lock.release();
+    }
+    const response = await posted;
+    expect(response.statusCode, response.body).toBe(202);
+    const { id } = response.json() as { id: string };
+    const workflow = await waitForStatus(h.testApp, h.tenant.key, id, ['completed', 'failed']);
+    expect(workflow).toMatchObject({ status: 'completed', result: { answer: 'Early.' } });
+    const events = await storedEvents(h.testApp, id);
+    expect(events.map((event) => event.type)).toEqual(ONE_TURN_EVENTS);
+    expect(events.map((event) => event.seq)).toEqual(events.map((_event, index) => index + 1));
+    expect(h.provider.requests.length).toBe(requestsBefore + 1);
+  });
+
+  it('a tool registered on this replica: the next workflow starts after its insert and offers it', async () => {
+    await rememberTenantTools();
+    const tool = await h.registerTool('/echo/registered');
+    const requestsBefore = h.provider.requests.length;
+    h.provider.enqueue(answer('After the insert.'));
+    const lock = await lockTenant();
+    const posted = postWorkflow(h.testApp, h.tenant.key, { input: 'Start late', model: 'gpt' });
+    try {
+      await insertWaiting();
+      await new Promise((resolve) => setTimeout(resolve, 200));
+      expect(h.provider.requests.length).toBe(requestsBefore);
+    } finally {
+      await lock.release();
+    }
+    const response = await posted;
+    const { id } = response.json() as { id: string };
+    await waitForStatus(h.testApp, h.tenant.key, id, ['completed']);
+    expect(h.provider.requests.length).toBe(requestsBefore + 1);
+    expect(offeredTools(h.provider.requests.at(-1))).toContain(tool);
+  });
+
+  it('a tool registered by another replica meanwhile: the early run is superseded by one offering it', async () => {
+    await rememberTenantTools();
+    const name = `t_${randomUUID().slice(0, 8)}`;
+    await h.testApp.services.database.pool.query(
+      `INSERT INTO http_tools (id, tenant_id, name, description, parameters, url, timeout_ms)
+       VALUES ($1, $2, $3, 'Registered elsewhere', '{"type":"object","properties":{}}', $4, 5000)`,
+      [randomUUID(), h.tenant.id, name, `${h.tools.origin}/echo/elsewhere`],
+    );
+    const requestsBefore = h.provider.requests.length;
+    h.provider.enqueue(answer('Never read.'), answer('With the new tool.'));
+    const lock = await lockTenant();
+    const posted = postWorkflow(h.testApp, h.tenant.key, {
+      input: 'Start early, stale',
+      model: 'gpt',
+    });
+    try {
+      await insertWaiting();
+      // The early run's request, made with the tools remembered from before.
+      await vi.waitFor(() => expect(h.provider.requests.length).toBe(requestsBefore + 1), {
+        timeout: 5_000,
+      });
+    } finally {
+      await lock.release();
+    }
+    const response = await posted;
+    expect(response.statusCode, response.body).toBe(202);
+    const { id } = response.json() as { id: string };
+    const workflow = await waitForStatus(h.testApp, h.tenant.key, id, ['completed', 'failed']);
+    expect(workflow).toMatchObject({
+      status: 'completed',
+      result: { answer: 'With the new tool.' },
+    });
+    const [early, replacing] = h.provider.requests.slice(requestsBefore);
+    expect(offeredTools(early)).not.toContain(name);
+    expect(offeredTools(replacing)).toContain(name);
+    const events = await storedEvents(h.testApp, id);
+    expect(events.filter((event) => event.type === 'workflow_start')).toHaveLength(1);
+    expect(events.map((event) => event.seq)).toEqual(events.map((_event, index) => index + 1));
+  });
+
+  it('an insert that fails: the early request is aborted and nothing of the workflow is left', async () => {
+    await rememberTenantTools();
+    const workflowsBefore = await countWorkflows(h.testApp, h.tenant.id);
+    const requestsBefore = h.provider.requests.length;
+    const abortedBefore = h.provider.abortedRequests();
+    h.provider.enqueue({ kind: 'stall' });
+    const lock = await lockTenant();
+    const posted = postWorkflow(h.testApp, h.tenant.key, { input: 'Never created', model: 'gpt' });
+    try {
+      const pid = await insertWaiting();
+      await vi.waitFor(() => expect(h.provider.requests.length).toBe(requestsBefore + 1), {
+        timeout: 5_000,
+      });
+      // The insert fails (as on a database error): cancelled while it waits.
+      await lock.client.query('SELECT pg_cancel_backend($1)', [pid]);
+    } finally {
+      await lock.release();
+    }
+    const response = await posted;
+    expect(response.statusCode).toBeGreaterThanOrEqual(500);
+    await vi.waitFor(() => expect(h.provider.abortedRequests()).toBe(abortedBefore + 1), {
+      timeout: 5_000,
+    });
+    expect(await countWorkflows(h.testApp, h.tenant.id)).toBe(workflowsBefore);
+  });
+});
