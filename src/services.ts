@@ -162,6 +162,7 @@ export function createServices(options: {
   });
   const workflows = createWorkflowService({
     endpointsMemory,
+    runsInFlight: executions.size,
     db: database.db,
     catalogue: llm.catalogue,
     hub,

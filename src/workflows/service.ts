@@ -15,7 +15,7 @@ import { createWorkflowTracker } from '../tracker/tracker.js';
 import { isEmptyBudget, type RequestedBudget, resolveBudget } from './budget.js';
 import { checkAnswer } from './clarification.js';
 import { decodeCursor, encodeCursor } from './cursor.js';
-import { type EndpointsMemory, insertAndLaunch } from './early-start.js';
+import { EARLY_START_MAX_RUNS, type EndpointsMemory, insertAndLaunch } from './early-start.js';
 import { toWorkflow } from './rows.js';
 import { assertAwaiting, type TransitionInput } from './transitions.js';
 import type {
@@ -92,6 +92,8 @@ export interface WorkflowServiceOptions {
   budgetDefaults: WorkflowBudget;
   /** What each tenant's latest insert read, for the runs that start before theirs answers. */
   endpointsMemory: EndpointsMemory;
+  /** Workflow runs in progress on this replica: few enough, a new one starts early. */
+  runsInFlight: () => number;
 }
 
 /** The Postgres error code of a unique violation, and the index that makes keys unique per tenant. */
@@ -198,7 +200,7 @@ export function createWorkflowService(options: WorkflowServiceOptions) {
           endpointsMemory,
           launch: options.launch,
           // Not with an Idempotency-Key: the insert may find the workflow made already.
-          early: idempotencyKey === undefined,
+          early: idempotencyKey === undefined && options.runsInFlight() < EARLY_START_MAX_RUNS,
         });
         return { workflow, replayed: false };
       } catch (error) {
