@@ -2,7 +2,7 @@ import { randomUUID } from 'node:crypto';
 import type pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { workflowsRepository } from '../../../src/store/workflows.js';
-import { workflowAsInserted } from '../../../src/workflows/early-start.js';
+import { EARLY_START_MAX_RUNS, workflowAsInserted } from '../../../src/workflows/early-start.js';
 import { toWorkflow } from '../../../src/workflows/rows.js';
 import type { RecordedRequest } from '../../fakes/provider-types.js';
 import {
@@ -11,8 +11,10 @@ import {
   type ToolLoopHarness,
 } from '../../support/tool-loop-harness.js';
 import {
+  cancelWorkflow,
   countWorkflows,
   postWorkflow,
+  startWorkflow,
   storedEvents,
   waitForStatus,
 } from '../../support/workflows.js';
@@ -208,6 +210,35 @@ describe('a workflow’s run starting before its insert answers', () => {
     const events = await storedEvents(h.testApp, id);
     expect(events.filter((event) => event.type === 'workflow_start')).toHaveLength(1);
     expect(events.map((event) => event.seq)).toEqual(events.map((_event, index) => index + 1));
+  });
+
+  it(`with ${EARLY_START_MAX_RUNS} runs in flight on the replica, a new workflow starts after its insert`, async () => {
+    await rememberTenantTools();
+    const busy: string[] = [];
+    for (let index = 0; index < EARLY_START_MAX_RUNS; index += 1) {
+      const requests = h.provider.requests.length;
+      h.provider.enqueue({ kind: 'stall' });
+      busy.push(
+        await startWorkflow(h.testApp, h.tenant.key, { input: `Busy ${index}`, model: 'gpt' }),
+      );
+      await vi.waitFor(() => expect(h.provider.requests.length).toBe(requests + 1));
+    }
+    const requestsBefore = h.provider.requests.length;
+    h.provider.enqueue(answer('After the insert.'));
+    const lock = await lockTenant();
+    const posted = postWorkflow(h.testApp, h.tenant.key, { input: 'Start late', model: 'gpt' });
+    try {
+      await insertWaiting();
+      await new Promise((resolve) => setTimeout(resolve, 200));
+      expect(h.provider.requests.length).toBe(requestsBefore);
+    } finally {
+      await lock.release();
+    }
+    const { id } = (await posted).json() as { id: string };
+    await waitForStatus(h.testApp, h.tenant.key, id, ['completed']);
+    for (const stalled of busy) {
+      expect((await cancelWorkflow(h.testApp, h.tenant.key, stalled)).statusCode).toBe(202);
+    }
   });
 
   it('an insert that fails: the early request is aborted and nothing of the workflow is left', async () => {
