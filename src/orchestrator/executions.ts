@@ -4,9 +4,10 @@ import type { Logger } from 'pino';
  * Why a run is stopped before it ends by itself:
  * - `cancelled`: the workflow was cancelled (here or on another replica);
  * - `shutdown`: this replica is shutting down and the grace period is over;
- * - `lease_lost`: another runner holds the workflow now.
+ * - `lease_lost`: another runner holds the workflow now;
+ * - `superseded`: the run started before its workflow's insert answered,
+ *   and the insert failed or read other tools (workflows/early-start.ts).
  */
-/** `superseded`: a run started before its workflow's insert answered, which failed or read other tools (early-start.ts). */
 export type StopReason = 'cancelled' | 'shutdown' | 'lease_lost' | 'superseded';
 
 /** A workflow run on this replica, as the registry sees it. */

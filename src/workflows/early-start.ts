@@ -8,8 +8,9 @@ import type { Workflow, WorkflowBudget, WorkflowMode } from './types.js';
 /**
  * A new workflow's run starts while its insert is in flight, so the run's
  * start and its first model request overlap the insert's round trip and
- * WAL flush (~0.55 ms at concurrency 1; bench/simple-path measured the
- * overhead p50 at 3.2-3.6 ms against 3.9-5.0 without, 2026-12-01). Nothing
+ * WAL flush (~0.55 ms at concurrency 1; bench/simple-path's overhead p50
+ * read 3.52, 3.64 and 3.65 ms against 4.24, 3.65 and 3.92 without, in
+ * alternated runs, 2026-12-01). Nothing
  * of the run happens before the insert has committed: its tracker writes
  * nothing (tracker/unit-writer.ts) and its first reply is read only then
  * (tool-loop/call-model.ts), so no event, tool call or row exists for a
@@ -53,8 +54,9 @@ export async function insertAndLaunch(options: {
   const { row, endpointsMemory, launch } = options;
   const inserting = options.insert(row);
   const started = options.early ? endpointsMemory.get(row.tenantId) : undefined;
-  const outcome = started && insertOutcome();
-  if (started && outcome) {
+  let outcome: InsertOutcome | undefined;
+  if (started) {
+    outcome = insertOutcome();
     launch(workflowAsInserted(row, new Date()), 'created', {
       endpoints: started.endpoints,
       created: outcome.committed,
