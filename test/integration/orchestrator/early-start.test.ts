@@ -51,24 +51,32 @@ async function rememberTenantTools(): Promise<void> {
   expect(workflow.status).toBe('completed');
 }
 
-/** Locks the tenant's row until `release`: a workflow's insert waits for it meanwhile. */
-async function lockTenant(): Promise<{ release(): Promise<void>; client: pg.PoolClient }> {
+/**
+ * Posts a workflow while the tenant's row is locked, so its insert waits;
+ * runs `whileHeld` once the insert waits (with its backend's pid and the
+ * locking connection), then releases the lock and answers the response.
+ */
+async function postWithInsertHeld(
+  input: string,
+  whileHeld: (held: { pid: number; client: pg.PoolClient }) => Promise<void>,
+) {
   const client = await h.testApp.services.database.pool.connect();
   await client.query('BEGIN');
   await client.query('SELECT 1 FROM tenants WHERE id = $1 FOR UPDATE', [h.tenant.id]);
-  return {
-    client,
-    async release() {
-      try {
-        await client.query('COMMIT');
-      } finally {
-        client.release();
-      }
-    },
-  };
+  const posted = postWorkflow(h.testApp, h.tenant.key, { input, model: 'gpt' });
+  try {
+    await whileHeld({ pid: await insertWaiting(), client });
+  } finally {
+    try {
+      await client.query('COMMIT');
+    } finally {
+      client.release();
+    }
+  }
+  return posted;
 }
 
-/** Resolves once a workflow insert of this test waits for a lock, with its backend's pid. */
+/** Resolves once a workflow insert waits for a lock, with its backend's pid. */
 async function insertWaiting(): Promise<number> {
   let pid: number | undefined;
   await vi.waitFor(
@@ -84,6 +92,14 @@ async function insertWaiting(): Promise<number> {
   );
   return pid as number;
 }
+
+/** Resolves once the fake provider has received `count` requests in all. */
+function requestsReach(count: number): Promise<void> {
+  return vi.waitFor(() => expect(h.provider.requests.length).toBe(count), { timeout: 5_000 });
+}
+
+/** Long enough for a request that would go out to have gone out. */
+const settle = () => new Promise((resolve) => setTimeout(resolve, 200));
 
 /** The names of the tools an OpenAI request offered. */
 function offeredTools(request: RecordedRequest | undefined): string[] {
@@ -121,26 +137,18 @@ describe('a workflow’s run starting before its insert answers', () => {
     const workflowsBefore = await countWorkflows(h.testApp, h.tenant.id);
     const requestsBefore = h.provider.requests.length;
     h.provider.enqueue(answer('Early.'));
-    const lock = await lockTenant();
-    const posted = postWorkflow(h.testApp, h.tenant.key, { input: 'Start early', model: 'gpt' });
-    try {
-      await insertWaiting();
-      await vi.waitFor(() => expect(h.provider.requests.length).toBe(requestsBefore + 1), {
-        timeout: 5_000,
-      });
+    const response = await postWithInsertHeld('Start early', async ({ client }) => {
+      await requestsReach(requestsBefore + 1);
       // Its answer is in, but the run writes nothing while the insert waits (its
       // statements would wait behind the insert's row, and show in pg_stat_activity).
-      await new Promise((resolve) => setTimeout(resolve, 200));
+      await settle();
       expect(await countWorkflows(h.testApp, h.tenant.id)).toBe(workflowsBefore);
-      const { rows } = await lock.client.query<{ count: string }>(
+      const { rows } = await client.query<{ count: string }>(
         `SELECT count(*) AS count FROM pg_stat_activity
           WHERE state = 'active' AND query ILIKE '%workflow_events%' AND pid <> pg_backend_pid()`,
       );
       expect(Number(rows[0]?.count)).toBe(0);
-    } finally {
-      await lock.release();
-    }
-    const response = await posted;
+    });
     expect(response.statusCode, response.body).toBe(202);
     const { id } = response.json() as { id: string };
     const workflow = await waitForStatus(h.testApp, h.tenant.key, id, ['completed', 'failed']);
@@ -156,16 +164,10 @@ describe('a workflow’s run starting before its insert answers', () => {
     const tool = await h.registerTool('/echo/registered');
     const requestsBefore = h.provider.requests.length;
     h.provider.enqueue(answer('After the insert.'));
-    const lock = await lockTenant();
-    const posted = postWorkflow(h.testApp, h.tenant.key, { input: 'Start late', model: 'gpt' });
-    try {
-      await insertWaiting();
-      await new Promise((resolve) => setTimeout(resolve, 200));
+    const response = await postWithInsertHeld('Start late', async () => {
+      await settle();
       expect(h.provider.requests.length).toBe(requestsBefore);
-    } finally {
-      await lock.release();
-    }
-    const response = await posted;
+    });
     const { id } = response.json() as { id: string };
     await waitForStatus(h.testApp, h.tenant.key, id, ['completed']);
     expect(h.provider.requests.length).toBe(requestsBefore + 1);
@@ -182,21 +184,10 @@ describe('a workflow’s run starting before its insert answers', () => {
     );
     const requestsBefore = h.provider.requests.length;
     h.provider.enqueue(answer('Never read.'), answer('With the new tool.'));
-    const lock = await lockTenant();
-    const posted = postWorkflow(h.testApp, h.tenant.key, {
-      input: 'Start early, stale',
-      model: 'gpt',
-    });
-    try {
-      await insertWaiting();
-      // The early run's request, made with the tools remembered from before.
-      await vi.waitFor(() => expect(h.provider.requests.length).toBe(requestsBefore + 1), {
-        timeout: 5_000,
-      });
-    } finally {
-      await lock.release();
-    }
-    const response = await posted;
+    // The early run's request, made with the tools remembered from before.
+    const response = await postWithInsertHeld('Start early, stale', () =>
+      requestsReach(requestsBefore + 1),
+    );
     expect(response.statusCode, response.body).toBe(202);
     const { id } = response.json() as { id: string };
     const workflow = await waitForStatus(h.testApp, h.tenant.key, id, ['completed', 'failed']);
@@ -225,16 +216,11 @@ describe('a workflow’s run starting before its insert answers', () => {
     }
     const requestsBefore = h.provider.requests.length;
     h.provider.enqueue(answer('After the insert.'));
-    const lock = await lockTenant();
-    const posted = postWorkflow(h.testApp, h.tenant.key, { input: 'Start late', model: 'gpt' });
-    try {
-      await insertWaiting();
-      await new Promise((resolve) => setTimeout(resolve, 200));
+    const response = await postWithInsertHeld('Start late', async () => {
+      await settle();
       expect(h.provider.requests.length).toBe(requestsBefore);
-    } finally {
-      await lock.release();
-    }
-    const { id } = (await posted).json() as { id: string };
+    });
+    const { id } = response.json() as { id: string };
     await waitForStatus(h.testApp, h.tenant.key, id, ['completed']);
     for (const stalled of busy) {
       expect((await cancelWorkflow(h.testApp, h.tenant.key, stalled)).statusCode).toBe(202);
@@ -247,19 +233,11 @@ describe('a workflow’s run starting before its insert answers', () => {
     const requestsBefore = h.provider.requests.length;
     const abortedBefore = h.provider.abortedRequests();
     h.provider.enqueue({ kind: 'stall' });
-    const lock = await lockTenant();
-    const posted = postWorkflow(h.testApp, h.tenant.key, { input: 'Never created', model: 'gpt' });
-    try {
-      const pid = await insertWaiting();
-      await vi.waitFor(() => expect(h.provider.requests.length).toBe(requestsBefore + 1), {
-        timeout: 5_000,
-      });
+    const response = await postWithInsertHeld('Never created', async ({ pid, client }) => {
+      await requestsReach(requestsBefore + 1);
       // The insert fails (as on a database error): cancelled while it waits.
-      await lock.client.query('SELECT pg_cancel_backend($1)', [pid]);
-    } finally {
-      await lock.release();
-    }
-    const response = await posted;
+      await client.query('SELECT pg_cancel_backend($1)', [pid]);
+    });
     expect(response.statusCode).toBeGreaterThanOrEqual(500);
     await vi.waitFor(() => expect(h.provider.abortedRequests()).toBe(abortedBefore + 1), {
       timeout: 5_000,
