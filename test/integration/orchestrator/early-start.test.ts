@@ -101,6 +101,18 @@ function requestsReach(count: number): Promise<void> {
 /** Long enough for a request that would go out to have gone out. */
 const settle = () => new Promise((resolve) => setTimeout(resolve, 200));
 
+/** A workflow whose run makes no request while its insert waits, and completes once it has answered. */
+async function expectStartAfterInsert(): Promise<void> {
+  const requestsBefore = h.provider.requests.length;
+  h.provider.enqueue(answer('After the insert.'));
+  const response = await postWithInsertHeld('Start late', async () => {
+    await settle();
+    expect(h.provider.requests.length).toBe(requestsBefore);
+  });
+  const { id } = response.json() as { id: string };
+  await waitForStatus(h.testApp, h.tenant.key, id, ['completed']);
+}
+
 /** The names of the tools an OpenAI request offered. */
 function offeredTools(request: RecordedRequest | undefined): string[] {
   const tools = (request?.body.tools ?? []) as { function: { name: string } }[];
@@ -163,13 +175,7 @@ describe('a workflow’s run starting before its insert answers', () => {
     await rememberTenantTools();
     const tool = await h.registerTool('/echo/registered');
     const requestsBefore = h.provider.requests.length;
-    h.provider.enqueue(answer('After the insert.'));
-    const response = await postWithInsertHeld('Start late', async () => {
-      await settle();
-      expect(h.provider.requests.length).toBe(requestsBefore);
-    });
-    const { id } = response.json() as { id: string };
-    await waitForStatus(h.testApp, h.tenant.key, id, ['completed']);
+    await expectStartAfterInsert();
     expect(h.provider.requests.length).toBe(requestsBefore + 1);
     expect(offeredTools(h.provider.requests.at(-1))).toContain(tool);
   });
@@ -214,14 +220,7 @@ describe('a workflow’s run starting before its insert answers', () => {
       );
       await vi.waitFor(() => expect(h.provider.requests.length).toBe(requests + 1));
     }
-    const requestsBefore = h.provider.requests.length;
-    h.provider.enqueue(answer('After the insert.'));
-    const response = await postWithInsertHeld('Start late', async () => {
-      await settle();
-      expect(h.provider.requests.length).toBe(requestsBefore);
-    });
-    const { id } = response.json() as { id: string };
-    await waitForStatus(h.testApp, h.tenant.key, id, ['completed']);
+    await expectStartAfterInsert();
     for (const stalled of busy) {
       expect((await cancelWorkflow(h.testApp, h.tenant.key, stalled)).statusCode).toBe(202);
     }
