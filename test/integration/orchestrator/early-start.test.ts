@@ -83,7 +83,8 @@ async function insertWaiting(): Promise<number> {
     async () => {
       const { rows } = await h.testApp.services.database.pool.query<{ pid: number }>(
         `SELECT pid FROM pg_stat_activity
-          WHERE wait_event_type = 'Lock' AND query ILIKE 'insert into "workflows"%'`,
+          WHERE datname = current_database() AND wait_event_type = 'Lock'
+            AND query ILIKE 'insert into "workflows"%'`,
       );
       pid = rows[0]?.pid;
       expect(pid).toBeDefined();
@@ -157,7 +158,8 @@ describe('a workflow’s run starting before its insert answers', () => {
       expect(await countWorkflows(h.testApp, h.tenant.id)).toBe(workflowsBefore);
       const { rows } = await client.query<{ count: string }>(
         `SELECT count(*) AS count FROM pg_stat_activity
-          WHERE state = 'active' AND query ILIKE '%workflow_events%' AND pid <> pg_backend_pid()`,
+          WHERE datname = current_database() AND state = 'active'
+            AND query ILIKE '%workflow_events%' AND pid <> pg_backend_pid()`,
       );
       expect(Number(rows[0]?.count)).toBe(0);
     });
