@@ -97,39 +97,73 @@ async function streamTurn(
     failure: undefined,
     contextOverflow: false,
   };
-  const gate = after && { written: after, failed: new AbortController() };
+  const gate = after && new WriteGate(after, options.signal);
   const parts = options.router.stream({
     model: options.model,
     request,
-    signal: gate ? AbortSignal.any([options.signal, gate.failed.signal]) : options.signal,
+    signal: gate?.signal ?? options.signal,
     context: { tenantId: options.tenantId, workflowId: options.workflowId },
     onEvent: options.onRouterEvent,
   });
-  for await (const part of gate ? afterWrite(parts, gate) : parts) {
-    switch (part.type) {
-      case 'text-delta':
-        turn.text += part.text;
-        if (!options.signal.aborted) options.tracker.token(part.text);
-        break;
-      case 'tool-call':
-        turn.calls.push({ kind: 'valid', call: part.toolCall });
-        break;
-      case 'tool-call-invalid':
-        turn.calls.push({ kind: 'invalid', id: part.id, name: part.name, reason: part.reason });
-        break;
-      case 'usage':
-        turn.usage = part.usage;
-        break;
-      case 'finish':
-        turn.finishReason = part.reason;
-        break;
-      case 'error':
-        turn.failure = { code: part.error.code, message: part.error.userMessage };
-        turn.contextOverflow = part.error.kind === 'context_length_exceeded';
-        break;
+  try {
+    for await (const part of gate ? afterWrite(parts, gate) : parts) {
+      switch (part.type) {
+        case 'text-delta':
+          turn.text += part.text;
+          if (!options.signal.aborted) options.tracker.token(part.text);
+          break;
+        case 'tool-call':
+          turn.calls.push({ kind: 'valid', call: part.toolCall });
+          break;
+        case 'tool-call-invalid':
+          turn.calls.push({ kind: 'invalid', id: part.id, name: part.name, reason: part.reason });
+          break;
+        case 'usage':
+          turn.usage = part.usage;
+          break;
+        case 'finish':
+          turn.finishReason = part.reason;
+          break;
+        case 'error':
+          turn.failure = { code: part.error.code, message: part.error.userMessage };
+          turn.contextOverflow = part.error.kind === 'context_length_exceeded';
+          break;
+      }
     }
+  } finally {
+    gate?.release();
   }
   return turn;
+}
+
+/**
+ * The write a turn follows, and the signal of its request: aborted when
+ * the run's is, or when that write fails. A controller with a forwarding
+ * listener, as the router's Attempt has: `AbortSignal.any` costs several
+ * times more (router/attempt.ts).
+ */
+class WriteGate {
+  readonly #controller = new AbortController();
+  readonly #follow: () => void;
+  readonly signal = this.#controller.signal;
+
+  constructor(
+    readonly written: Promise<void>,
+    private readonly runSignal: AbortSignal,
+  ) {
+    this.#follow = () => this.#controller.abort(runSignal.reason);
+    if (runSignal.aborted) this.#follow();
+    else runSignal.addEventListener('abort', this.#follow, { once: true });
+  }
+
+  /** The write failed: the request goes too. */
+  fail(error: unknown): void {
+    this.#controller.abort(error);
+  }
+
+  release(): void {
+    this.runSignal.removeEventListener('abort', this.#follow);
+  }
 }
 
 /**
@@ -143,7 +177,7 @@ async function streamTurn(
  */
 async function* afterWrite(
   parts: AsyncIterable<StreamPart>,
-  gate: { written: Promise<void>; failed: AbortController },
+  gate: WriteGate,
 ): AsyncGenerator<StreamPart> {
   const iterator = parts[Symbol.asyncIterator]();
   const first = iterator.next();
@@ -152,7 +186,7 @@ async function* afterWrite(
   try {
     await gate.written;
   } catch (error) {
-    gate.failed.abort(error);
+    gate.fail(error);
     await first.catch(() => undefined);
     await iterator.return?.();
     throw error;
