@@ -105,8 +105,13 @@ async function streamTurn(
     context: { tenantId: options.tenantId, workflowId: options.workflowId },
     onEvent: options.onRouterEvent,
   });
+  const iterator = parts[Symbol.asyncIterator]();
+  // With a gate, the request goes out now and is read once the write has committed.
+  const first = iterator.next();
   try {
-    for await (const part of gate ? afterWrite(parts, gate) : parts) {
+    if (gate) await gate.opened(first, iterator);
+    for (let next = await first; !next.done; next = await iterator.next()) {
+      const part = next.value;
       switch (part.type) {
         case 'text-delta':
           turn.text += part.text;
@@ -137,10 +142,18 @@ async function streamTurn(
 }
 
 /**
- * The write a turn follows, and the signal of its request: aborted when
- * the run's is, or when that write fails. A controller with a forwarding
- * listener, as the router's Attempt has: `AbortSignal.any` costs several
- * times more (router/attempt.ts).
+ * The write a turn follows, still in flight: the previous turn's, or the
+ * workflow's insert. The turn's request goes out at once; its parts (text,
+ * tool calls) are read only once the write has committed, and the events
+ * the turn queues meanwhile are written after it, so nothing of the turn
+ * is stored or seen before what it follows is persisted. A failed write
+ * (the workflow was cancelled meanwhile, say) aborts the request and is
+ * what `opened` throws.
+ *
+ * The request's signal follows the run's through a forwarding listener, as
+ * the router's Attempt does (`AbortSignal.any` costs several times more;
+ * router/attempt.ts), and the parts are read without a generator around
+ * them, which would add a hop to every part.
  */
 class WriteGate {
   readonly #controller = new AbortController();
@@ -148,7 +161,7 @@ class WriteGate {
   readonly signal = this.#controller.signal;
 
   constructor(
-    readonly written: Promise<void>,
+    private readonly written: Promise<void>,
     private readonly runSignal: AbortSignal,
   ) {
     this.#follow = () => this.#controller.abort(runSignal.reason);
@@ -156,48 +169,25 @@ class WriteGate {
     else runSignal.addEventListener('abort', this.#follow, { once: true });
   }
 
-  /** The write failed: the request goes too. */
-  fail(error: unknown): void {
-    this.#controller.abort(error);
+  /** Resolves once the write has committed; else aborts the request, closes its stream and throws. */
+  async opened(
+    first: Promise<IteratorResult<StreamPart>>,
+    iterator: AsyncIterator<StreamPart>,
+  ): Promise<void> {
+    // The request's own outcome matters only once the write has committed.
+    first.catch(() => undefined);
+    try {
+      await this.written;
+    } catch (error) {
+      this.#controller.abort(error);
+      await first.catch(() => undefined);
+      await iterator.return?.();
+      throw error;
+    }
   }
 
   release(): void {
     this.runSignal.removeEventListener('abort', this.#follow);
-  }
-}
-
-/**
- * The parts of a turn whose request goes out while a write it follows is
- * in flight: the previous turn's, or the workflow's insert. The request is
- * sent at once; its parts (text, tool calls) are read only once the write
- * has committed, and the events the turn queues meanwhile are written
- * after it, so nothing of this turn is stored or seen before what it
- * follows is persisted. A failed write (the workflow was cancelled
- * meanwhile, say) aborts the request and is what this throws.
- */
-async function* afterWrite(
-  parts: AsyncIterable<StreamPart>,
-  gate: WriteGate,
-): AsyncGenerator<StreamPart> {
-  const iterator = parts[Symbol.asyncIterator]();
-  const first = iterator.next();
-  // The request's own outcome matters only once the write has committed.
-  first.catch(() => undefined);
-  try {
-    await gate.written;
-  } catch (error) {
-    gate.fail(error);
-    await first.catch(() => undefined);
-    await iterator.return?.();
-    throw error;
-  }
-  let ended = false;
-  try {
-    for (let next = await first; !next.done; next = await iterator.next()) yield next.value;
-    ended = true;
-  } finally {
-    // Left before its end (the reader stopped, or a part failed): the stream is closed too.
-    if (!ended) await iterator.return?.();
   }
 }
 
