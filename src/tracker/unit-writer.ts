@@ -134,8 +134,13 @@ export function createUnitWriter(options: UnitWriterOptions) {
   function settle(items: Batched[], committed: WorkflowEvent[]): void {
     let index = 0;
     for (const item of items) {
-      if (item.kind === 'event') item.waiter?.resolve(committed[index++] as WorkflowEvent);
-      else item.waiter?.resolve();
+      if (item.kind !== 'event') {
+        item.waiter?.resolve();
+        continue;
+      }
+      // Counted whether or not the item has a waiter: an enqueued event takes its place too.
+      const event = committed[index++] as WorkflowEvent;
+      item.waiter?.resolve(event);
     }
   }
 

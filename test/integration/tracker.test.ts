@@ -115,6 +115,17 @@ describe('WorkflowTracker', () => {
     ).rejects.toMatchObject({ status: 409, code: 'stale_version' });
   });
 
+  it('an emit written with events enqueued before it resolves with its own event', async () => {
+    const workflowId = await newWorkflow();
+    const tracker = trackerFor(workflowId);
+    await tracker.begin();
+    tracker.enqueue('llm_call', 'turn-1', 'started', { model: 'scripted' });
+    tracker.enqueue('llm_call', 'turn-1', 'completed', { model: 'scripted' });
+    const emitted = await tracker.emit('warning', null, 'info', { message: 'mine' });
+    expect(emitted).toMatchObject({ seq: 4, type: 'warning', detail: { message: 'mine' } });
+    expect(await storedSeqs(workflowId)).toEqual([1, 2, 3, 4]);
+  });
+
   it('tokens are coalesced for live subscribers, not stored, and arrive before the event that follows them', async () => {
     const workflowId = await newWorkflow();
     const tracker = trackerFor(workflowId);
