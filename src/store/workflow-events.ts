@@ -140,19 +140,20 @@ export function workflowEventsRepository(db: DbOrTx) {
         if (!found) return throwWhyNotAppended(db, input);
         return { rows: [], lastSeq: found.last_seq };
       }
-      const result = await sql<WorkflowEventRow & { workflow_last_seq: number }>`
+      const encoded = encodeEvents(input.events, new Date());
+      const result = await sql<{ last_seq: number }>`
         WITH bumped AS (
           UPDATE workflows SET last_seq = last_seq + ${count}, updated_at = now()
           WHERE ${unfinished}
           RETURNING id, tenant_id, last_seq
-        ), ${sql.join([...namedWrites(writes, 'bumped'), eventsAfter('bumped', input)], sql`, `)}
-        SELECT inserted.*, bumped.last_seq AS workflow_last_seq
-        FROM inserted, bumped, notified ${commitMode}
-        ORDER BY inserted.seq`.execute(db);
-      const first = result.rows[0];
-      if (!first) return throwWhyNotAppended(db, input);
-      const rows = result.rows.map(({ workflow_last_seq: _, ...row }) => row);
-      return { rows, lastSeq: first.workflow_last_seq };
+        ), ${sql.join([...namedWrites(writes, 'bumped'), eventsAfter('bumped', { ...input, encoded })], sql`, `)}
+        SELECT bumped.last_seq FROM bumped, notified ${commitMode}`.execute(db);
+      const bumped = result.rows[0];
+      if (!bumped) return throwWhyNotAppended(db, input);
+      return {
+        rows: encoded.rows({ ...input, lastSeq: bumped.last_seq }),
+        lastSeq: bumped.last_seq,
+      };
     },
 
     /**
@@ -216,20 +217,25 @@ async function throwWhyNotAppended(
 }
 
 /**
- * The `inserted` and `notified` CTEs of an append: `events` get the seqs
- * up to the `last_seq` that the CTE `source` (a workflows row whose
- * last_seq was just raised by their number, under its row lock) returned,
- * and one NOTIFY says so. The payload is `notificationPayload`'s wire shape
- * (tracker/notification.ts), built here because the seq is known only in
- * SQL.
+ * A statement's events as it inserts them: one JSON parameter, with the
+ * time they are stored under. The statement returns none of them: once it
+ * has said the seqs (its workflow's new `last_seq`), `rows` are the rows it
+ * stored, their details read back from the same JSON, so they hold what the
+ * store holds (Dates as text, no undefined; jsonb's key order aside) and
+ * nothing the caller changes later. Returning them cost PostgreSQL a sort,
+ * a json_agg and ~2 KB a statement on the wire, and this side a parse of
+ * every column.
  */
-export function eventsAfter(
-  source: 'bumped' | 'changed',
-  input: { events: NewEventRow[]; origin: string; tokens?: TokensAmongEvents },
-) {
-  const from = sql.raw(source);
-  const records = JSON.stringify(
-    input.events.map((event, index) => ({
+export interface EncodedEvents {
+  count: number;
+  json: string;
+  ts: Date;
+  rows(stored: { workflowId: string; tenantId: string; lastSeq: number }): WorkflowEventRow[];
+}
+
+export function encodeEvents(events: NewEventRow[], ts: Date): EncodedEvents {
+  const json = JSON.stringify(
+    events.map((event, index) => ({
       i: index + 1,
       type: event.type,
       step: event.step,
@@ -238,21 +244,64 @@ export function eventsAfter(
       elapsed_ms: event.elapsedMs === null ? null : Math.round(event.elapsedMs),
     })),
   );
+  return {
+    count: events.length,
+    json,
+    ts,
+    rows({ workflowId, tenantId, lastSeq }) {
+      const records = JSON.parse(json) as EncodedEvent[];
+      return records.map((record) => ({
+        workflow_id: workflowId,
+        tenant_id: tenantId,
+        seq: lastSeq - records.length + record.i,
+        type: record.type,
+        step: record.step,
+        status: record.status,
+        detail: record.detail,
+        ts,
+        elapsed_ms: record.elapsed_ms,
+      }));
+    },
+  };
+}
+
+interface EncodedEvent {
+  i: number;
+  type: string;
+  step: string | null;
+  status: string;
+  detail: Record<string, unknown>;
+  elapsed_ms: number | null;
+}
+
+/**
+ * The `inserted` and `notified` CTEs of an append: the encoded events get
+ * the seqs up to the `last_seq` that the CTE `source` (a workflows row
+ * whose last_seq was just raised by their number, under its row lock)
+ * returned, and one NOTIFY says so. The payload is `notificationPayload`'s
+ * wire shape (tracker/notification.ts), built here because the seq is
+ * known only in SQL.
+ */
+export function eventsAfter(
+  source: 'bumped' | 'changed',
+  input: { encoded: EncodedEvents; origin: string; tokens?: TokensAmongEvents },
+) {
+  const from = sql.raw(source);
+  const { encoded } = input;
   return sql`inserted AS (
       INSERT INTO workflow_events
-        (workflow_id, tenant_id, seq, type, step, status, detail, elapsed_ms)
-      SELECT ${from}.id, ${from}.tenant_id, ${from}.last_seq - ${input.events.length} + e.i,
-             e.type, e.step, e.status, e.detail, e.elapsed_ms
-      FROM ${from}, jsonb_to_recordset(${records}::jsonb)
+        (workflow_id, tenant_id, seq, type, step, status, detail, ts, elapsed_ms)
+      SELECT ${from}.id, ${from}.tenant_id, ${from}.last_seq - ${encoded.count} + e.i,
+             e.type, e.step, e.status, e.detail, ${encoded.ts}::timestamptz, e.elapsed_ms
+      FROM ${from}, jsonb_to_recordset(${encoded.json}::jsonb)
         AS e(i integer, type text, step text, status text, detail jsonb, elapsed_ms integer)
-      RETURNING *
     ), notified AS (
       SELECT pg_notify(${EVENTS_CHANNEL}, json_build_object(
         'k', 'e', 'w', ${from}.id, 's', ${from}.last_seq, 'o', ${input.origin}::text
         ${
           input.tokens
             ? sql`, 't', ${input.tokens.text}::text,
-                'a', ${from}.last_seq - ${input.events.length} + ${input.tokens.afterEvents}`
+                'a', ${from}.last_seq - ${encoded.count} + ${input.tokens.afterEvents}`
             : sql``
         })::text)
       FROM ${from}

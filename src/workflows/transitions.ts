@@ -2,14 +2,19 @@ import { type RawBuilder, sql, type Transaction } from 'kysely';
 import { conflict, notFound } from '../errors.js';
 import { type Db, type DbOrTx, WITHOUT_FLUSH_WAIT } from '../store/database.js';
 import { failStartedAttemptsAfterTransition } from '../store/pipeline-transition-writes.js';
-import type { Database, WorkflowEventRow, WorkflowRow } from '../store/schema.js';
+import type { Database, WorkflowRow } from '../store/schema.js';
 import {
   endpointsOf,
   type TenantEndpoints,
   type TenantEndpointsJson,
   tenantEndpointColumns,
 } from '../store/tenant-endpoints.js';
-import { eventsAfter, type NewEventRow, type TokensAmongEvents } from '../store/workflow-events.js';
+import {
+  encodeEvents,
+  eventsAfter,
+  type NewEventRow,
+  type TokensAmongEvents,
+} from '../store/workflow-events.js';
 import { leaseExpiry, type UsageIncrement } from '../store/workflows.js';
 import { toEvent, toWorkflow } from './rows.js';
 import { assertTransition, statusesBefore } from './state-machine.js';
@@ -158,9 +163,8 @@ async function compareAndSet(
   // A transition that leases the workflow to this replica launches its run
   // here: the run's tools are read in the same statement.
   const endpoints = input.lease ? tenantEndpointColumns(input.tenantId) : undefined;
-  const result = await sql<
-    WorkflowRow & { appended_events: AppendedEventJson[] } & Partial<TenantEndpointsJson>
-  >`
+  const encoded = encodeEvents(input.events, now);
+  const result = await sql<WorkflowRow & Partial<TenantEndpointsJson>>`
     WITH changed AS (
       UPDATE workflows SET
         status = ${input.to},
@@ -190,12 +194,11 @@ async function compareAndSet(
         ...(input.to === 'failed' || input.to === 'cancelled'
           ? [failStartedAttemptsAfterTransition(input.to)]
           : []),
-        eventsAfter('changed', input),
+        eventsAfter('changed', { ...input, encoded }),
       ],
       sql`, `,
     )}
-    SELECT changed.*,
-      (SELECT coalesce(json_agg(inserted.* ORDER BY inserted.seq), '[]') FROM inserted) AS appended_events
+    SELECT changed.*
       ${
         endpoints
           ? sql`, ${endpoints.tenant_http_tools} AS tenant_http_tools,
@@ -208,12 +211,7 @@ async function compareAndSet(
   );
   const row = result.rows[0];
   if (!row) return undefined;
-  const {
-    appended_events: appended,
-    tenant_http_tools: httpTools,
-    tenant_mcp_servers: mcpServers,
-    ...columns
-  } = row;
+  const { tenant_http_tools: httpTools, tenant_mcp_servers: mcpServers, ...columns } = row;
   // The workflow's columns, with the `alsoSelect` ones taken out.
   const workflowRow: WorkflowRow & Record<string, unknown> = { ...columns };
   const also: Record<string, unknown> = {};
@@ -225,7 +223,9 @@ async function compareAndSet(
   return {
     workflow: toWorkflow(workflowRow),
     also,
-    events: appended.map((event) => toEvent({ ...event, ts: new Date(event.ts) })),
+    events: encoded
+      .rows({ workflowId: input.workflowId, tenantId: input.tenantId, lastSeq: row.last_seq })
+      .map(toEvent),
     ...(httpTools && mcpServers
       ? {
           endpoints: endpointsOf({ tenant_http_tools: httpTools, tenant_mcp_servers: mcpServers }),
@@ -236,9 +236,6 @@ async function compareAndSet(
 
 /** The prefix of the `alsoSelect` columns' names. */
 const ALSO_PREFIX = 'also_';
-
-/** An appended event as json_agg returns it: the row with its timestamp as text. */
-type AppendedEventJson = Omit<WorkflowEventRow, 'ts'> & { ts: string };
 
 /** 409 `not_awaiting_input` unless the workflow waits for one of `reasons`; the message says what it is instead. */
 export function assertAwaiting(workflow: Workflow, reasons: readonly AwaitingReason[]): void {

@@ -1,5 +1,7 @@
 import { describe, expect, it } from 'vitest';
+import { workflowEventsRepository } from '../../src/store/workflow-events.js';
 import { createEventHub } from '../../src/tracker/event-hub.js';
+import { toEvent } from '../../src/workflows/rows.js';
 import type { WorkflowEvent } from '../../src/workflows/types.js';
 import { silentLog, useTrackerDatabase } from '../support/tracker-database.js';
 
@@ -124,6 +126,50 @@ describe('WorkflowTracker', () => {
     const emitted = await tracker.emit('warning', null, 'info', { message: 'mine' });
     expect(emitted).toMatchObject({ seq: 4, type: 'warning', detail: { message: 'mine' } });
     expect(await storedSeqs(workflowId)).toEqual([1, 2, 3, 4]);
+  });
+
+  it('the events subscribers and emitters are given are the stored rows, as a replay reads them', async () => {
+    const workflowId = await newWorkflow();
+    const tracker = trackerFor(workflowId);
+    const live: WorkflowEvent[] = [];
+    const unsubscribe = setup.hub.subscribe(workflowId, {
+      onEvent: (event) => live.push(event),
+      onTokens: () => {},
+    });
+    const begun = await tracker.begin();
+    // Values the store keeps differently from how they were given, and a detail changed after its emit.
+    const detail: Record<string, unknown> = {
+      at: new Date('2026-12-01T10:00:00.123Z'),
+      missing: undefined,
+      nested: { list: [1, 'two', null], ratio: 0.25 },
+    };
+    tracker.enqueue('tool_call', 'turn-1/call-1', 'started', detail, 12.6);
+    const emitted = await tracker.emit('warning', null, 'info', { message: 'between' });
+    detail.at = 'changed after its emit';
+    tracker.enqueue('llm_call', 'turn-2', 'completed', { model: 'scripted' });
+    const ended = await tracker.end({ status: 'completed', answer: 'done' });
+    unsubscribe();
+
+    const stored = (
+      await workflowEventsRepository(setup.handle.db).listAfter({
+        workflowId,
+        afterSeq: 0,
+        limit: 100,
+      })
+    ).map(toEvent);
+    expect(stored.map((event) => event.seq)).toEqual([1, 2, 3, 4, 5]);
+    expect(stored[1]).toMatchObject({
+      type: 'tool_call',
+      detail: { at: '2026-12-01T10:00:00.123Z', nested: { list: [1, 'two', null], ratio: 0.25 } },
+      elapsedMs: 13,
+    });
+    expect(stored[1]?.detail).not.toHaveProperty('missing');
+    expect(live).toStrictEqual(stored);
+    expect([...begun.events, emitted, ...ended.events]).toStrictEqual([
+      stored[0],
+      stored[2],
+      stored[4],
+    ]);
   });
 
   it('tokens are coalesced for live subscribers, not stored, and arrive before the event that follows them', async () => {
