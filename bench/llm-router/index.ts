@@ -3,6 +3,7 @@ import { sql } from 'kysely';
 import type OpenAI from 'openai';
 import type { Llm } from '../../src/llm/create-llm.js';
 import { createOpenAiClient } from '../../src/llm/openai/index.js';
+import { createProviderFetch } from '../../src/llm/provider-fetch.js';
 import type { ModelRequest } from '../../src/llm/types.js';
 import type { Db } from '../../src/store/database.js';
 import { startFakeProviderServer } from '../../test/fakes/provider-server.js';
@@ -122,11 +123,14 @@ async function benchmark(
   const { llm, database, config } = services;
   const tenantId = bootstrap.tenant.id;
 
-  // The options createLlm gives the router's own client.
+  // The options createLlm gives the router's own client, with a transport of its own.
+  const transport = createProviderFetch();
+  cleanups.push(async () => transport.close());
   const client = createOpenAiClient({
     apiKey,
     baseUrl: server.openaiBaseUrl,
     timeoutMs: config.LLM_ATTEMPT_TIMEOUT_MS,
+    fetch: transport.fetch,
   });
 
   const reply = benchReply();

@@ -9,6 +9,7 @@ import {
   type ProviderEntry,
 } from './catalogue.js';
 import { createOpenAiClient, openAiModel } from './openai/index.js';
+import { createProviderFetch, type ProviderFetch } from './provider-fetch.js';
 import { createModelRouter, type ModelRouter } from './router/router.js';
 import { scriptedModel } from './scripted/index.js';
 import type { LanguageModel } from './types.js';
@@ -19,7 +20,7 @@ export interface Llm {
   catalogue: Catalogue;
   router: ModelRouter;
   ledger: UsageLedger;
-  /** Flushes the ledger and stops the breakers' probes. */
+  /** Flushes the ledger, stops the breakers' probes and closes the idle provider connections. */
   close(): Promise<void>;
 }
 
@@ -36,8 +37,12 @@ export function createLlm(options: {
 }): Llm {
   const { config, log } = options;
   const catalogue = resolveCatalogue(config);
+  const transport = createProviderFetch();
   const clientsByProvider = new Map(
-    catalogue.providers.map((provider) => [provider.name, adapterFactory(provider, options)]),
+    catalogue.providers.map((provider) => [
+      provider.name,
+      adapterFactory(provider, { ...options, transport }),
+    ]),
   );
   const languageModels = new Map<string, LanguageModel>();
   for (const entry of catalogue.models) {
@@ -71,6 +76,7 @@ export function createLlm(options: {
     async close() {
       router.dispose();
       await ledger.close();
+      transport.close();
     },
   };
 }
@@ -93,7 +99,7 @@ export function resolveCatalogue(config: Config): Catalogue {
 
 function adapterFactory(
   provider: ProviderEntry,
-  options: { config: Config; env: NodeJS.ProcessEnv },
+  options: { config: Config; env: NodeJS.ProcessEnv; transport: ProviderFetch },
 ): (entry: ModelEntry) => LanguageModel {
   const { config } = options;
   const common = { provider: provider.name, idleTimeoutMs: config.LLM_IDLE_TIMEOUT_MS };
@@ -106,6 +112,7 @@ function adapterFactory(
         apiKey: apiKeyOf(provider, options, config.OPENAI_API_KEY, config.OPENAI_BASE_URL),
         baseUrl: provider.baseUrl ?? config.OPENAI_BASE_URL,
         timeoutMs: config.LLM_ATTEMPT_TIMEOUT_MS,
+        fetch: options.transport.fetch,
       });
       return (entry) =>
         openAiModel({
@@ -120,6 +127,7 @@ function adapterFactory(
         apiKey: apiKeyOf(provider, options, config.ANTHROPIC_API_KEY, config.ANTHROPIC_BASE_URL),
         baseUrl: provider.baseUrl ?? config.ANTHROPIC_BASE_URL,
         timeoutMs: config.LLM_ATTEMPT_TIMEOUT_MS,
+        fetch: options.transport.fetch,
       });
       return (entry) =>
         anthropicModel({

@@ -1,5 +1,4 @@
 import Anthropic from '@anthropic-ai/sdk';
-import { PROVIDER_FETCH_OPTIONS } from '../provider-fetch.js';
 
 export interface AnthropicClientOptions {
   apiKey: string;
@@ -7,12 +6,14 @@ export interface AnthropicClientOptions {
   baseUrl?: string;
   /** SDK timeout up to the response headers; a stalled stream is the idle watchdog's job. */
   timeoutMs: number;
+  /** How it reaches the provider: `createProviderFetch().fetch` (provider-fetch.ts). */
+  fetch: typeof fetch;
 }
 
 /**
  * The only place that constructs the Anthropic SDK client. Retries are off:
- * the router is the one retry layer. Redirects are refused (see
- * provider-fetch.ts).
+ * the router is the one retry layer. Requests go through
+ * provider-fetch.ts, which refuses redirects.
  */
 export function createAnthropicClient(options: AnthropicClientOptions): Anthropic {
   return new Anthropic({
@@ -20,6 +21,6 @@ export function createAnthropicClient(options: AnthropicClientOptions): Anthropi
     baseURL: options.baseUrl,
     maxRetries: 0,
     timeout: options.timeoutMs,
-    fetchOptions: PROVIDER_FETCH_OPTIONS,
+    fetch: options.fetch,
   });
 }

@@ -1,5 +1,4 @@
 import OpenAI from 'openai';
-import { PROVIDER_FETCH_OPTIONS } from '../provider-fetch.js';
 
 export interface OpenAiClientOptions {
   apiKey: string;
@@ -7,12 +6,14 @@ export interface OpenAiClientOptions {
   baseUrl?: string;
   /** SDK timeout up to the response headers; a stalled stream is the idle watchdog's job. */
   timeoutMs: number;
+  /** How it reaches the provider: `createProviderFetch().fetch` (provider-fetch.ts). */
+  fetch: typeof fetch;
 }
 
 /**
  * The only place that constructs the OpenAI SDK client. Retries are off:
- * the router is the one retry layer. Redirects are refused (see
- * provider-fetch.ts).
+ * the router is the one retry layer. Requests go through
+ * provider-fetch.ts, which refuses redirects.
  */
 export function createOpenAiClient(options: OpenAiClientOptions): OpenAI {
   return new OpenAI({
@@ -20,6 +21,6 @@ export function createOpenAiClient(options: OpenAiClientOptions): OpenAI {
     baseURL: options.baseUrl,
     maxRetries: 0,
     timeout: options.timeoutMs,
-    fetchOptions: PROVIDER_FETCH_OPTIONS,
+    fetch: options.fetch,
   });
 }

@@ -2,6 +2,7 @@ import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from 'vitest
 import { z } from 'zod';
 import { anthropicModel, createAnthropicClient } from '../../../src/llm/anthropic/index.js';
 import { LlmError } from '../../../src/llm/errors.js';
+import { createProviderFetch } from '../../../src/llm/provider-fetch.js';
 import type {
   LanguageModel,
   ModelRequest,
@@ -13,6 +14,7 @@ import { type FakeProviderServer, startFakeProviderServer } from '../../fakes/pr
 /** The adapter through the real SDK against the fake provider's Anthropic wire. */
 
 let server: FakeProviderServer;
+const transport = createProviderFetch();
 
 beforeAll(async () => {
   server = await startFakeProviderServer();
@@ -20,13 +22,17 @@ beforeAll(async () => {
 afterEach(() => {
   expect(server.pendingResponses()).toBe(0);
 });
-afterAll(async () => server?.close());
+afterAll(async () => {
+  transport.close();
+  await server?.close();
+});
 
 function model(idleTimeoutMs = 5_000): LanguageModel {
   const client = createAnthropicClient({
     apiKey: 'test-key',
     baseUrl: server.anthropicBaseUrl,
     timeoutMs: 5_000,
+    fetch: transport.fetch,
   });
   return anthropicModel({
     client,

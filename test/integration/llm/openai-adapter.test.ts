@@ -1,7 +1,8 @@
-import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
+import { afterAll, afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
 import { z } from 'zod';
 import { LlmError } from '../../../src/llm/errors.js';
 import { createOpenAiClient, openAiModel } from '../../../src/llm/openai/index.js';
+import { createProviderFetch } from '../../../src/llm/provider-fetch.js';
 import type {
   LanguageModel,
   ModelRequest,
@@ -12,10 +13,12 @@ import { startFakeProviderServer } from '../../fakes/provider-server.js';
 import type { FakeProviderServer, FakeResponse } from '../../fakes/provider-types.js';
 
 let server: FakeProviderServer;
+const transport = createProviderFetch();
 beforeEach(async () => {
   server = await startFakeProviderServer();
 });
 afterEach(async () => server.close());
+afterAll(() => transport.close());
 
 function model(overrides: { idleTimeoutMs?: number } = {}): LanguageModel {
   return openAiModel({
@@ -23,6 +26,7 @@ function model(overrides: { idleTimeoutMs?: number } = {}): LanguageModel {
       apiKey: 'sk-fake',
       baseUrl: server.openaiBaseUrl,
       timeoutMs: 5_000,
+      fetch: transport.fetch,
     }),
     provider: 'openai',
     modelId: 'fake-model',
