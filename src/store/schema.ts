@@ -103,7 +103,8 @@ export interface WorkflowEventsTable {
   step: string | null;
   status: string;
   detail: ColumnType<Record<string, unknown>, string, never>;
-  ts: ColumnType<Date, never, never>;
+  /** Set by the statement that appends the event (workflow-events.ts `encodeEvents`), else the insert's clock. */
+  ts: ColumnType<Date, Date | undefined, never>;
   elapsed_ms: number | null;
 }
 
