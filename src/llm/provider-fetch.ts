@@ -103,7 +103,8 @@ function send(
     };
     signal?.addEventListener('abort', onAbort, { once: true });
     const release = () => signal?.removeEventListener('abort', onAbort);
-    request.once('error', (error) => {
+    // `on`, not `once`: a second failure (the socket after an abort) must find a listener too.
+    request.on('error', (error) => {
       release();
       reject(error);
     });
