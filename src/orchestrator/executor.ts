@@ -92,7 +92,7 @@ function startRun(options: ExecutorOptions, launch: Launch): void {
   };
   if (!options.executions.add(execution)) {
     settle();
-    refuseRun(run);
+    refuseRun(run, launch.preload.created);
     return;
   }
   void executeRun(run, launch.preload).finally(settle);
@@ -102,16 +102,26 @@ function startRun(options: ExecutorOptions, launch: Launch): void {
  * The registry accepts no run: this replica is shutting down, or the
  * workflow runs here already. The workflow is left unleased (one created
  * here gives up the lease it was inserted with); another replica's sweep
- * takes it over.
+ * takes it over. A run launched while its insert was in flight (`created`)
+ * releases the lease once the insert has committed: before, the release
+ * would find no row, and the workflow would wait for its lease to expire.
  */
-function refuseRun(run: Run): void {
+function refuseRun(run: Run, created: Promise<void> | undefined): void {
   run.log.info('the workflow is not run here; another replica takes it over');
   run.tracker.close();
-  // Launched with this replica's lease: released, so the sweep need not wait for it to expire.
   const { tenantId, id } = run.workflow;
-  run.repository
-    .releaseLease({ tenantId, id, owner: run.options.replicaId })
-    .catch((error: unknown) => run.log.error({ err: error }, 'releasing the lease failed'));
+  const release = () =>
+    run.repository
+      .releaseLease({ tenantId, id, owner: run.options.replicaId })
+      .catch((error: unknown) => run.log.error({ err: error }, 'releasing the lease failed'));
+  if (!created) {
+    void release();
+    return;
+  }
+  created.then(release, (error: unknown) =>
+    // The insert failed (its caller is told), or read other tools and the run launched after it releases the lease.
+    run.log.debug({ err: error }, 'the refused run’s workflow was not created'),
+  );
 }
 
 /** The whole run; never rejects: every failure ends in the log and, when possible, in the workflow. */

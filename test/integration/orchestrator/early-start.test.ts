@@ -45,9 +45,9 @@ const ONE_TURN_EVENTS = [
 ];
 
 /** A workflow of the tenant run to its end, so its insert's tools are remembered. */
-async function rememberTenantTools(): Promise<void> {
-  h.provider.enqueue(answer('Remembered.'));
-  const { workflow } = await h.run('A first question');
+async function rememberTenantTools(harness = h): Promise<void> {
+  harness.provider.enqueue(answer('Remembered.'));
+  const { workflow } = await harness.run('A first question');
   expect(workflow.status).toBe('completed');
 }
 
@@ -59,13 +59,14 @@ async function rememberTenantTools(): Promise<void> {
 async function postWithInsertHeld(
   input: string,
   whileHeld: (held: { pid: number; client: pg.PoolClient }) => Promise<void>,
+  harness = h,
 ) {
-  const client = await h.testApp.services.database.pool.connect();
+  const client = await harness.testApp.services.database.pool.connect();
   await client.query('BEGIN');
-  await client.query('SELECT 1 FROM tenants WHERE id = $1 FOR UPDATE', [h.tenant.id]);
-  const posted = postWorkflow(h.testApp, h.tenant.key, { input, model: 'gpt' });
+  await client.query('SELECT 1 FROM tenants WHERE id = $1 FOR UPDATE', [harness.tenant.id]);
+  const posted = postWorkflow(harness.testApp, harness.tenant.key, { input, model: 'gpt' });
   try {
-    await whileHeld({ pid: await insertWaiting(), client });
+    await whileHeld({ pid: await insertWaiting(harness), client });
   } finally {
     try {
       await client.query('COMMIT');
@@ -77,11 +78,11 @@ async function postWithInsertHeld(
 }
 
 /** Resolves once a workflow insert waits for a lock, with its backend's pid. */
-async function insertWaiting(): Promise<number> {
+async function insertWaiting(harness = h): Promise<number> {
   let pid: number | undefined;
   await vi.waitFor(
     async () => {
-      const { rows } = await h.testApp.services.database.pool.query<{ pid: number }>(
+      const { rows } = await harness.testApp.services.database.pool.query<{ pid: number }>(
         `SELECT pid FROM pg_stat_activity
           WHERE datname = current_database() AND wait_event_type = 'Lock'
             AND query ILIKE 'insert into "workflows"%'`,
@@ -244,5 +245,37 @@ describe('a workflow’s run starting before its insert answers', () => {
       timeout: 5_000,
     });
     expect(await countWorkflows(h.testApp, h.tenant.id)).toBe(workflowsBefore);
+  });
+
+  it('a run refused while the replica shuts down releases its lease once its insert commits', async () => {
+    // A harness of its own: its runs are drained, and it accepts none afterwards.
+    const own = await startToolLoopHarness();
+    try {
+      await rememberTenantTools(own);
+      // Shutting down: the registry accepts no run, so the run launched while the insert waits is refused.
+      await own.testApp.services.executions.drain(0);
+      const requestsBefore = own.provider.requests.length;
+      const response = await postWithInsertHeld('Refused early', settle, own);
+      expect(response.statusCode, response.body).toBe(202);
+      const { id } = response.json() as { id: string };
+      expect(own.provider.requests.length).toBe(requestsBefore);
+      // Released at once, not when WORKFLOW_LEASE_MS runs out: another replica's sweep takes it over.
+      await vi.waitFor(
+        async () => {
+          const row = await workflowsRepository(own.testApp.services.database.db).findById(
+            own.tenant.id,
+            id,
+          );
+          expect(row).toMatchObject({
+            status: 'queued',
+            lease_owner: null,
+            lease_expires_at: null,
+          });
+        },
+        { timeout: 2_000 },
+      );
+    } finally {
+      await own.close();
+    }
   });
 });
