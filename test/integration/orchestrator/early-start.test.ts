@@ -255,7 +255,13 @@ describe('a workflow’s run starting before its insert answers', () => {
       // Shutting down: the registry accepts no run, so the run launched while the insert waits is refused.
       await own.testApp.services.executions.drain(0);
       const requestsBefore = own.provider.requests.length;
-      const response = await postWithInsertHeld('Refused early', settle, own);
+      const response = await postWithInsertHeld(
+        'Refused early',
+        async () => {
+          await settle();
+        },
+        own,
+      );
       expect(response.statusCode, response.body).toBe(202);
       const { id } = response.json() as { id: string };
       expect(own.provider.requests.length).toBe(requestsBefore);
