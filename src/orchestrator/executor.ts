@@ -114,13 +114,9 @@ function refuseRun(run: Run, created: Promise<void> | undefined): void {
     run.repository
       .releaseLease({ tenantId, id, owner: run.options.replicaId })
       .catch((error: unknown) => run.log.error({ err: error }, 'releasing the lease failed'));
-  if (!created) {
-    void release();
-    return;
-  }
-  created.then(release, (error: unknown) =>
-    // The insert failed (its caller is told), or read other tools and the run launched after it releases the lease.
-    run.log.debug({ err: error }, 'the refused run’s workflow was not created'),
+  // Superseded: the insert failed (its caller is told), or read other tools and the run launched after it releases the lease.
+  (created ?? Promise.resolve()).then(release, (error: unknown) =>
+    run.log.debug({ err: error }, 'the refused run was superseded; it has no lease to release'),
   );
 }
 
