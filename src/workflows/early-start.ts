@@ -1,7 +1,5 @@
-import type { WorkflowRow } from '../store/schema.js';
 import type { TenantEndpoints } from '../store/tenant-endpoints.js';
 import type { NewWorkflowRow } from '../store/workflows.js';
-import { toWorkflow } from './rows.js';
 import type { RunPreload } from './service.js';
 import type { Workflow, WorkflowBudget, WorkflowMode } from './types.js';
 
@@ -46,7 +44,7 @@ export const EARLY_START_MAX_RUNS = 4;
  */
 export async function insertAndLaunch(options: {
   row: NewWorkflowRow;
-  insert: (row: NewWorkflowRow) => Promise<{ row: WorkflowRow; endpoints: TenantEndpoints }>;
+  insert: (row: NewWorkflowRow) => Promise<{ createdAt: Date; endpoints: TenantEndpoints }>;
   endpointsMemory: EndpointsMemory;
   launch: (workflow: Workflow, cause: 'created', preload: RunPreload) => void;
   early: boolean;
@@ -69,7 +67,7 @@ export async function insertAndLaunch(options: {
     outcome?.reject(new EarlyStartSuperseded('insert_failed'));
     throw error;
   }
-  const workflow = toWorkflow(inserted.row);
+  const workflow = workflowAsInserted(row, inserted.createdAt);
   const read = endpointsMemory.remember(row.tenantId, inserted.endpoints);
   if (outcome && started?.json === read.json) {
     outcome.resolve();
@@ -107,7 +105,11 @@ export function insertOutcome(): InsertOutcome {
   return { committed, resolve, reject };
 }
 
-/** The workflow as its insert writes it, for a run that starts before the row comes back. */
+/**
+ * The workflow as its insert writes it, created at `now`: for a run that
+ * starts before the insert answers, and for the created workflow itself
+ * (the insert returns only its time).
+ */
 export function workflowAsInserted(row: NewWorkflowRow, now: Date): Workflow {
   return {
     id: row.id,

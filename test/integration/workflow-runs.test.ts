@@ -180,8 +180,9 @@ describe('leases', () => {
   it('a workflow inserted with a lease is held by its owner; an expired one is swept by another; renew and release only by the owner', async () => {
     const db = testApp.services.database.db;
     const repository = workflowsRepository(db);
-    const { row } = await repository.insert({
-      id: randomUUID(),
+    const id = randomUUID();
+    await repository.insert({
+      id,
       tenantId: tenant.id,
       sessionId: null,
       mode: 'auto',
@@ -193,6 +194,8 @@ describe('leases', () => {
       requestHash: null,
       lease: { owner: 'a', leaseMs: 30_000 },
     });
+    const row = await repository.findById(tenant.id, id);
+    if (!row) throw new Error('the inserted workflow is not stored');
     expect(row.lease_owner).toBe('a');
     const lease = { tenantId: tenant.id, id: row.id };
     const sweep = (owner: string) =>
