@@ -1,49 +1,23 @@
 import path from 'node:path';
 import { z } from 'zod';
+import { boolean, checkedList, decimal, integer, postgresUrl } from './config-values.js';
+import { isOrigin, parseOrigins } from './http/cors.js';
 import { type Catalogue, catalogueSchema } from './llm/catalogue.js';
 import { DEFAULT_COMPLEX_KEYWORDS, parseKeywordList } from './orchestrator/classify-keywords.js';
 import { isHostPattern, parseHostPatterns } from './tools/host-allowlist.js';
 import { BUDGET_LIMITS } from './workflows/budget.js';
+
+const hostPatterns = checkedList(
+  parseHostPatterns,
+  isHostPattern,
+  'a host name, a *.domain wildcard or an IP',
+);
 
 /**
  * Every setting of the service, read from the environment through this one
  * schema. `loadConfig` reports every problem at once, one line per variable,
  * so an operator fixes a broken deployment in one round.
  */
-
-const integer = (min: number, max: number) =>
-  z
-    .string()
-    .trim()
-    .regex(/^\d+$/, `expected a whole number from ${min} to ${max}`)
-    .transform(Number)
-    .pipe(z.number().int().min(min).max(max));
-
-/** A positive decimal such as `0.25`; no exponent, no sign. */
-const decimal = (max: number) =>
-  z
-    .string()
-    .trim()
-    .regex(/^\d+(\.\d+)?$/, `expected a decimal number above 0, at most ${max}`)
-    .transform(Number)
-    .pipe(z.number().positive().max(max));
-
-const boolean = z
-  .enum(['true', 'false', '1', '0', 'yes', 'no'], { message: 'expected true or false' })
-  .transform((value) => value === 'true' || value === '1' || value === 'yes');
-
-const postgresUrl = z
-  .string()
-  .trim()
-  .refine((value) => {
-    try {
-      const url = new URL(value);
-      return (url.protocol === 'postgres:' || url.protocol === 'postgresql:') && url.host !== '';
-    } catch {
-      return false;
-    }
-  }, 'expected a postgres://user:password@host:port/database URL');
-
 export const configSchema = z.object({
   PORT: integer(0, 65_535).default(8080).describe('TCP port the HTTP server listens on.'),
   HOST: z.string().trim().min(1).default('127.0.0.1').describe('Interface to listen on.'),
@@ -265,41 +239,24 @@ export const configSchema = z.object({
   TRUST_PROXY: boolean
     .default(false)
     .describe('Trust X-Forwarded-* headers (set behind a load balancer).'),
-  HTTP_TOOLS_ALLOWED_HOSTS: z
-    .string()
-    .transform(parseHostPatterns)
-    .pipe(
-      z.array(
-        z.string().refine(isHostPattern, {
-          error: (issue) =>
-            `"${String(issue.input)}" is not a host name, a *.domain wildcard or an IP`,
-        }),
-      ),
-    )
-    .default([])
-    .describe(
-      'Hosts HTTP tools may call, comma-separated; `*.example.com` matches its subdomains. Empty: every public host.',
-    ),
+  CORS_ALLOWED_ORIGINS: checkedList(
+    parseOrigins,
+    isOrigin,
+    'an origin such as https://app.example.com, or *',
+  ).describe(
+    'Origins whose browser pages may call the API (CORS), comma-separated, each scheme://host[:port]; * allows any. Empty: no CORS.',
+  ),
+  HTTP_TOOLS_ALLOWED_HOSTS: hostPatterns.describe(
+    'Hosts HTTP tools may call, comma-separated; `*.example.com` matches its subdomains. Empty: every public host.',
+  ),
   HTTP_TOOLS_ALLOW_PRIVATE: boolean
     .default(false)
     .describe(
       'Let HTTP tools call loopback and private addresses (a tool server beside the service).',
     ),
-  HTTP_FETCH_ALLOWED_HOSTS: z
-    .string()
-    .transform(parseHostPatterns)
-    .pipe(
-      z.array(
-        z.string().refine(isHostPattern, {
-          error: (issue) =>
-            `"${String(issue.input)}" is not a host name, a *.domain wildcard or an IP`,
-        }),
-      ),
-    )
-    .default([])
-    .describe(
-      'Hosts the built-in http_fetch tool may fetch, comma-separated; `*.example.com` matches its subdomains. Empty: the tool is not offered.',
-    ),
+  HTTP_FETCH_ALLOWED_HOSTS: hostPatterns.describe(
+    'Hosts the built-in http_fetch tool may fetch, comma-separated; `*.example.com` matches its subdomains. Empty: the tool is not offered.',
+  ),
   HTTP_FETCH_MAX_BYTES: integer(1024, 100 * 1024 * 1024)
     .default(1024 * 1024)
     .describe('Bytes of a response body http_fetch reads; the rest is cut with a note.'),

@@ -12,6 +12,7 @@ import type { Services } from '../services.js';
 import { createStreamTokens } from '../tenancy/stream-tokens.js';
 import { builtinTools } from '../tools/registry.js';
 import { bearerAuth } from './auth.js';
+import { registerCors } from './cors.js';
 import { installErrorHandling } from './error-handler.js';
 import { registerOpenApi } from './openapi.js';
 import { apiKeyRoutes } from './routes/api-keys.js';
@@ -67,6 +68,8 @@ export async function buildApp(services: Services): Promise<FastifyInstance> {
   app.addHook('onRequest', async (request, reply) => {
     reply.header('x-request-id', request.id);
   });
+  // Before every route scope, so a preflight is answered ahead of /v1's authentication.
+  await registerCors(app, config.CORS_ALLOWED_ORIGINS);
 
   await registerOpenApi(app);
   await app.register(eventStreams, {

@@ -67,7 +67,9 @@ function routeTable(app: FastifyInstance) {
         router.on(method as HTTPMethod, route.url, noop);
     }
   });
-  const candidates: HTTPMethod[] = ['GET', 'HEAD', 'POST', 'PUT', 'PATCH', 'DELETE', 'OPTIONS'];
+  // Not OPTIONS: with CORS on, every path has one (the preflight's), which
+  // would turn each unknown path's 404 into a 405.
+  const candidates: HTTPMethod[] = ['GET', 'HEAD', 'POST', 'PUT', 'PATCH', 'DELETE'];
   return {
     allowedMethods(path: string): HTTPMethod[] {
       return candidates.filter((method) => router.find(method, path) !== null);

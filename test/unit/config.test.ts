@@ -73,6 +73,41 @@ describe('loadConfig', () => {
     });
   });
 
+  it('CORS origins: a trimmed list, off when unset; anything but scheme://host[:port] or * is named', () => {
+    expect(loadConfig({}).CORS_ALLOWED_ORIGINS).toEqual([]);
+    expect(
+      loadConfig({ CORS_ALLOWED_ORIGINS: ' https://app.example.com ,http://localhost:5173,' })
+        .CORS_ALLOWED_ORIGINS,
+    ).toEqual(['https://app.example.com', 'http://localhost:5173']);
+    expect(loadConfig({ CORS_ALLOWED_ORIGINS: '*' }).CORS_ALLOWED_ORIGINS).toEqual(['*']);
+    const problems = problemsOf({
+      CORS_ALLOWED_ORIGINS: 'app.example.com,https://app.example.com/,ftp://files.example.com',
+    });
+    expect(problems).toHaveLength(3);
+    for (const origin of [
+      'app.example.com',
+      'https://app.example.com/',
+      'ftp://files.example.com',
+    ]) {
+      expect(problems).toContainEqual(
+        expect.stringContaining(`"${origin}" is not an origin such as https://app.example.com`),
+      );
+    }
+    expect(problems.every((line) => line.startsWith('CORS_ALLOWED_ORIGINS:'))).toBe(true);
+  });
+
+  it('host lists: patterns parsed, an entry that is no host named', () => {
+    expect(
+      loadConfig({ HTTP_TOOLS_ALLOWED_HOSTS: 'tools.internal, *.example.com' })
+        .HTTP_TOOLS_ALLOWED_HOSTS,
+    ).toEqual(['tools.internal', '*.example.com']);
+    expect(problemsOf({ HTTP_FETCH_ALLOWED_HOSTS: 'https://docs.example.com' })).toEqual([
+      expect.stringMatching(
+        /^HTTP_FETCH_ALLOWED_HOSTS: "https:\/\/docs.example.com" is not a host name, a \*.domain wildcard or an IP/,
+      ),
+    ]);
+  });
+
   it('lists every variable it reads', () => {
     expect(configVariables).toContain('PORT');
     expect(configVariables).toContain('WAYMARK_DATA_DIR');

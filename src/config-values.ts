@@ -1,0 +1,54 @@
+import { z } from 'zod';
+
+/** The kinds of value the settings in config.ts are read as, from environment strings. */
+
+export const integer = (min: number, max: number) =>
+  z
+    .string()
+    .trim()
+    .regex(/^\d+$/, `expected a whole number from ${min} to ${max}`)
+    .transform(Number)
+    .pipe(z.number().int().min(min).max(max));
+
+/** A positive decimal such as `0.25`; no exponent, no sign. */
+export const decimal = (max: number) =>
+  z
+    .string()
+    .trim()
+    .regex(/^\d+(\.\d+)?$/, `expected a decimal number above 0, at most ${max}`)
+    .transform(Number)
+    .pipe(z.number().positive().max(max));
+
+export const boolean = z
+  .enum(['true', 'false', '1', '0', 'yes', 'no'], { message: 'expected true or false' })
+  .transform((value) => value === 'true' || value === '1' || value === 'yes');
+
+export const postgresUrl = z
+  .string()
+  .trim()
+  .refine((value) => {
+    try {
+      const url = new URL(value);
+      return (url.protocol === 'postgres:' || url.protocol === 'postgresql:') && url.host !== '';
+    } catch {
+      return false;
+    }
+  }, 'expected a postgres://user:password@host:port/database URL');
+
+/** A comma-separated list, each item checked; unset: empty. */
+export const checkedList = (
+  parse: (text: string) => string[],
+  valid: (item: string) => boolean,
+  expected: string,
+) =>
+  z
+    .string()
+    .transform(parse)
+    .pipe(
+      z.array(
+        z.string().refine(valid, {
+          error: (issue) => `"${String(issue.input)}" is not ${expected}`,
+        }),
+      ),
+    )
+    .default([]);
