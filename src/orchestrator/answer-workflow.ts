@@ -80,7 +80,7 @@ export interface AnswerWorkflowInput {
   pipeline?: PipelineRows;
   /**
    * A run started before its workflow's insert answered (early-start.ts):
-   * the first turn's reply is read, and the pipeline starts, once it has.
+   * the first turn's tool calls run, and the pipeline starts, once it has.
    */
   created?: Promise<void>;
 }

@@ -10,9 +10,9 @@ import type { Workflow, WorkflowBudget, WorkflowMode } from './types.js';
  * read 3.52, 3.64 and 3.65 ms against 4.24, 3.65 and 3.92 without, in
  * alternated runs, 2026-12-01). Nothing
  * of the run happens before the insert has committed: its tracker writes
- * nothing (tracker/unit-writer.ts) and its first reply is read only then
- * (tool-loop/call-model.ts), so no event, tool call or row exists for a
- * workflow that does not.
+ * nothing (tracker/unit-writer.ts) and its first turn's tool calls run
+ * only then (tool-loop/call-model.ts), so no event, tool call or row
+ * exists for a workflow that does not.
  *
  * The run needs the tenant's HTTP tools and MCP servers for its first
  * request, which the insert itself reads. It starts with those the
@@ -100,7 +100,7 @@ export function insertOutcome(): InsertOutcome {
     resolve = onResolve;
     reject = onReject;
   });
-  // Awaited by the run's writes and first reply; a run that stopped before either is not told.
+  // Awaited by the run's writes and its first turn; a run that stopped before either is not told.
   committed.catch(() => undefined);
   return { committed, resolve, reject };
 }

@@ -1,4 +1,4 @@
-import type { FinishReason, ModelRequest, StreamPart, ToolCall, Usage } from '../../llm/types.js';
+import type { FinishReason, ModelRequest, ToolCall, Usage } from '../../llm/types.js';
 import { enforceBudget } from './budget.js';
 import { prepareRequest, recoverFromOverflow } from './prepare-request.js';
 import type { LoopRun, LoopStep, PendingCall } from './types.js';
@@ -13,7 +13,7 @@ export const turnStep = (turn: number): string => `turn-${turn}`;
  */
 export async function callModel(
   run: LoopRun,
-  /** A write still in flight that this turn follows: its reply is read once it commits. */
+  /** A write still in flight that this turn follows: its tool calls run once it commits. */
   after?: Promise<void>,
 ): Promise<LoopStep> {
   const { options } = run;
@@ -106,11 +106,8 @@ async function streamTurn(
     onEvent: options.onRouterEvent,
   });
   const iterator = parts[Symbol.asyncIterator]();
-  // With a gate, the request goes out now and is read once the write has committed.
-  const first = iterator.next();
   try {
-    if (gate) await gate.opened(first, iterator);
-    for (let next = await first; !next.done; next = await iterator.next()) {
+    for (let next = await iterator.next(); !next.done; next = await iterator.next()) {
       const part = next.value;
       switch (part.type) {
         case 'text-delta':
@@ -135,6 +132,8 @@ async function streamTurn(
           break;
       }
     }
+    // Before the turn's tool calls run: they follow the write.
+    if (gate) await gate.committed();
   } finally {
     gate?.release();
   }
@@ -143,12 +142,15 @@ async function streamTurn(
 
 /**
  * The write a turn follows, still in flight: the previous turn's, or the
- * workflow's insert. The turn's request goes out at once; its parts (text,
- * tool calls) are read only once the write has committed, and the events
- * the turn queues meanwhile are written after it, so nothing of the turn
- * is stored or seen before what it follows is persisted. A failed write
- * (the workflow was cancelled meanwhile, say) aborts the request and is
- * what `opened` throws.
+ * workflow's insert. The turn's request goes out at once and its reply is
+ * read as it comes, meanwhile; what the turn reports (tokens, `llm_call`)
+ * goes into the tracker's queue behind the write, so nothing of the turn
+ * is stored or seen before what it follows is persisted, and its tool
+ * calls run only once the write has committed (`committed`). Reading the
+ * reply during the write rather than after it takes its parsing off the
+ * wait, where the write is the longer of the two. A failed write (the
+ * workflow was cancelled meanwhile, say) aborts the request, and is what
+ * `committed` throws.
  *
  * The request's signal follows the run's through a forwarding listener, as
  * the router's Attempt does (`AbortSignal.any` costs several times more;
@@ -158,32 +160,27 @@ async function streamTurn(
 class WriteGate {
   readonly #controller = new AbortController();
   readonly #follow: () => void;
+  readonly #written: Promise<void>;
   readonly signal = this.#controller.signal;
 
   constructor(
-    private readonly written: Promise<void>,
+    written: Promise<void>,
     private readonly runSignal: AbortSignal,
   ) {
     this.#follow = () => this.#controller.abort(runSignal.reason);
     if (runSignal.aborted) this.#follow();
     else runSignal.addEventListener('abort', this.#follow, { once: true });
+    this.#written = written.catch((error: unknown) => {
+      this.#controller.abort(error);
+      throw error;
+    });
+    // Thrown by `committed`; until then an early failure is no unhandled rejection.
+    this.#written.catch(() => undefined);
   }
 
-  /** Resolves once the write has committed; else aborts the request, closes its stream and throws. */
-  async opened(
-    first: Promise<IteratorResult<StreamPart>>,
-    iterator: AsyncIterator<StreamPart>,
-  ): Promise<void> {
-    // The request's own outcome matters only once the write has committed.
-    first.catch(() => undefined);
-    try {
-      await this.written;
-    } catch (error) {
-      this.#controller.abort(error);
-      await first.catch(() => undefined);
-      await iterator.return?.();
-      throw error;
-    }
+  /** Resolves once the write has committed; else throws its error. */
+  committed(): Promise<void> {
+    return this.#written;
   }
 
   release(): void {

@@ -16,9 +16,9 @@ import type { TurnState } from './state.js';
 export type LoopStep =
   /**
    * `after`: a write still in flight that this turn follows (the previous
-   * turn's, or the workflow's insert); the turn's request goes out
-   * meanwhile and its reply is read once the write has committed
-   * (call-model.ts).
+   * turn's, or the workflow's insert); the turn's request goes out and
+   * its reply is read meanwhile, and its tool calls run once the write has
+   * committed (call-model.ts).
    */
   | { kind: 'call_model'; after?: Promise<void> }
   /** The model's tool calls of this turn; invalid ones carry their error instead of arguments. */

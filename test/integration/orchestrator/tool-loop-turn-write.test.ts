@@ -69,7 +69,7 @@ describe('a turn’s write and the next turn', () => {
       await vi.waitFor(() => expect(h.provider.requests.length).toBe(requestsBefore + 2), {
         timeout: 5_000,
       });
-      // Its answer is in, but the run reads it only after the write: nothing is stored meanwhile.
+      // Its answer is in and read, but nothing of that turn is stored before the write.
       await new Promise((resolve) => setTimeout(resolve, 200));
       expect(await countTurns(id)).toBe(0);
       expect(await eventsAfterTurnOne(id)).toEqual([]);
@@ -94,6 +94,30 @@ describe('a turn’s write and the next turn', () => {
       ['workflow_end', null, 'completed'],
     ]);
     expect(await countTurns(id)).toBe(2);
+  });
+
+  it('the next turn’s reply is read while the write waits, but its tool calls run only once the write has committed', async () => {
+    const second = await h.registerTool('/slow/second');
+    const { id, lock, requestsBefore } = await startWithHeldWrite(
+      callsTo({ name: second, arguments: { city: 'Oslo' } }),
+    );
+    h.provider.enqueue(answer('Both tools ran.'));
+    try {
+      await vi.waitFor(() => expect(h.provider.requests.length).toBe(requestsBefore + 2), {
+        timeout: 5_000,
+      });
+      // The reply calling the second tool is in; the tool is not called while the write waits.
+      await new Promise((resolve) => setTimeout(resolve, 200));
+      expect(h.tools.calls.some((call) => call.path === '/slow/second')).toBe(false);
+      expect(await countTurns(id)).toBe(0);
+      await lock.query('COMMIT');
+    } finally {
+      lock.release();
+    }
+    const workflow = await waitForStatus(h.testApp, h.tenant.key, id, ['completed', 'failed']);
+    expect(workflow).toMatchObject({ status: 'completed', result: { answer: 'Both tools ran.' } });
+    expect(h.tools.calls.filter((call) => call.path === '/slow/second')).toHaveLength(1);
+    expect(await countTurns(id)).toBe(3);
   });
 
   it('a turn’s write that fails (the workflow was cancelled meanwhile) aborts the request already sent', async () => {
