@@ -35,7 +35,15 @@ export const postgresUrl = z
     }
   }, 'expected a postgres://user:password@host:port/database URL');
 
-/** A comma-separated list, each item checked; unset: empty. */
+/** The items of a comma-separated list, trimmed, blanks dropped. */
+export function commaList(text: string): string[] {
+  return text
+    .split(',')
+    .map((item) => item.trim())
+    .filter((item) => item !== '');
+}
+
+/** A comma-separated list (`parse` splits it), each item checked; unset: empty. */
 export const checkedList = (
   parse: (text: string) => string[],
   valid: (item: string) => boolean,

@@ -1,7 +1,7 @@
 import path from 'node:path';
 import { z } from 'zod';
-import { boolean, checkedList, decimal, integer, postgresUrl } from './config-values.js';
-import { isOrigin, parseOrigins } from './http/cors.js';
+import { boolean, checkedList, commaList, decimal, integer, postgresUrl } from './config-values.js';
+import { isOrigin } from './http/cors.js';
 import { type Catalogue, catalogueSchema } from './llm/catalogue.js';
 import { DEFAULT_COMPLEX_KEYWORDS, parseKeywordList } from './orchestrator/classify-keywords.js';
 import { isHostPattern, parseHostPatterns } from './tools/host-allowlist.js';
@@ -240,7 +240,7 @@ export const configSchema = z.object({
     .default(false)
     .describe('Trust X-Forwarded-* headers (set behind a load balancer).'),
   CORS_ALLOWED_ORIGINS: checkedList(
-    parseOrigins,
+    commaList,
     isOrigin,
     'an origin such as https://app.example.com, or *',
   ).describe(

@@ -38,14 +38,6 @@ const METHODS = ['GET', 'HEAD', 'POST', 'PATCH', 'DELETE'];
 /** How long a browser may reuse a preflight's answer. */
 const PREFLIGHT_MAX_AGE_SECONDS = 600;
 
-/** The origins of a comma-separated CORS_ALLOWED_ORIGINS, blanks dropped. */
-export function parseOrigins(text: string): string[] {
-  return text
-    .split(',')
-    .map((origin) => origin.trim())
-    .filter((origin) => origin !== '');
-}
-
 /** `*`, or an http(s) origin as a browser sends it: scheme, host, port if not the default; no path, no trailing slash. */
 export function isOrigin(value: string): boolean {
   if (value === '*') return true;
