@@ -40,6 +40,15 @@ function preflight(app: TestApp, origin: string, url = '/v1/workflows') {
   });
 }
 
+/** `GET /v1/me` from a page of `origin`, with the key or another secret. */
+function me(app: TestApp, origin: string, secret = key) {
+  return app.app.inject({
+    method: 'GET',
+    url: '/v1/me',
+    headers: { ...bearer(secret), origin },
+  });
+}
+
 describe('CORS', () => {
   it('answers a preflight from an allowed origin with 204 before authentication: methods, headers, max age', async () => {
     const response = await preflight(cors, DEV_ORIGIN);
@@ -56,23 +65,15 @@ describe('CORS', () => {
   });
 
   it('marks every response to an allowed origin, errors included, and exposes the headers a page reads', async () => {
-    const me = await cors.app.inject({
-      method: 'GET',
-      url: '/v1/me',
-      headers: { ...bearer(key), origin: APP_ORIGIN },
-    });
-    expect(me.statusCode).toBe(200);
-    expect(me.headers['access-control-allow-origin']).toBe(APP_ORIGIN);
-    const exposed = String(me.headers['access-control-expose-headers']).split(', ');
+    const mine = await me(cors, APP_ORIGIN);
+    expect(mine.statusCode).toBe(200);
+    expect(mine.headers['access-control-allow-origin']).toBe(APP_ORIGIN);
+    const exposed = String(mine.headers['access-control-expose-headers']).split(', ');
     expect(exposed).toEqual(
       expect.arrayContaining(['Location', 'Idempotent-Replayed', 'Retry-After', 'X-Request-Id']),
     );
 
-    const refused = await cors.app.inject({
-      method: 'GET',
-      url: '/v1/me',
-      headers: { ...bearer('wmk_not-a-key'), origin: APP_ORIGIN },
-    });
+    const refused = await me(cors, APP_ORIGIN, 'wmk_not-a-key');
     expect(refused.statusCode).toBe(401);
     expect(refused.headers['content-type']).toMatch(/^application\/problem\+json/);
     expect(refused.headers['access-control-allow-origin']).toBe(APP_ORIGIN);
@@ -82,13 +83,9 @@ describe('CORS', () => {
     const other = 'https://evil.example.net';
     const answer = await preflight(cors, other);
     expect(answer.headers['access-control-allow-origin']).toBeUndefined();
-    const me = await cors.app.inject({
-      method: 'GET',
-      url: '/v1/me',
-      headers: { ...bearer(key), origin: other },
-    });
-    expect(me.statusCode).toBe(200);
-    expect(me.headers['access-control-allow-origin']).toBeUndefined();
+    const mine = await me(cors, other);
+    expect(mine.statusCode).toBe(200);
+    expect(mine.headers['access-control-allow-origin']).toBeUndefined();
   });
 
   it('sends the headers with an event stream, which a page opens with a stream token', async () => {
@@ -131,13 +128,9 @@ describe('CORS', () => {
     expect(answer.statusCode).toBe(405);
     expect(answer.json().code).toBe('method_not_allowed');
     expect(answer.headers['access-control-allow-origin']).toBeUndefined();
-    const me = await plain.app.inject({
-      method: 'GET',
-      url: '/v1/me',
-      headers: { ...bearer(key), origin: APP_ORIGIN },
-    });
-    expect(me.statusCode).toBe(200);
-    expect(me.headers['access-control-allow-origin']).toBeUndefined();
+    const mine = await me(plain, APP_ORIGIN);
+    expect(mine.statusCode).toBe(200);
+    expect(mine.headers['access-control-allow-origin']).toBeUndefined();
   });
 
   it('allows any origin with *', async () => {

@@ -105,10 +105,8 @@ async function streamTurn(
     context: { tenantId: options.tenantId, workflowId: options.workflowId },
     onEvent: options.onRouterEvent,
   });
-  const iterator = parts[Symbol.asyncIterator]();
   try {
-    for (let next = await iterator.next(); !next.done; next = await iterator.next()) {
-      const part = next.value;
+    for await (const part of parts) {
       switch (part.type) {
         case 'text-delta':
           turn.text += part.text;

@@ -40,7 +40,7 @@ export async function runTools(run: LoopRun, calls: PendingCall[]): Promise<Loop
     run.options.throwIfStopped();
     return { kind: 'paused', call: question.call };
   }
-  // Awaited by the next turn before it reads its reply (call-model.ts);
+  // Awaited by the next turn before its tool calls run (call-model.ts);
   // until then this keeps an early failure from counting as unhandled.
   written.catch(() => undefined);
   // One turn of the event loop, in which the write queue sends the turn's
