@@ -11,97 +11,29 @@ import {
   toStoredPlan,
 } from '../../src/orchestrator/pipeline/plan.js';
 import type { DatabaseHandle } from '../../src/store/database.js';
-import {
-  loadPipelineRows,
-  pipelineAfterReview,
-  type ReviewWrite,
-  reviewedRowsColumns,
-} from '../../src/store/pipeline-rows.js';
-import {
-  acceptAfterTransition,
-  beginAfterTransition,
-  planRevisionAfterTransition,
-} from '../../src/store/pipeline-transition-writes.js';
-import { type AttemptReason, INTERRUPTED, pipelinesRepository } from '../../src/store/pipelines.js';
+import { loadPipelineRows } from '../../src/store/pipeline-rows.js';
+import { INTERRUPTED } from '../../src/store/pipelines.js';
 import { tenantsRepository } from '../../src/store/tenants.js';
-import { transitionWorkflow } from '../../src/workflows/transitions.js';
+import { pipelineFixtures, plan, usage } from '../support/pipeline-store.js';
 import { createTenantDatabase, type TenantDatabase } from '../support/tenant-database.js';
+
+/** Plans and stage attempts in the store; a review's rows are in pipeline-store-reviews.test.ts. */
 
 let testDb: TenantDatabase;
 let handle: DatabaseHandle;
-let tenantId: string;
 let otherTenantId: string;
 
 beforeAll(async () => {
   testDb = await createTenantDatabase({ poolMax: 4 });
-  ({ handle, tenantId } = testDb);
+  ({ handle } = testDb);
   otherTenantId = (await tenantsRepository(handle.db).insert({ id: randomUUID(), name: 'other' }))
     .id;
 });
 afterAll(async () => testDb?.close());
 
+const { pipelines, newWorkflow, start, gathered } = pipelineFixtures(() => testDb);
+
 const policy = { maxValidationRetries: 1 };
-const usage = { inputTokens: 120, outputTokens: 40, cachedInputTokens: 100, costUsd: 0.00123 };
-
-const plan: ExecutionPlan = {
-  stages: [
-    { id: 'gather', title: 'Gather', goal: 'Gather facts.', checkpoint: true },
-    { id: 'write', title: 'Write', goal: 'Write it up.', checkpoint: false, dependsOn: ['gather'] },
-  ],
-};
-
-async function newWorkflow(): Promise<{ tenantId: string; workflowId: string }> {
-  const workflowId = randomUUID();
-  await handle.db
-    .insertInto('workflows')
-    .values({
-      id: workflowId,
-      tenant_id: tenantId,
-      status: 'running',
-      mode: 'complex',
-      model: 'scripted',
-      input: 'Gather facts, then write them up.',
-      tools: [],
-      metadata: '{}',
-    })
-    .execute();
-  return { tenantId, workflowId };
-}
-
-const pipelines = () => pipelinesRepository(handle.db);
-
-/** Starts a stage's attempt as a run would: revision 1, no feedback unless given. */
-function start(
-  key: { tenantId: string; workflowId: string },
-  stageId: string,
-  attempt: number,
-  extra: { reason?: AttemptReason; feedback?: string | null } = {},
-) {
-  return pipelines().startAttempt({
-    ...key,
-    stageId,
-    attempt,
-    planRevision: 1,
-    reason: extra.reason ?? 'first',
-    feedback: extra.feedback ?? null,
-  });
-}
-
-/** A workflow with the plan saved and the first stage's attempt 1 completed with `result`. */
-async function gathered(result: string): Promise<{ tenantId: string; workflowId: string }> {
-  const key = await newWorkflow();
-  await pipelines().savePlan({ ...key, plan: toStoredPlan(plan) });
-  await start(key, 'gather', 1);
-  await pipelines().completeAttempt({
-    ...key,
-    stageId: 'gather',
-    attempt: 1,
-    result,
-    validation: { passed: true, findings: [] },
-    usage,
-  });
-  return key;
-}
 
 describe('plans', () => {
   it('a modify appends a revision; the current plan is the latest; another tenant sees none', async () => {
@@ -325,92 +257,5 @@ describe('stage attempts', () => {
       (await loadPipelineRows(handle.db, { tenantId: key.tenantId, workflowId: key.workflowId }))
         .attempts,
     ).toEqual([]);
-  });
-});
-
-describe('a review’s rows', () => {
-  /** A paused workflow with the plan and a completed first stage, reviewed with `writes`. */
-  async function review(
-    writes: (key: { tenantId: string; workflowId: string }) => {
-      alsoInStatement: ReturnType<typeof acceptAfterTransition>[];
-      names: ReviewWrite[];
-    },
-  ) {
-    const key = await gathered('facts');
-    await handle.db
-      .updateTable('workflows')
-      .set({ status: 'awaiting_input', awaiting_reason: 'checkpoint' })
-      .where('id', '=', key.workflowId)
-      .execute();
-    const before = await loadPipelineRows(handle.db, key);
-    const { alsoInStatement, names } = writes(key);
-    const result = await transitionWorkflow(handle.db, {
-      ...key,
-      to: 'running',
-      fromAwaiting: ['checkpoint'],
-      events: [],
-      alsoInStatement,
-      alsoSelect: reviewedRowsColumns(names),
-      origin: 'test',
-    });
-    return {
-      computed: pipelineAfterReview(before, result.also),
-      read: await loadPipelineRows(handle.db, key),
-    };
-  }
-
-  it('continue: the rows computed from what the transition returned are the rows read after it', async () => {
-    const { computed, read } = await review(() => ({
-      alsoInStatement: [
-        acceptAfterTransition({ stageId: 'gather', attempt: 1 }),
-        beginAfterTransition({
-          stageId: 'write',
-          attempt: 1,
-          planRevision: 1,
-          reason: 'first',
-          feedback: null,
-        }),
-      ],
-      names: ['accepted', 'begun'],
-    }));
-    expect(read.attempts[0]?.acceptedAt).toBeInstanceOf(Date);
-    expect(read.attempts[1]).toMatchObject({ stageId: 'write', attempt: 1, status: 'started' });
-    const { begun, ...rows } = computed;
-    expect(begun).toEqual({ stageId: 'write', attempt: 1 });
-    expect(rows).toEqual(read);
-  });
-
-  it('modify with a plan: the new revision and the begun attempt, as read after it', async () => {
-    const patched: ExecutionPlan = { stages: [plan.stages[0] as ExecutionPlan['stages'][0]] };
-    const { computed, read } = await review(() => ({
-      alsoInStatement: [
-        planRevisionAfterTransition({ revision: 2, plan: toStoredPlan(patched) }),
-        beginAfterTransition({
-          stageId: 'gather',
-          attempt: 2,
-          planRevision: 2,
-          reason: 'user_modify',
-          feedback: 'shorter',
-        }),
-      ],
-      names: ['begun', 'revised'],
-    }));
-    expect(read.plan?.revision).toBe(2);
-    expect(read.attempts.map((attempt) => [attempt.attempt, attempt.status])).toEqual([
-      [1, 'completed'],
-      [2, 'started'],
-    ]);
-    const { begun, ...rows } = computed;
-    expect(begun).toEqual({ stageId: 'gather', attempt: 2 });
-    expect(rows).toEqual(read);
-  });
-
-  it('a review that begins no attempt (the synthesis is next): none is said begun', async () => {
-    const { computed, read } = await review(() => ({
-      alsoInStatement: [acceptAfterTransition({ stageId: 'gather', attempt: 1 })],
-      names: ['accepted'],
-    }));
-    expect(computed.begun).toBeUndefined();
-    expect(computed).toEqual(read);
   });
 });

@@ -1,27 +1,16 @@
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { bearer, startTestApp, type TestApp } from '../support/app.js';
+import { beforeAll, describe, expect, it } from 'vitest';
+import { bearer } from '../support/app.js';
 import {
-  bootstrapOperator,
   createSession,
-  createTenant,
-  scriptedCatalogue,
   startWorkflow,
   type TestTenant,
+  useScriptedApp,
   waitForStatus,
 } from '../support/workflows.js';
 
 /** `GET /v1/workflows`: keyset pages newest first, filters, cursors. */
 
-let testApp: TestApp;
-let operatorKey: string;
-
-beforeAll(async () => {
-  testApp = await startTestApp({ WAYMARK_MODELS: scriptedCatalogue(), RATE_LIMIT_MAX: '100000' });
-  operatorKey = await bootstrapOperator(testApp);
-});
-afterAll(async () => testApp?.close());
-
-const newTenant = (name: string) => createTenant(testApp, operatorKey, { name });
+const { app, newTenant } = useScriptedApp();
 
 describe('listing', () => {
   let tenant: TestTenant;
@@ -32,26 +21,26 @@ describe('listing', () => {
 
   beforeAll(async () => {
     tenant = await newTenant('listing');
-    s1 = await createSession(testApp, tenant.key);
-    s2 = await createSession(testApp, tenant.key);
+    s1 = await createSession(app(), tenant.key);
+    s2 = await createSession(app(), tenant.key);
     // Created one by one so that creation order is newest-last.
     for (let index = 0; index < 7; index++) {
       session1.push(
-        await startWorkflow(testApp, tenant.key, { input: `s1 #${index}`, sessionId: s1 }),
+        await startWorkflow(app(), tenant.key, { input: `s1 #${index}`, sessionId: s1 }),
       );
     }
     for (let index = 0; index < 3; index++) {
       session2.push(
-        await startWorkflow(testApp, tenant.key, { input: `s2 #${index}`, sessionId: s2 }),
+        await startWorkflow(app(), tenant.key, { input: `s2 #${index}`, sessionId: s2 }),
       );
     }
     for (const id of [...session1, ...session2]) {
-      await waitForStatus(testApp, tenant.key, id, ['completed']);
+      await waitForStatus(app(), tenant.key, id, ['completed']);
     }
   });
 
   async function list(query: string, key = tenant.key) {
-    const response = await testApp.app.inject({
+    const response = await app().app.inject({
       method: 'GET',
       url: `/v1/workflows?${query}`,
       headers: bearer(key),
@@ -87,8 +76,8 @@ describe('listing', () => {
 
   it('without filters lists every workflow of the tenant, and only those', async () => {
     const other = await newTenant('listing other');
-    const theirs = await createSession(testApp, other.key);
-    await startWorkflow(testApp, other.key, { input: 'not yours', sessionId: theirs });
+    const theirs = await createSession(app(), other.key);
+    await startWorkflow(app(), other.key, { input: 'not yours', sessionId: theirs });
     const pages = await listAll('limit=4');
     expect(pages.flat()).toEqual([...session1, ...session2].reverse());
     expect((await list('', other.key)).items).toHaveLength(1);
@@ -96,7 +85,7 @@ describe('listing', () => {
 
   it('rows created meanwhile do not shift the pages after the cursor', async () => {
     const first = await list(`sessionId=${s1}&limit=2`);
-    await startWorkflow(testApp, tenant.key, { input: 'late', sessionId: s1 });
+    await startWorkflow(app(), tenant.key, { input: 'late', sessionId: s1 });
     const second = await list(`sessionId=${s1}&limit=2&cursor=${first.nextCursor}`);
     expect(second.items.map((item) => item.id)).toEqual([...session1].reverse().slice(2, 4));
   });
@@ -108,7 +97,7 @@ describe('listing', () => {
 
   it('a cursor it did not make, a bad status or limit answer 400', async () => {
     for (const query of ['cursor=not-a-cursor', 'status=sleeping', 'limit=0', 'limit=101']) {
-      const response = await testApp.app.inject({
+      const response = await app().app.inject({
         method: 'GET',
         url: `/v1/workflows?${query}`,
         headers: bearer(tenant.key),
@@ -116,7 +105,7 @@ describe('listing', () => {
       expect(response.statusCode, query).toBe(400);
     }
     const forged = Buffer.from('123.not-a-uuid').toString('base64url');
-    const response = await testApp.app.inject({
+    const response = await app().app.inject({
       method: 'GET',
       url: `/v1/workflows?cursor=${forged}`,
       headers: bearer(tenant.key),

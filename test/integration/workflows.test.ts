@@ -1,35 +1,23 @@
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { bearer, startTestApp, type TestApp } from '../support/app.js';
+import { beforeAll, describe, expect, it } from 'vitest';
+import { bearer } from '../support/app.js';
 import {
-  bootstrapOperator,
   countWorkflows,
   createSession,
-  createTenant,
   getWorkflow,
   postWorkflow,
-  scriptedCatalogue,
   startWorkflow,
   storedEvents,
   type TestTenant,
+  useScriptedApp,
   waitForStatus,
 } from '../support/workflows.js';
 
-let testApp: TestApp;
-let operatorKey: string;
-
-beforeAll(async () => {
-  testApp = await startTestApp({ WAYMARK_MODELS: scriptedCatalogue(), RATE_LIMIT_MAX: '100000' });
-  operatorKey = await bootstrapOperator(testApp);
-});
-afterAll(async () => testApp?.close());
-
-const newTenant = (name: string, settings: Record<string, unknown> = {}) =>
-  createTenant(testApp, operatorKey, { name, ...settings });
+const { app, newTenant } = useScriptedApp();
 
 describe('creating a workflow', () => {
   it('answers 202 with links, runs the model once and completes with the answer', async () => {
     const tenant = await newTenant('create');
-    const response = await postWorkflow(testApp, tenant.key, { input: 'What is Waymark?' });
+    const response = await postWorkflow(app(), tenant.key, { input: 'What is Waymark?' });
     expect(response.statusCode, response.body).toBe(202);
     const created = response.json();
     expect(created).toEqual({
@@ -44,7 +32,7 @@ describe('creating a workflow', () => {
     });
     expect(response.headers.location).toBe(`/v1/workflows/${created.id}`);
 
-    const done = await waitForStatus(testApp, tenant.key, created.id, ['completed', 'failed']);
+    const done = await waitForStatus(app(), tenant.key, created.id, ['completed', 'failed']);
     expect(done).toMatchObject({
       id: created.id,
       status: 'completed',
@@ -64,7 +52,7 @@ describe('creating a workflow', () => {
     expect(usage.inputTokens).toBeGreaterThan(0);
     expect(usage.outputTokens).toBeGreaterThan(0);
 
-    const events = await storedEvents(testApp, created.id);
+    const events = await storedEvents(app(), created.id);
     expect(events.map((event) => event.seq)).toEqual(events.map((_, index) => index + 1));
     expect(done.lastSeq).toBe(events.length);
     expect(events.map((event) => [event.type, event.status])).toEqual([
@@ -91,7 +79,7 @@ describe('creating a workflow', () => {
       outputTokens: usage.outputTokens,
     });
 
-    const { rows } = await testApp.services.database.pool.query(
+    const { rows } = await app().services.database.pool.query(
       'SELECT lease_owner, lease_expires_at FROM workflows WHERE id = $1',
       [created.id],
     );
@@ -101,7 +89,7 @@ describe('creating a workflow', () => {
   it('with Accept: text/event-stream answers with the new workflow’s event stream', async () => {
     const tenant = await newTenant('create streaming');
     const response = await postWorkflow(
-      testApp,
+      app(),
       tenant.key,
       { input: 'Stream it' },
       { accept: 'text/event-stream', 'idempotency-key': 'stream-1' },
@@ -130,49 +118,49 @@ describe('creating a workflow', () => {
     const answer = frames.find((frame) => frame.event === 'answer');
     expect(JSON.parse(answer?.data ?? '{}').detail.text).toMatch(/^\[scripted model\]/);
     expect(streamedText).toBe(JSON.parse(answer?.data ?? '{}').detail.text);
-    expect(await countWorkflows(testApp, tenant.id)).toBe(1);
+    expect(await countWorkflows(app(), tenant.id)).toBe(1);
 
     // A replay streams the same workflow's events again, and says it is one.
     const replay = await postWorkflow(
-      testApp,
+      app(),
       tenant.key,
       { input: 'Stream it' },
       { accept: 'text/event-stream', 'idempotency-key': 'stream-1' },
     );
     expect(replay.headers['idempotent-replayed']).toBe('true');
     expect(replay.body).toContain('event: workflow_end');
-    expect(await countWorkflows(testApp, tenant.id)).toBe(1);
+    expect(await countWorkflows(app(), tenant.id)).toBe(1);
   });
 
   it('a wildcard Accept gets the JSON answer', async () => {
     const tenant = await newTenant('create wildcard');
-    const response = await postWorkflow(testApp, tenant.key, { input: 'hi' }, { accept: '*/*' });
+    const response = await postWorkflow(app(), tenant.key, { input: 'hi' }, { accept: '*/*' });
     expect(response.statusCode).toBe(202);
     expect(response.json().status).toBe('queued');
   });
 
   it('uses the requested model, else the tenant default', async () => {
     const tenant = await newTenant('defaults', { defaultModel: 'slow' });
-    const requested = await startWorkflow(testApp, tenant.key, {
+    const requested = await startWorkflow(app(), tenant.key, {
       input: 'quick one',
       model: 'scripted',
     });
-    expect((await getWorkflow(testApp, tenant.key, requested)).model).toBe('scripted');
-    const defaulted = await startWorkflow(testApp, tenant.key, { input: 'default one' });
-    expect((await getWorkflow(testApp, tenant.key, defaulted)).model).toBe('slow');
+    expect((await getWorkflow(app(), tenant.key, requested)).model).toBe('scripted');
+    const defaulted = await startWorkflow(app(), tenant.key, { input: 'default one' });
+    expect((await getWorkflow(app(), tenant.key, defaulted)).model).toBe('slow');
   });
 
   it('keeps sessionId, mode, tools and metadata', async () => {
     const tenant = await newTenant('fields');
-    const sessionId = await createSession(testApp, tenant.key);
-    const id = await startWorkflow(testApp, tenant.key, {
+    const sessionId = await createSession(app(), tenant.key);
+    const id = await startWorkflow(app(), tenant.key, {
       input: 'hello',
       sessionId,
       mode: 'simple',
       tools: ['web_search'],
       metadata: { origin: 'test', nested: { n: 1 } },
     });
-    expect(await getWorkflow(testApp, tenant.key, id)).toMatchObject({
+    expect(await getWorkflow(app(), tenant.key, id)).toMatchObject({
       sessionId,
       mode: 'simple',
       tools: ['web_search'],
@@ -200,28 +188,28 @@ describe('validation', () => {
     ['metadata that is not an object', { input: 'hi', metadata: ['a'] }],
     ['tools that are not names', { input: 'hi', tools: ['no spaces please'] }],
   ])('%s answers 400 validation_failed and leaves no row', async (_, payload) => {
-    const response = await postWorkflow(testApp, tenant.key, payload);
+    const response = await postWorkflow(app(), tenant.key, payload);
     expect(response.statusCode, response.body).toBe(400);
     expect(response.json().code).toBe('validation_failed');
-    expect(await countWorkflows(testApp, tenant.id)).toBe(0);
+    expect(await countWorkflows(app(), tenant.id)).toBe(0);
   });
 
   it('an unknown model or one the tenant may not use answers 400 and leaves no row', async () => {
-    const unknown = await postWorkflow(testApp, tenant.key, { input: 'hi', model: 'gpt-99' });
+    const unknown = await postWorkflow(app(), tenant.key, { input: 'hi', model: 'gpt-99' });
     expect(unknown.statusCode).toBe(400);
     expect(unknown.json().code).toBe('unknown_model');
     const forbidden = await postWorkflow(
-      testApp,
+      app(),
       tenant.key,
       { input: 'hi', model: 'slow' },
       { 'idempotency-key': 'not-allowed-model' },
     );
     expect(forbidden.statusCode).toBe(400);
     expect(forbidden.json()).toMatchObject({ code: 'model_not_allowed' });
-    expect(await countWorkflows(testApp, tenant.id)).toBe(0);
+    expect(await countWorkflows(app(), tenant.id)).toBe(0);
     // The key of a refused request is still free.
     const retried = await postWorkflow(
-      testApp,
+      app(),
       tenant.key,
       { input: 'hi' },
       { 'idempotency-key': 'not-allowed-model' },
@@ -231,7 +219,7 @@ describe('validation', () => {
 
   it('a malformed Idempotency-Key answers 400', async () => {
     const response = await postWorkflow(
-      testApp,
+      app(),
       tenant.key,
       { input: 'hi' },
       { 'idempotency-key': 'has spaces' },
@@ -246,12 +234,12 @@ describe('idempotent create', () => {
     const tenant = await newTenant('idempotent');
     const headers = { 'idempotency-key': 'order-42' };
     const body = { input: 'once only', metadata: { a: 1, b: 2 }, mode: 'auto' };
-    const first = await postWorkflow(testApp, tenant.key, body, headers);
+    const first = await postWorkflow(app(), tenant.key, body, headers);
     expect(first.statusCode).toBe(202);
     expect(first.headers['idempotent-replayed']).toBeUndefined();
     // Same request: key order and a spelled-out default do not make it another one.
     const again = await postWorkflow(
-      testApp,
+      app(),
       tenant.key,
       { metadata: { b: 2, a: 1 }, input: 'once only' },
       headers,
@@ -259,36 +247,36 @@ describe('idempotent create', () => {
     expect(again.statusCode).toBe(200);
     expect(again.headers['idempotent-replayed']).toBe('true');
     expect(again.json().id).toBe(first.json().id);
-    expect(await countWorkflows(testApp, tenant.id)).toBe(1);
+    expect(await countWorkflows(app(), tenant.id)).toBe(1);
   });
 
   it('the same key with a different body answers 409 idempotency_key_reused', async () => {
     const tenant = await newTenant('reused key');
     const headers = { 'idempotency-key': 'k-1' };
-    expect((await postWorkflow(testApp, tenant.key, { input: 'first' }, headers)).statusCode).toBe(
+    expect((await postWorkflow(app(), tenant.key, { input: 'first' }, headers)).statusCode).toBe(
       202,
     );
-    const different = await postWorkflow(testApp, tenant.key, { input: 'second' }, headers);
+    const different = await postWorkflow(app(), tenant.key, { input: 'second' }, headers);
     expect(different.statusCode).toBe(409);
     expect(different.json().code).toBe('idempotency_key_reused');
-    expect(await countWorkflows(testApp, tenant.id)).toBe(1);
+    expect(await countWorkflows(app(), tenant.id)).toBe(1);
   });
 
   it('10 concurrent creates with one key make exactly one workflow', async () => {
     const tenant = await newTenant('concurrent key');
     const responses = await Promise.all(
       Array.from({ length: 10 }, () =>
-        postWorkflow(testApp, tenant.key, { input: 'race' }, { 'idempotency-key': 'race-1' }),
+        postWorkflow(app(), tenant.key, { input: 'race' }, { 'idempotency-key': 'race-1' }),
       ),
     );
     const statuses = responses.map((response) => response.statusCode).sort();
     expect(statuses).toEqual([200, 200, 200, 200, 200, 200, 200, 200, 200, 202]);
     expect(new Set(responses.map((response) => response.json().id)).size).toBe(1);
-    expect(await countWorkflows(testApp, tenant.id)).toBe(1);
+    expect(await countWorkflows(app(), tenant.id)).toBe(1);
     // Only the one created is run.
     const id = responses[0]?.json().id as string;
-    await waitForStatus(testApp, tenant.key, id, ['completed']);
-    const starts = (await storedEvents(testApp, id)).filter(
+    await waitForStatus(app(), tenant.key, id, ['completed']);
+    const starts = (await storedEvents(app(), id)).filter(
       (event) => event.type === 'workflow_start',
     );
     expect(starts).toHaveLength(1);
@@ -298,8 +286,8 @@ describe('idempotent create', () => {
     const a = await newTenant('key owner a');
     const b = await newTenant('key owner b');
     const headers = { 'idempotency-key': 'shared-name' };
-    const fromA = await postWorkflow(testApp, a.key, { input: 'same' }, headers);
-    const fromB = await postWorkflow(testApp, b.key, { input: 'same' }, headers);
+    const fromA = await postWorkflow(app(), a.key, { input: 'same' }, headers);
+    const fromB = await postWorkflow(app(), b.key, { input: 'same' }, headers);
     expect([fromA.statusCode, fromB.statusCode]).toEqual([202, 202]);
     expect(fromA.json().id).not.toBe(fromB.json().id);
   });
@@ -309,22 +297,22 @@ describe('tenant isolation', () => {
   it('another tenant’s workflow answers 404 on read and cancel', async () => {
     const owner = await newTenant('owner');
     const stranger = await newTenant('stranger');
-    const id = await startWorkflow(testApp, owner.key, { input: 'private' });
+    const id = await startWorkflow(app(), owner.key, { input: 'private' });
     for (const [method, url] of [
       ['GET', `/v1/workflows/${id}`],
       ['POST', `/v1/workflows/${id}/cancel`],
     ] as const) {
-      const response = await testApp.app.inject({ method, url, headers: bearer(stranger.key) });
+      const response = await app().app.inject({ method, url, headers: bearer(stranger.key) });
       expect(response.statusCode, `${method} ${url}`).toBe(404);
       expect(response.json().code).toBe('not_found');
     }
-    const unknown = await testApp.app.inject({
+    const unknown = await app().app.inject({
       method: 'GET',
       url: `/v1/workflows/${crypto.randomUUID()}`,
       headers: bearer(owner.key),
     });
     expect(unknown.statusCode).toBe(404);
-    await waitForStatus(testApp, owner.key, id, ['completed']);
+    await waitForStatus(app(), owner.key, id, ['completed']);
   });
 
   it('the workflow routes need an API key', async () => {
@@ -334,7 +322,7 @@ describe('tenant isolation', () => {
       ['GET', `/v1/workflows/${crypto.randomUUID()}`],
       ['POST', `/v1/workflows/${crypto.randomUUID()}/cancel`],
     ] as const) {
-      expect((await testApp.app.inject({ method, url })).statusCode, `${method} ${url}`).toBe(401);
+      expect((await app().app.inject({ method, url })).statusCode, `${method} ${url}`).toBe(401);
     }
   });
 });

@@ -1,6 +1,6 @@
 import { setTimeout as sleep } from 'node:timers/promises';
-import { expect } from 'vitest';
-import { bearer, type TestApp } from './app.js';
+import { afterAll, beforeAll, expect } from 'vitest';
+import { bearer, startTestApp, type TestApp } from './app.js';
 
 /** Helpers for tests that drive workflows through the HTTP API of a test app. */
 
@@ -47,6 +47,34 @@ export async function createTenant(
   expect(response.statusCode, response.body).toBe(201);
   const body = response.json() as { tenant: { id: string }; adminKey: { key: string } };
   return { id: body.tenant.id, key: body.adminKey.key };
+}
+
+/**
+ * The test file's app on the scripted catalogue, with an operator: started
+ * before the file's tests and closed after them. `app()` is the running
+ * app; `newTenant` creates a tenant (with `settings`, such as budgets)
+ * through the operator's key.
+ */
+export function useScriptedApp() {
+  let testApp: TestApp | undefined;
+  let operatorKey: string | undefined;
+  beforeAll(async () => {
+    testApp = await startTestApp({ WAYMARK_MODELS: scriptedCatalogue(), RATE_LIMIT_MAX: '100000' });
+    operatorKey = await bootstrapOperator(testApp);
+  });
+  afterAll(async () => testApp?.close());
+
+  function app(): TestApp {
+    if (!testApp) throw new Error('the scripted app starts in beforeAll');
+    return testApp;
+  }
+  return {
+    app,
+    newTenant(name: string, settings: Record<string, unknown> = {}): Promise<TestTenant> {
+      if (!operatorKey) throw new Error('the scripted app starts in beforeAll');
+      return createTenant(app(), operatorKey, { name, ...settings });
+    },
+  };
 }
 
 export function postWorkflow(

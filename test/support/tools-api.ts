@@ -1,0 +1,54 @@
+import { randomUUID } from 'node:crypto';
+import { bearer, type TestApp } from './app.js';
+import type { ToolServer } from './tool-server.js';
+
+/** Helpers for tests of the tools API: a weather tool on the local tool server, registered through it. */
+
+/** The weather tool's Authorization header: stored, never shown. */
+export const SECRET = 'Bearer very-secret-token-4711';
+
+export const weatherParameters = {
+  type: 'object',
+  properties: { city: { type: 'string', description: 'City name' } },
+  required: ['city'],
+};
+
+export interface ToolsApiContext {
+  testApp: TestApp;
+  server: ToolServer;
+  adminKey: string;
+}
+
+/**
+ * Helpers over the test file's app, tool server and admin key, which are
+ * read when the helpers are called: the file's beforeAll sets them up.
+ */
+export function toolsApiHelpers(context: () => ToolsApiContext) {
+  /** The weather tool under a fresh name; `overrides` replace its fields. */
+  function toolBody(overrides: Record<string, unknown> = {}) {
+    return {
+      name: `weather_${randomUUID().slice(0, 8)}`,
+      description: 'Current weather of a city',
+      parameters: weatherParameters,
+      url: `${context().server.origin}/weather`,
+      headers: { Authorization: SECRET, 'X-Team': 'core' },
+      ...overrides,
+    };
+  }
+
+  /** Registers a tool on the file's app with its admin key, unless told otherwise. */
+  async function createTool(
+    payload: Record<string, unknown>,
+    options: { app?: TestApp; key?: string } = {},
+  ) {
+    const { testApp, adminKey } = context();
+    return (options.app ?? testApp).app.inject({
+      method: 'POST',
+      url: '/v1/tools',
+      headers: bearer(options.key ?? adminKey),
+      payload,
+    });
+  }
+
+  return { toolBody, createTool };
+}
