@@ -1,5 +1,6 @@
 import { performance } from 'node:perf_hooks';
 import { parseArgs } from 'node:util';
+import { commaList } from '../../src/config-values.js';
 import { buildApp } from '../../src/http/app.js';
 import { countRoundTrips, type RoundTripCounter } from '../support/db-roundtrips.js';
 import { BENCH_MODEL, benchCatalogue, PROVIDER_KEY_ENV } from '../support/fake-catalogue.js';
@@ -55,17 +56,18 @@ import type { ServiceTarget } from './workload.js';
  *                        OpenAI base URL, e.g. http://127.0.0.1:4010/v1, as
  *                        `--serve-provider` prints); the time inside it is
  *                        unknown here, so the overhead is not reported
- *   --service-url URL --api-key KEY
+ *   --service-url URL[,URL...] --api-key KEY
  *                        drive a service started separately (`npm start`), whose
  *                        WAYMARK_MODELS points at this run's fake (start it on a
- *                        fixed --provider-port) or at --provider-url; round trips
- *                        are counted only in-process
+ *                        fixed --provider-port) or at --provider-url; several
+ *                        URLs (replicas on one PostgreSQL) take the workflows
+ *                        in turn; round trips are counted only in-process
  *   --serve-provider     only run the scripted fake on --provider-port and print
  *                        the WAYMARK_MODELS to start a service with, until Ctrl-C
  *
  *   npm run bench -- simple-path [--workflows-c1 400] [--workflows-c32 3000]
  *     [--warmup 2000] [--model bench] [--provider-port 0] [--provider-host 127.0.0.1]
- *     [--provider-url URL] [--service-url URL --api-key KEY] [--serve-provider] [--show-sql]
+ *     [--provider-url URL] [--service-url URL[,URL...] --api-key KEY] [--serve-provider] [--show-sql]
  *     [--synchronous-commit on|off] [--one-loop]
  */
 
@@ -105,13 +107,13 @@ function parsePlan(args: string[]): Plan {
       'one-loop': { type: 'boolean', default: false },
     },
   });
-  const serviceUrl = values['service-url'];
+  const serviceUrls = commaList(values['service-url'] ?? '');
   const apiKey = values['api-key'] ?? process.env.WAYMARK_API_KEY;
   const synchronousCommit = values['synchronous-commit'];
   if (synchronousCommit !== 'on' && synchronousCommit !== 'off') {
     throw new Error(`--synchronous-commit must be on or off, got "${synchronousCommit}"`);
   }
-  if (serviceUrl && !apiKey) {
+  if (serviceUrls.length > 0 && !apiKey) {
     throw new Error(
       '--service-url needs --api-key (or WAYMARK_API_KEY) of a tenant of that service',
     );
@@ -124,7 +126,7 @@ function parsePlan(args: string[]): Plan {
     providerPort: wholeNumber('--provider-port', values['provider-port'], 0),
     providerHost: values['provider-host'],
     providerUrl: values['provider-url'],
-    service: serviceUrl && apiKey ? { url: serviceUrl, apiKey } : undefined,
+    service: serviceUrls.length > 0 && apiKey ? { urls: serviceUrls, apiKey } : undefined,
     serveProvider: values['serve-provider'],
     showSql: values['show-sql'],
     synchronousCommit,
@@ -157,7 +159,7 @@ async function benchmark(plan: Plan, signal: AbortSignal, cleanups: Cleanup[]): 
   let target: ServiceTarget;
   let counter: RoundTripCounter | undefined;
   if (plan.service) {
-    target = { baseUrl: plan.service.url, apiKey: plan.service.apiKey, model: plan.model };
+    target = { baseUrls: plan.service.urls, apiKey: plan.service.apiKey, model: plan.model };
   } else {
     target = await startService(cleanups, {
       providerUrl,
@@ -225,7 +227,7 @@ async function benchmark(plan: Plan, signal: AbortSignal, cleanups: Cleanup[]): 
 
   const where = [
     plan.service
-      ? `service at ${plan.service.url}`
+      ? `service at ${plan.service.urls.join(', ')}`
       : `service in-process (embedded PostgreSQL, synchronous_commit ${plan.synchronousCommit})`,
     plan.providerUrl ? `fake provider at ${plan.providerUrl}` : 'fake provider in-process',
     plan.oneLoop
@@ -298,5 +300,5 @@ async function startService(
   const app = await buildApp(services);
   cleanups.push(() => app.close());
   const baseUrl = await app.listen({ host: '127.0.0.1', port: 0 });
-  return { baseUrl, apiKey: bootstrap.adminKey.secret, model };
+  return { baseUrls: [baseUrl], apiKey: bootstrap.adminKey.secret, model };
 }

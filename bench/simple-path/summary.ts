@@ -18,7 +18,7 @@ export interface Plan {
   providerPort: number;
   providerHost: string;
   providerUrl: string | undefined;
-  service: { url: string; apiKey: string } | undefined;
+  service: { urls: string[]; apiKey: string } | undefined;
   serveProvider: boolean;
   showSql: boolean;
   /** In-process only: `off` takes the WAL flush out of every commit, to see what it costs. */

@@ -9,8 +9,11 @@ import { benchQuestion } from './provider.js';
  */
 
 export interface ServiceTarget {
-  /** e.g. `http://127.0.0.1:8080` */
-  baseUrl: string;
+  /**
+   * e.g. `http://127.0.0.1:8080`; several replicas of one service (one
+   * PostgreSQL, one tenant) take the workflows in turn.
+   */
+  baseUrls: string[];
   apiKey: string;
   /** Catalogue name the workflows ask for; undefined leaves the choice to the service. */
   model: string | undefined;
@@ -43,7 +46,7 @@ export async function runWorkflows(
   const runs: WorkflowRun[] = [];
   const failed = new AbortController();
   const signal = AbortSignal.any([options.signal, failed.signal]);
-  const url = new URL('/v1/workflows', options.target.baseUrl);
+  const urls = options.target.baseUrls.map((baseUrl) => new URL('/v1/workflows', baseUrl));
   let next = 0;
   const loop = async (): Promise<void> => {
     while (!signal.aborted) {
@@ -53,6 +56,7 @@ export async function runWorkflows(
       try {
         // Not aborted mid-flight: an interrupt lets the workflows in flight
         // finish (milliseconds), then every loop stops here.
+        const url = urls[n % urls.length] as URL;
         runs.push({ n, wallMs: await runWorkflow(url, options, n) });
       } catch (error) {
         failed.abort(error);
