@@ -1,5 +1,3 @@
-import { wordsOf } from './conversation.js';
-
 /** A tool call the rules want to make, before its arguments are validated. */
 export interface PlannedToolCall {
   name: string;
@@ -8,8 +6,6 @@ export interface PlannedToolCall {
 
 /** Bounds the fan-out when a message lists many links. */
 const MAX_FETCHES = 3;
-/** Below this many words a request is too vague to act on. */
-const VAGUE_WORD_COUNT = 3;
 
 export const CLARIFYING_QUESTION = 'Could you tell me more about what you need?';
 
@@ -28,13 +24,18 @@ const ASKS_FOR_TIME = [
   /\bwhat\s+year\b/i,
   /\bwhat(?:'s|\s+is)\s+today\b/i,
 ];
+/**
+ * Requests with nothing to act on, which the model answers with a question.
+ * Only these: a short message is usually a question of its own ("hi",
+ * "Stream it") and gets an answer.
+ */
 const VAGUE_PHRASES =
   /^(?:help|help me|can you help(?: me)?|i need help|something|anything)[.!?]*$/i;
 
 /**
  * The tool calls the scripted model makes for a user message, in a fixed
- * order. Each rule fires only when its tool is offered; `ask_user` fires
- * only when no other rule did (a short "2+2" is a sum, not a vague ask).
+ * order. Each rule fires only when its tool is offered; `ask_user` only
+ * for a request with nothing to act on (`VAGUE_PHRASES`) and no other call.
  */
 export function toolCallsFor(text: string, offered: ReadonlySet<string>): PlannedToolCall[] {
   const calls: PlannedToolCall[] = [];
@@ -54,7 +55,7 @@ export function toolCallsFor(text: string, offered: ReadonlySet<string>): Planne
     for (const url of urls.slice(0, MAX_FETCHES)) call('http_fetch', { url });
   }
   if (offered.has('ask_user') && calls.length === 0 && isVague(text)) {
-    call('ask_user', { question: CLARIFYING_QUESTION, type: 'free_text' });
+    call('ask_user', { question: CLARIFYING_QUESTION, question_type: 'free_text' });
   }
   return calls;
 }
@@ -86,5 +87,5 @@ function balanceParentheses(expression: string): string {
 }
 
 function isVague(text: string): boolean {
-  return wordsOf(text).length < VAGUE_WORD_COUNT || VAGUE_PHRASES.test(text.trim());
+  return VAGUE_PHRASES.test(text.trim());
 }

@@ -4,6 +4,8 @@ import { LlmError } from '../../../../src/llm/errors.js';
 import { estimateRequestTokens, estimateTextTokens } from '../../../../src/llm/estimate-tokens.js';
 import { scriptedModel } from '../../../../src/llm/scripted/index.js';
 import type { ModelRequest, StreamPart } from '../../../../src/llm/types.js';
+import { REPEAT_WARNING } from '../../../../src/orchestrator/tool-loop/repeat-guard.js';
+import { wrapUntrustedOutput } from '../../../../src/tools/untrusted-output.js';
 import { collect, finishOf, textOf } from './collect.js';
 
 const question: ModelRequest = {
@@ -73,6 +75,48 @@ describe('scripted model: answers', () => {
       '[scripted model] Using calculator: 42\nUsing current_time failed: clock unavailable',
     );
     expect(finishOf(parts)).toBe('stop');
+  });
+
+  it('reads what each tool returned out of the untrusted-output block the loop puts it in', async () => {
+    const wrapped = (toolName: string, content: string, isError = false) =>
+      wrapUntrustedOutput({ toolName, content, isError }, 10_000);
+    const parts = await collect({
+      messages: [
+        { role: 'user', content: 'What is 6 * 7, and the time?' },
+        {
+          role: 'assistant',
+          content: '',
+          toolCalls: [
+            { id: 'call_1', name: 'calculator', arguments: { expression: '6 * 7' } },
+            { id: 'call_2', name: 'current_time', arguments: {} },
+            { id: 'call_3', name: 'http_fetch', arguments: { url: 'https://example.com' } },
+          ],
+        },
+        {
+          role: 'tool',
+          toolCallId: 'call_1',
+          toolName: 'calculator',
+          content: wrapped('calculator', '42'),
+        },
+        {
+          role: 'tool',
+          toolCallId: 'call_2',
+          toolName: 'current_time',
+          content: `${wrapped('current_time', 'clock unavailable', true)}\n${REPEAT_WARNING}`,
+          isError: true,
+        },
+        {
+          role: 'tool',
+          toolCallId: 'call_3',
+          toolName: 'http_fetch',
+          content: wrapped('http_fetch', ''),
+        },
+      ],
+    });
+    expect(textOf(parts)).toBe(
+      '[scripted model] Using calculator: 42\nUsing current_time failed: clock unavailable\n' +
+        'Using http_fetch: (empty result)',
+    );
   });
 
   it('is deterministic: the same request streams the same parts', async () => {

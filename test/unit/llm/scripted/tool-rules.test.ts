@@ -1,6 +1,10 @@
 import { describe, expect, it } from 'vitest';
 import { z } from 'zod';
 import type { ModelRequest, StreamPart, ToolDefinition } from '../../../../src/llm/types.js';
+import { askUserTool } from '../../../../src/tools/builtins/ask-user.js';
+import { calculatorTool } from '../../../../src/tools/builtins/calculator.js';
+import { createCurrentTimeTool } from '../../../../src/tools/builtins/current-time.js';
+import { createHttpFetchTool } from '../../../../src/tools/builtins/http-fetch.js';
 import { collect, finishOf, textOf } from './collect.js';
 
 const tool = (name: string, parameters: z.ZodType): ToolDefinition => ({
@@ -9,17 +13,15 @@ const tool = (name: string, parameters: z.ZodType): ToolDefinition => ({
   parameters,
 });
 
-const calculator = tool('calculator', z.object({ expression: z.string().min(1) }));
-const currentTime = tool('current_time', z.object({}).strict());
-const httpFetch = tool('http_fetch', z.object({ url: z.url() }));
-const askUser = tool(
-  'ask_user',
-  z.object({
-    question: z.string(),
-    type: z.enum(['yes_no', 'multiple_choice', 'free_text']),
-    options: z.array(z.string()).optional(),
-  }),
+// The built-ins' own parameters: the calls the rules make must be ones the real tools accept.
+const calculator = tool('calculator', calculatorTool.parameters);
+const currentTime = tool('current_time', createCurrentTimeTool().parameters);
+const httpFetch = tool(
+  'http_fetch',
+  createHttpFetchTool({ allowedHosts: ['*'], allowPrivate: false, maxBytes: 1000, timeoutMs: 1000 })
+    .parameters,
 );
+const askUser = tool('ask_user', askUserTool.parameters);
 const allTools = [calculator, currentTime, httpFetch, askUser];
 
 function ask(content: string, overrides: Partial<ModelRequest> = {}): Promise<StreamPart[]> {
@@ -57,8 +59,16 @@ describe('scripted model: tool rules', () => {
       'Summarise https://example.com/a and http://example.org/b?x=1, then https://example.com/a.',
     );
     expect(toolCalls(parts)).toEqual([
-      { id: 'call_1', name: 'http_fetch', arguments: { url: 'https://example.com/a' } },
-      { id: 'call_2', name: 'http_fetch', arguments: { url: 'http://example.org/b?x=1' } },
+      {
+        id: 'call_1',
+        name: 'http_fetch',
+        arguments: { url: 'https://example.com/a', method: 'GET' },
+      },
+      {
+        id: 'call_2',
+        name: 'http_fetch',
+        arguments: { url: 'http://example.org/b?x=1', method: 'GET' },
+      },
     ]);
   });
 
@@ -68,7 +78,10 @@ describe('scripted model: tool rules', () => {
       {
         id: 'call_1',
         name: 'ask_user',
-        arguments: { question: 'Could you tell me more about what you need?', type: 'free_text' },
+        arguments: {
+          question: 'Could you tell me more about what you need?',
+          question_type: 'free_text',
+        },
       },
     ]);
   });
@@ -83,6 +96,14 @@ describe('scripted model: tool rules', () => {
       ['call_3', 'http_fetch'],
     ]);
     expect(finishOf(parts)).toBe('tool_calls');
+  });
+
+  it('answers a short message instead of asking what it means', async () => {
+    for (const message of ['hi', 'Stream it', 'quick one']) {
+      const parts = await ask(message);
+      expect(toolCalls(parts), message).toEqual([]);
+      expect(finishOf(parts)).toBe('stop');
+    }
   });
 
   it('does not ask the user when another rule already answers a short message', async () => {
