@@ -3,7 +3,7 @@ import { z } from 'zod';
 import { LlmError } from '../../../../src/llm/errors.js';
 import { estimateRequestTokens, estimateTextTokens } from '../../../../src/llm/estimate-tokens.js';
 import { scriptedModel } from '../../../../src/llm/scripted/index.js';
-import type { ModelRequest, StreamPart } from '../../../../src/llm/types.js';
+import type { Message, ModelRequest, StreamPart } from '../../../../src/llm/types.js';
 import { REPEAT_WARNING } from '../../../../src/orchestrator/tool-loop/repeat-guard.js';
 import { wrapUntrustedOutput } from '../../../../src/tools/untrusted-output.js';
 import { collect, finishOf, textOf } from './collect.js';
@@ -15,6 +15,39 @@ const question: ModelRequest = {
 
 const deltas = (parts: StreamPart[]) =>
   parts.flatMap((part) => (part.type === 'text-delta' ? [part.text] : []));
+
+interface AnsweredCall {
+  name: string;
+  arguments: Record<string, unknown>;
+  content: string;
+  isError?: boolean;
+}
+
+/** The question, one assistant turn calling `calls`' tools, and their results in that order. */
+function afterToolCalls(question: string, calls: AnsweredCall[]): Message[] {
+  const id = (index: number) => `call_${index + 1}`;
+  return [
+    { role: 'user', content: question },
+    {
+      role: 'assistant',
+      content: '',
+      toolCalls: calls.map((call, index) => ({
+        id: id(index),
+        name: call.name,
+        arguments: call.arguments,
+      })),
+    },
+    ...calls.map(
+      (call, index): Message => ({
+        role: 'tool',
+        toolCallId: id(index),
+        toolName: call.name,
+        content: call.content,
+        ...(call.isError ? { isError: true } : {}),
+      }),
+    ),
+  ];
+}
 
 describe('scripted model: answers', () => {
   it('answers a question without tools with a text marked as scripted', async () => {
@@ -51,25 +84,10 @@ describe('scripted model: answers', () => {
   it('summarises the tool results that answer its tool calls', async () => {
     const parts = await collect({
       tools: [{ name: 'calculator', description: 'math', parameters: z.object({}) }],
-      messages: [
-        { role: 'user', content: 'What is 6 * 7, and what time is it?' },
-        {
-          role: 'assistant',
-          content: '',
-          toolCalls: [
-            { id: 'call_1', name: 'calculator', arguments: { expression: '6 * 7' } },
-            { id: 'call_2', name: 'current_time', arguments: {} },
-          ],
-        },
-        { role: 'tool', toolCallId: 'call_1', toolName: 'calculator', content: '42' },
-        {
-          role: 'tool',
-          toolCallId: 'call_2',
-          toolName: 'current_time',
-          content: 'clock unavailable',
-          isError: true,
-        },
-      ],
+      messages: afterToolCalls('What is 6 * 7, and what time is it?', [
+        { name: 'calculator', arguments: { expression: '6 * 7' }, content: '42' },
+        { name: 'current_time', arguments: {}, content: 'clock unavailable', isError: true },
+      ]),
     });
     expect(textOf(parts)).toBe(
       '[scripted model] Using calculator: 42\nUsing current_time failed: clock unavailable',
@@ -81,37 +99,24 @@ describe('scripted model: answers', () => {
     const wrapped = (toolName: string, content: string, isError = false) =>
       wrapUntrustedOutput({ toolName, content, isError }, 10_000);
     const parts = await collect({
-      messages: [
-        { role: 'user', content: 'What is 6 * 7, and the time?' },
+      messages: afterToolCalls('What is 6 * 7, and the time?', [
         {
-          role: 'assistant',
-          content: '',
-          toolCalls: [
-            { id: 'call_1', name: 'calculator', arguments: { expression: '6 * 7' } },
-            { id: 'call_2', name: 'current_time', arguments: {} },
-            { id: 'call_3', name: 'http_fetch', arguments: { url: 'https://example.com' } },
-          ],
-        },
-        {
-          role: 'tool',
-          toolCallId: 'call_1',
-          toolName: 'calculator',
+          name: 'calculator',
+          arguments: { expression: '6 * 7' },
           content: wrapped('calculator', '42'),
         },
         {
-          role: 'tool',
-          toolCallId: 'call_2',
-          toolName: 'current_time',
+          name: 'current_time',
+          arguments: {},
           content: `${wrapped('current_time', 'clock unavailable', true)}\n${REPEAT_WARNING}`,
           isError: true,
         },
         {
-          role: 'tool',
-          toolCallId: 'call_3',
-          toolName: 'http_fetch',
+          name: 'http_fetch',
+          arguments: { url: 'https://example.com' },
           content: wrapped('http_fetch', ''),
         },
-      ],
+      ]),
     });
     expect(textOf(parts)).toBe(
       '[scripted model] Using calculator: 42\nUsing current_time failed: clock unavailable\n' +
