@@ -2,7 +2,14 @@ import type { ModelRequest } from '../types.js';
 import { answerQuestion, summariseToolResults } from './answer.js';
 import { classifyQuestion } from './classify.js';
 import { countToolCalls, latestUserText, trailingToolResults } from './conversation.js';
-import { CLASSIFY_MARKER, hasMarker, PLAN_MARKER } from './markers.js';
+import {
+  CLASSIFY_MARKER,
+  hasMarker,
+  PLAN_MARKER,
+  STAGE_MARKER,
+  SYNTHESIS_MARKER,
+} from './markers.js';
+import { answerStage, stageTurnOf, synthesise } from './pipeline.js';
 import { planFor } from './plan.js';
 import { toolCallsFor } from './tool-rules.js';
 
@@ -19,10 +26,10 @@ export interface ScriptedToolCall {
 }
 
 /**
- * Decides the reply, a pure function of the request: a classification or a
- * plan when the system prompt carries its marker; tool calls when a rule
- * fires on a fresh user message; otherwise an answer (a summary when tool
- * results are waiting).
+ * Decides the reply, a pure function of the request: a classification, a
+ * plan or a synthesis when the system prompt carries its marker; tool calls
+ * when a rule fires on a fresh user message (in a pipeline stage, on its
+ * goal); otherwise an answer (a summary when tool results are waiting).
  */
 export function replyTo(request: ModelRequest): ScriptedReply {
   const stable = request.system?.stable;
@@ -33,11 +40,14 @@ export function replyTo(request: ModelRequest): ScriptedReply {
   if (hasMarker(stable, PLAN_MARKER)) {
     return { kind: 'text', text: JSON.stringify(planFor(question)) };
   }
-  const calls = toolCallsOf(request);
+  if (hasMarker(stable, SYNTHESIS_MARKER)) return { kind: 'text', text: synthesise(question) };
+  // A stage's message also quotes the question and earlier results, which are not its work.
+  const stage = hasMarker(stable, STAGE_MARKER) ? stageTurnOf(question) : undefined;
+  const calls = toolCallsOf(request, stage?.goal);
   if (calls.length > 0) return { kind: 'tool_calls', calls };
   const results = trailingToolResults(request.messages);
-  const text = results.length > 0 ? summariseToolResults(results) : answerQuestion(question);
-  return { kind: 'text', text };
+  if (results.length > 0) return { kind: 'text', text: summariseToolResults(results) };
+  return { kind: 'text', text: stage ? answerStage(stage) : answerQuestion(question) };
 }
 
 /**
@@ -46,14 +56,14 @@ export function replyTo(request: ModelRequest): ScriptedReply {
  * `toolChoice: 'required'` and no rule firing the model still answers: it
  * cannot invent arguments for an arbitrary tool.
  */
-function toolCallsOf(request: ModelRequest): ScriptedToolCall[] {
+function toolCallsOf(request: ModelRequest, stageGoal: string | undefined): ScriptedToolCall[] {
   const tools = request.tools ?? [];
   const latest = request.messages.at(-1);
   if (request.toolChoice === 'none' || tools.length === 0 || latest?.role !== 'user') return [];
   const offered = new Set(tools.map((tool) => tool.name));
   // Numbered after the calls already in the conversation, so ids stay unique across turns.
   const firstNumber = countToolCalls(request.messages) + 1;
-  return toolCallsFor(latest.content, offered).map((call, index) => ({
+  return toolCallsFor(stageGoal ?? latest.content, offered).map((call, index) => ({
     id: `call_${firstNumber + index}`,
     ...call,
   }));
