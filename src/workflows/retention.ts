@@ -18,10 +18,10 @@ const DAY_MS = 86_400_000;
 
 /**
  * Deletes finished workflows (completed, failed, cancelled) once they are
- * older than the retention age; their events and turns go with them
- * (the trigger of migration 0011; pipeline rows by ON DELETE CASCADE).
- * Every replica runs one, so the sweep keeps working whichever
- * replicas are up.
+ * older than the retention age; their events and turns go with them (the
+ * trigger of migration 0011), their pipeline rows by ON DELETE CASCADE.
+ * Every replica runs one, so the sweep keeps working whichever replicas
+ * are up.
  */
 export function createRetentionSweeper(options: RetentionSweeperOptions) {
   const log = options.log.child({ component: 'retention' });

@@ -52,7 +52,9 @@ export function answerStage(stage: StageTurn): string {
 export function synthesise(message: string): string {
   const question = clip(QUESTION_LINE.exec(message)?.[1] ?? '', MAX_QUESTION_CHARS);
   const found = [...message.matchAll(STAGE_RESULT)].map(([, title, result]) => {
-    const text = (result ?? '').replace(ANSWER_PREFIX, '');
+    // A scripted stage's result carries the prefix too; the answer says it once.
+    const trimmed = (result ?? '').trimStart();
+    const text = trimmed.startsWith(ANSWER_PREFIX) ? trimmed.slice(ANSWER_PREFIX.length) : trimmed;
     return `- ${clip(title ?? '', MAX_GOAL_CHARS)}: ${clip(text, MAX_RESULT_CHARS) || '(empty result)'}`;
   });
   const intro = question ? `The answer to "${question}"` : 'The answer';
