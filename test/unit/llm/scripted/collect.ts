@@ -1,5 +1,12 @@
+import type { z } from 'zod';
 import { scriptedModel } from '../../../../src/llm/scripted/index.js';
-import type { LanguageModel, ModelRequest, StreamPart } from '../../../../src/llm/types.js';
+import type {
+  LanguageModel,
+  ModelRequest,
+  StreamPart,
+  ToolCall,
+  ToolDefinition,
+} from '../../../../src/llm/types.js';
 
 /** Streams one turn to the end and returns its parts. */
 export async function collect(
@@ -23,4 +30,14 @@ export function textOf(parts: StreamPart[]): string {
 export function finishOf(parts: StreamPart[]): string | undefined {
   const last = parts.at(-1);
   return last?.type === 'finish' ? last.reason : undefined;
+}
+
+/** The tool calls among the parts, in order. */
+export function toolCalls(parts: StreamPart[]): ToolCall[] {
+  return parts.flatMap((part) => (part.type === 'tool-call' ? [part.toolCall] : []));
+}
+
+/** A tool as the model is offered it, with the given parameters (a built-in's own, in these tests). */
+export function toolDefinition(name: string, parameters: z.ZodType): ToolDefinition {
+  return { name, description: `the ${name} tool`, parameters };
 }

@@ -1,10 +1,10 @@
 import { describe, expect, it } from 'vitest';
-import type { ModelRequest, StreamPart, ToolDefinition } from '../../../../src/llm/types.js';
+import type { ModelRequest } from '../../../../src/llm/types.js';
 import type { ExecutionPlan, PlanStage } from '../../../../src/orchestrator/pipeline/plan.js';
 import { buildStageInput } from '../../../../src/orchestrator/pipeline/stage-prompt.js';
 import { buildSynthesisRequest } from '../../../../src/orchestrator/pipeline/synthesis-prompt.js';
 import { calculatorTool } from '../../../../src/tools/builtins/calculator.js';
-import { collect, textOf } from './collect.js';
+import { collect, textOf, toolCalls, toolDefinition } from './collect.js';
 
 // Stage and synthesis turns as the pipeline builds them (the real prompt
 // builders), so a change to their layout fails here.
@@ -45,13 +45,7 @@ function stageRequest(
 }
 
 const [first, second] = plan.stages as [PlanStage, PlanStage];
-const calculator: ToolDefinition = {
-  name: 'calculator',
-  description: 'the calculator tool',
-  parameters: calculatorTool.parameters,
-};
-const toolCalls = (parts: StreamPart[]) =>
-  parts.flatMap((part) => (part.type === 'tool-call' ? [part.toolCall] : []));
+const calculator = toolDefinition('calculator', calculatorTool.parameters);
 
 describe('the scripted model in a pipeline', () => {
   it('answers a stage with its goal, not with the prompt it was given', async () => {

@@ -1,35 +1,26 @@
 import { describe, expect, it } from 'vitest';
 import { z } from 'zod';
-import type { ModelRequest, StreamPart, ToolDefinition } from '../../../../src/llm/types.js';
+import type { ModelRequest, StreamPart } from '../../../../src/llm/types.js';
 import { askUserTool } from '../../../../src/tools/builtins/ask-user.js';
 import { calculatorTool } from '../../../../src/tools/builtins/calculator.js';
 import { createCurrentTimeTool } from '../../../../src/tools/builtins/current-time.js';
 import { createHttpFetchTool } from '../../../../src/tools/builtins/http-fetch.js';
-import { collect, finishOf, textOf } from './collect.js';
-
-const tool = (name: string, parameters: z.ZodType): ToolDefinition => ({
-  name,
-  description: `the ${name} tool`,
-  parameters,
-});
+import { collect, finishOf, textOf, toolCalls, toolDefinition } from './collect.js';
 
 // The built-ins' own parameters: the calls the rules make must be ones the real tools accept.
-const calculator = tool('calculator', calculatorTool.parameters);
-const currentTime = tool('current_time', createCurrentTimeTool().parameters);
-const httpFetch = tool(
+const calculator = toolDefinition('calculator', calculatorTool.parameters);
+const currentTime = toolDefinition('current_time', createCurrentTimeTool().parameters);
+const httpFetch = toolDefinition(
   'http_fetch',
   createHttpFetchTool({ allowedHosts: ['*'], allowPrivate: false, maxBytes: 1000, timeoutMs: 1000 })
     .parameters,
 );
-const askUser = tool('ask_user', askUserTool.parameters);
+const askUser = toolDefinition('ask_user', askUserTool.parameters);
 const allTools = [calculator, currentTime, httpFetch, askUser];
 
 function ask(content: string, overrides: Partial<ModelRequest> = {}): Promise<StreamPart[]> {
   return collect({ messages: [{ role: 'user', content }], tools: allTools, ...overrides });
 }
-
-const toolCalls = (parts: StreamPart[]) =>
-  parts.flatMap((part) => (part.type === 'tool-call' ? [part.toolCall] : []));
 
 describe('scripted model: tool rules', () => {
   it('calls the calculator with the arithmetic expression in the question', async () => {
@@ -132,7 +123,10 @@ describe('scripted model: tool rules', () => {
   });
 
   it('reports arguments that fail the tool schema as tool-call-invalid', async () => {
-    const strictCalculator = tool('calculator', z.object({ formula: z.string() }).strict());
+    const strictCalculator = toolDefinition(
+      'calculator',
+      z.object({ formula: z.string() }).strict(),
+    );
     const parts = await ask('What is 6 * 7?', { tools: [strictCalculator] });
     expect(parts[0]).toEqual({
       type: 'tool-call-invalid',
