@@ -13,6 +13,7 @@ import {
 import { startLoadThread } from '../support/load-thread.js';
 import { cpuBetween, machineCpu } from '../support/machine-cpu.js';
 import { summarise, wholeNumber } from '../support/stats.js';
+import { startFloorService } from './floor.js';
 import {
   type LoadRequest,
   type SimplePathLoad,
@@ -64,11 +65,14 @@ import type { ServiceTarget } from './workload.js';
  *                        in turn; round trips are counted only in-process
  *   --serve-provider     only run the scripted fake on --provider-port and print
  *                        the WAYMARK_MODELS to start a service with, until Ctrl-C
+ *   --floor              measure floor.ts instead of Waymark: the required parts
+ *                        (Fastify, the OpenAI SDK, the same three statements)
+ *                        doing the same work with none of Waymark's code
  *
  *   npm run bench -- simple-path [--workflows-c1 400] [--workflows-c32 3000]
  *     [--warmup 2000] [--model bench] [--provider-port 0] [--provider-host 127.0.0.1]
  *     [--provider-url URL] [--service-url URL[,URL...] --api-key KEY] [--serve-provider] [--show-sql]
- *     [--synchronous-commit on|off] [--one-loop]
+ *     [--synchronous-commit on|off] [--one-loop] [--floor]
  */
 
 export async function run(args: string[]): Promise<void> {
@@ -105,6 +109,7 @@ function parsePlan(args: string[]): Plan {
       'show-sql': { type: 'boolean', default: false },
       'synchronous-commit': { type: 'string', default: 'on' },
       'one-loop': { type: 'boolean', default: false },
+      floor: { type: 'boolean', default: false },
     },
   });
   const serviceUrls = commaList(values['service-url'] ?? '');
@@ -112,6 +117,9 @@ function parsePlan(args: string[]): Plan {
   const synchronousCommit = values['synchronous-commit'];
   if (synchronousCommit !== 'on' && synchronousCommit !== 'off') {
     throw new Error(`--synchronous-commit must be on or off, got "${synchronousCommit}"`);
+  }
+  if (values.floor && serviceUrls.length > 0) {
+    throw new Error('--floor runs in-process: it takes no --service-url');
   }
   if (serviceUrls.length > 0 && !apiKey) {
     throw new Error(
@@ -131,6 +139,7 @@ function parsePlan(args: string[]): Plan {
     showSql: values['show-sql'],
     synchronousCommit,
     oneLoop: values['one-loop'],
+    floor: values.floor,
   };
 }
 
@@ -161,11 +170,13 @@ async function benchmark(plan: Plan, signal: AbortSignal, cleanups: Cleanup[]): 
   if (plan.service) {
     target = { baseUrls: plan.service.urls, apiKey: plan.service.apiKey, model: plan.model };
   } else {
-    target = await startService(cleanups, {
-      providerUrl,
-      model: plan.model ?? BENCH_MODEL,
-      synchronousCommit: plan.synchronousCommit,
-    });
+    target = plan.floor
+      ? await startFloorService(cleanups, { providerUrl })
+      : await startService(cleanups, {
+          providerUrl,
+          model: plan.model ?? BENCH_MODEL,
+          synchronousCommit: plan.synchronousCommit,
+        });
     counter = countRoundTrips();
     const installed = counter;
     cleanups.push(async () => installed.restore());
@@ -228,7 +239,9 @@ async function benchmark(plan: Plan, signal: AbortSignal, cleanups: Cleanup[]): 
   const where = [
     plan.service
       ? `service at ${plan.service.urls.join(', ')}`
-      : `service in-process (embedded PostgreSQL, synchronous_commit ${plan.synchronousCommit})`,
+      : plan.floor
+        ? 'the floor in-process (floor.ts, not Waymark; embedded PostgreSQL)'
+        : `service in-process (embedded PostgreSQL, synchronous_commit ${plan.synchronousCommit})`,
     plan.providerUrl ? `fake provider at ${plan.providerUrl}` : 'fake provider in-process',
     plan.oneLoop
       ? 'clients and fake on the service’s event loop (--one-loop)'

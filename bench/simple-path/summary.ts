@@ -25,6 +25,8 @@ export interface Plan {
   synchronousCommit: 'on' | 'off';
   /** The clients and the fake in the service's own thread (one event loop for all), as before 2026-11-30. */
   oneLoop: boolean;
+  /** floor.ts in place of Waymark: what the required parts cost alone. */
+  floor: boolean;
 }
 
 export interface PhaseResult {
@@ -135,7 +137,7 @@ export function printSummary(results: Results): void {
   const roundTrips = roundTripsPerWorkflow(c1);
   lines.push(
     // The one line scripts parse: keep it last and its keys stable.
-    `bench simple-path: ${JSON.stringify({
+    `bench ${plan.floor ? 'simple-path-floor' : 'simple-path'}: ${JSON.stringify({
       overhead_p50_ms_c1: c1.overheadMs ? round(c1.overheadMs.p50, 2) : null,
       overhead_p99_ms_c1: c1.overheadMs ? round(c1.overheadMs.p99, 2) : null,
       wps_c32: round(c32.wps, 1),
