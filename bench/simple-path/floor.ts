@@ -31,9 +31,9 @@ import type { ServiceTarget } from './workload.js';
  * registry and guard, the router (retries, fallback, circuit breaker,
  * usage ledger), the tracker's ordering and fan-out (LISTEN), leases and
  * logging. The difference between its figures and Waymark's is what those
- * cost; its own figures bound what any service built on these parts can
- * reach on this machine. Not a service: no error handling beyond failing
- * the stream.
+ * cost; its own figures are about the best Waymark could reach on this
+ * machine with these parts and these statements. Not a service: no error
+ * handling beyond failing the stream.
  */
 
 const API_KEY = `floor-${randomBytes(12).toString('hex')}`;

@@ -118,8 +118,10 @@ function parsePlan(args: string[]): Plan {
   if (synchronousCommit !== 'on' && synchronousCommit !== 'off') {
     throw new Error(`--synchronous-commit must be on or off, got "${synchronousCommit}"`);
   }
-  if (values.floor && serviceUrls.length > 0) {
-    throw new Error('--floor runs in-process: it takes no --service-url');
+  if (values.floor && (serviceUrls.length > 0 || synchronousCommit === 'off')) {
+    throw new Error(
+      '--floor runs in-process with its own commits: no --service-url or --synchronous-commit',
+    );
   }
   if (serviceUrls.length > 0 && !apiKey) {
     throw new Error(
