@@ -4,22 +4,27 @@ import Fastify from 'fastify';
 import type OpenAI from 'openai';
 import type { ChatCompletionMessageParam } from 'openai/resources/chat/completions';
 import pg from 'pg';
+import { serializeFrame } from '../../src/http/sse-frames.js';
 import { convertRequest } from '../../src/llm/openai/convert-messages.js';
 import { createOpenAiClient } from '../../src/llm/openai/create-client.js';
 import { createProviderFetch } from '../../src/llm/provider-fetch.js';
 import { createLogger } from '../../src/logger.js';
 import { buildSystemPrompt } from '../../src/orchestrator/system-prompt.js';
 import { migrate, readMigrations } from '../../src/store/migrate.js';
-import { EVENTS_CHANNEL } from '../../src/store/workflow-events.js';
+import { EVENTS_CHANNEL, encodeEvents, type NewEventRow } from '../../src/store/workflow-events.js';
 import { calculatorTool } from '../../src/tools/builtins/calculator.js';
 import { createToolRegistry } from '../../src/tools/registry.js';
 import { wrapUntrustedOutput } from '../../src/tools/untrusted-output.js';
+import { toEvent } from '../../src/workflows/rows.js';
+import type { EventStatus, EventType, WorkflowEvent } from '../../src/workflows/types.js';
 import { type Cleanup, startBenchDatabase } from '../support/harness.js';
 import type { ServiceTarget } from './workload.js';
 
 /**
  * `--floor`: what the parts the issue requires cost on their own, with none
- * of Waymark's code on the path. Per workflow it does the simple path's
+ * of Waymark's layers on the path (only its pure pieces: the request body,
+ * the calculator, the events' encoding and the SSE frames, so the bytes on
+ * the wire are the same). Per workflow it does the simple path's
  * work with those parts alone: a Fastify route answering
  * `POST /v1/workflows` as an SSE stream, the OpenAI SDK's two streamed
  * calls through Waymark's provider fetch (the same request bodies), and
@@ -54,7 +59,7 @@ function transition(end: boolean): string {
       started_at = coalesce(started_at, now()), kind = 'simple',
       finished_at = ${end ? 'now()' : 'finished_at'},
       lease_owner = ${end ? 'NULL' : 'lease_owner'}, lease_expires_at = ${end ? 'NULL' : 'lease_expires_at'},
-      result = ${end ? '$9::jsonb' : 'result'},
+      result = ${end ? '$9::jsonb' : 'coalesce($9::jsonb, result)'},
       input_tokens = input_tokens + $2, output_tokens = output_tokens + $3, last_seq = last_seq + $4
     WHERE id = $5 AND tenant_id = $6 AND status = ANY(${end ? `'{running}'` : `'{queued,running}'`}::text[])
     RETURNING *
@@ -63,7 +68,7 @@ function transition(end: boolean): string {
     SELECT changed.id, changed.tenant_id, ${end ? 2 : 1}, $7::jsonb FROM changed
   ), inserted AS (
     INSERT INTO workflow_events (workflow_id, tenant_id, seq, type, step, status, detail, ts, elapsed_ms)
-    SELECT changed.id, changed.tenant_id, changed.last_seq - $4 + e.i, e.type, e.step, e.status, e.detail, now(), e.elapsed_ms
+    SELECT changed.id, changed.tenant_id, changed.last_seq - $4 + e.i, e.type, e.step, e.status, e.detail, $10::timestamptz, e.elapsed_ms
     FROM changed, jsonb_to_recordset($8::jsonb)
       AS e(i integer, type text, step text, status text, detail jsonb, elapsed_ms integer)
   ), notified AS (
@@ -74,14 +79,6 @@ function transition(end: boolean): string {
 }
 const TURN = transition(false);
 const END = transition(true);
-
-interface FloorEvent {
-  type: string;
-  step: string | null;
-  status: string;
-  detail: Record<string, unknown>;
-  elapsedMs: number | null;
-}
 
 /** Starts the floor over a fresh embedded PostgreSQL; what it started is undone by `cleanups`. */
 export async function startFloorService(
@@ -149,7 +146,6 @@ async function runWorkflow(run: FloorRun, mode: string, response: ServerResponse
     values: [id, tenantId, mode, FLOOR_MODEL_ID, run.input, ['calculator'], ORIGIN],
   });
   response.writeHead(200, { 'content-type': 'text/event-stream', 'cache-control': 'no-cache' });
-  const frames = eventFrames(response);
   const messages: ChatCompletionMessageParam[] = [
     ...run.request.messages,
     { role: 'user', content: run.input },
@@ -157,10 +153,6 @@ async function runWorkflow(run: FloorRun, mode: string, response: ServerResponse
   const firstStarted = performance.now();
   const first = streamCall(run, messages);
   await inserted;
-  frames([
-    event('workflow_start', null, 'started', { input: run.input, mode }),
-    event('classification', null, 'completed', { kind: 'simple', method: 'request' }),
-  ]);
   const one = await first;
   const call = one.calls[0];
   if (!call) throw new Error('the first turn made no tool call');
@@ -173,7 +165,10 @@ async function runWorkflow(run: FloorRun, mode: string, response: ServerResponse
     { toolName: call.name, content: result.content, isError: false },
     20_000,
   );
+  // The run's start goes with its first turn, as Waymark writes it (a deferred start).
   const turnEvents = [
+    event('workflow_start', null, 'started', { input: run.input, mode }),
+    event('classification', null, 'completed', { kind: 'simple', method: 'request' }),
     event('llm_call', 'turn-1', 'started', { model: FLOOR_MODEL_ID, turn: 1, tools: true }),
     event('llm_call', 'turn-1', 'completed', { finishReason: 'tool_calls' }, firstStarted),
     event('tool_call', 'turn-1', 'started', { tool: call.name, callId: call.id }),
@@ -185,19 +180,14 @@ async function runWorkflow(run: FloorRun, mode: string, response: ServerResponse
     assistant: { content: one.text, toolCalls: [call] },
     toolResults: [{ toolCallId: call.id, toolName: call.name, content, isError: false }],
   };
-  const written = pool.query({
+  const written = writeStep(run, id, {
     name: 'floor_turn',
     text: TURN,
-    values: [
-      'running',
-      one.inputTokens,
-      one.outputTokens,
-      turnEvents.length,
-      id,
-      tenantId,
-      JSON.stringify(turn),
-      encoded(turnEvents),
-    ],
+    status: 'running',
+    usage: one,
+    turn,
+    events: turnEvents,
+    result: null,
   });
   messages.push(
     {
@@ -211,8 +201,7 @@ async function runWorkflow(run: FloorRun, mode: string, response: ServerResponse
   );
   const secondStarted = performance.now();
   const second = streamCall(run, messages);
-  await written;
-  frames(turnEvents);
+  response.write((await written).map(eventFrame).join(''));
   const two = await second;
   const endEvents = [
     event('llm_call', 'turn-2', 'started', { model: FLOOR_MODEL_ID, turn: 2, tools: true }),
@@ -225,24 +214,60 @@ async function runWorkflow(run: FloorRun, mode: string, response: ServerResponse
     event('workflow_end', null, 'completed', { status: 'completed' }),
   ];
   const endTurn = { schemaVersion: 1, turn: 2, assistant: { content: two.text, toolCalls: [] } };
-  await pool.query({
+  const ended = await writeStep(run, id, {
     name: 'floor_end',
     text: END,
+    status: 'completed',
+    usage: two,
+    turn: endTurn,
+    events: endEvents,
+    result: { answer: two.text },
+  });
+  const tokens = serializeFrame({ kind: 'tokens', workflowId: id, text: two.text });
+  response.end(tokens + ended.map(eventFrame).join(''));
+}
+
+/**
+ * A turn's or the end's statement, its events encoded as Waymark encodes
+ * them; resolves with them as stored, for the stream.
+ */
+async function writeStep(
+  run: FloorRun,
+  workflowId: string,
+  step: {
+    name: string;
+    text: string;
+    status: string;
+    usage: StreamedTurn;
+    turn: unknown;
+    events: NewEventRow[];
+    result: unknown;
+  },
+): Promise<WorkflowEvent[]> {
+  const encoded = encodeEvents(step.events, new Date());
+  const { rows } = await run.pool.query<{ last_seq: number }>({
+    name: step.name,
+    text: step.text,
     values: [
-      'completed',
-      two.inputTokens,
-      two.outputTokens,
-      endEvents.length,
-      id,
-      tenantId,
-      JSON.stringify(endTurn),
-      encoded(endEvents),
-      JSON.stringify({ answer: two.text }),
+      step.status,
+      step.usage.inputTokens,
+      step.usage.outputTokens,
+      encoded.count,
+      workflowId,
+      run.tenantId,
+      JSON.stringify(step.turn),
+      encoded.json,
+      step.result === null ? null : JSON.stringify(step.result),
+      encoded.ts,
     ],
   });
-  frames([event('token', 'turn-2', 'progress', { text: two.text }), ...endEvents]);
-  response.end();
+  const lastSeq = rows[0]?.last_seq;
+  if (lastSeq === undefined)
+    throw new Error(`workflow ${workflowId}: the ${step.name} was refused`);
+  return encoded.rows({ workflowId, tenantId: run.tenantId, lastSeq }).map(toEvent);
 }
+
+const eventFrame = (event: WorkflowEvent) => serializeFrame({ kind: 'event', event });
 
 interface StreamedTurn {
   text: string;
@@ -281,39 +306,12 @@ async function streamCall(
 }
 
 function event(
-  type: string,
+  type: EventType,
   step: string | null,
-  status: string,
+  status: EventStatus,
   detail: Record<string, unknown>,
   startedAt?: number,
-): FloorEvent {
+): NewEventRow {
   const elapsedMs = startedAt === undefined ? null : Math.round(performance.now() - startedAt);
   return { type, step, status, detail, elapsedMs };
-}
-
-function encoded(events: FloorEvent[]): string {
-  return JSON.stringify(
-    events.map((one, index) => ({
-      i: index + 1,
-      type: one.type,
-      step: one.step,
-      status: one.status,
-      detail: one.detail,
-      elapsed_ms: one.elapsedMs,
-    })),
-  );
-}
-
-/** Writes events as SSE frames, numbered from 1, in one write per batch. */
-function eventFrames(response: ServerResponse): (events: FloorEvent[]) => void {
-  let seq = 0;
-  return (events) => {
-    const ts = new Date().toISOString();
-    let text = '';
-    for (const one of events) {
-      seq += 1;
-      text += `id: ${seq}\nevent: ${one.type}\ndata: ${JSON.stringify({ seq, ts, ...one })}\n\n`;
-    }
-    response.write(text);
-  };
 }
