@@ -27,20 +27,34 @@ export const EVENTS_CHANNEL = 'waymark_events';
 
 /**
  * A row written in the statement that appends a batch of events or makes a
- * transition (a tool-loop turn): the body of a data-modifying CTE that
- * selects its values FROM `source`, a CTE returning the workflow row only
- * when the statement may write (unfinished for an append, changed for a
- * transition), so the row is written if and only if the events are.
+ * transition: a tool-loop turn (`workflow_turns`), its state as JSON. It
+ * is inserted by a data-modifying CTE that selects FROM `source`, a CTE
+ * returning the workflow row only when the statement may write (unfinished
+ * for an append, changed for a transition), so the row is written if and
+ * only if the events are. Data rather than SQL, so that the transitions of
+ * several workflows can share one statement (workflows/transition-batches.ts).
  */
-export type StatementWrite = (source: RawBuilder<unknown>) => RawBuilder<unknown>;
+export interface TurnRow {
+  turn: number;
+  state: string;
+}
 
-/** `writes` as CTE definitions (`write_1 AS (...)`, ...) selecting from the CTE named `source`. */
+/**
+ * `rows` as CTE definitions (`write_1 AS (...)`, ...) selecting from the CTE
+ * named `source`. A turn cut off midway runs again (at-least-once), so a
+ * second write of the same turn number keeps the first one.
+ */
 export function namedWrites(
-  writes: StatementWrite[],
+  rows: TurnRow[],
   source: 'bumped' | 'changed' | 'source',
 ): RawBuilder<unknown>[] {
-  return writes.map(
-    (write, index) => sql`${sql.raw(`write_${index + 1}`)} AS (${write(sql.raw(source))})`,
+  const from = sql.raw(source);
+  return rows.map(
+    (row, index) => sql`${sql.raw(`write_${index + 1}`)} AS (
+      INSERT INTO workflow_turns (workflow_id, tenant_id, turn, state)
+      SELECT ${from}.id, ${from}.tenant_id, ${row.turn}, ${row.state}::jsonb
+      FROM ${from}
+      ON CONFLICT (workflow_id, turn) DO NOTHING)`,
   );
 }
 
@@ -115,7 +129,7 @@ export function workflowEventsRepository(db: DbOrTx) {
       workflowId: string;
       tenantId: string;
       events: NewEventRow[];
-      writes?: StatementWrite[];
+      writes?: TurnRow[];
       /** Token text streamed among these events: carried by their NOTIFY (see eventsAfter). */
       tokens?: TokensAmongEvents;
       /** NOTIFY origin: the replica that appends, which skips its own echo. */

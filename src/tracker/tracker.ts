@@ -2,8 +2,7 @@ import type { Transaction } from 'kysely';
 import type { Database } from '../store/schema.js';
 import {
   type NewEventRow,
-  namedWrites,
-  type StatementWrite,
+  type TurnRow,
   workflowEventsRepository,
 } from '../store/workflow-events.js';
 import { toEvent } from '../workflows/rows.js';
@@ -153,10 +152,7 @@ export function createWorkflowTracker(options: TrackerOptions) {
       const result = await transitionWorkflow(db, {
         ...change,
         events: [...merged.events, ...change.events, ...merged.eventsAfter],
-        alsoInStatement: [
-          ...namedWrites(merged.writes, 'changed'),
-          ...(change.alsoInStatement ?? []),
-        ],
+        turnRows: merged.writes,
         tokens: merged.tokens,
         tenantId,
         workflowId,
@@ -194,7 +190,7 @@ export function createWorkflowTracker(options: TrackerOptions) {
     },
 
     /** Writes a row (a tool-loop turn) with the queued events; resolves once committed. */
-    persist(write: StatementWrite): Promise<void> {
+    persist(write: TurnRow): Promise<void> {
       return waitFor<void>((waiter) => ({ kind: 'write', write, waiter }));
     },
 
@@ -202,7 +198,7 @@ export function createWorkflowTracker(options: TrackerOptions) {
      * Queues a row to go with the next statement without waiting: the
      * answering turn, written with the workflow's end.
      */
-    enqueueWrite(write: StatementWrite): void {
+    enqueueWrite(write: TurnRow): void {
       push({ kind: 'write', write, waiter: undefined });
     },
 

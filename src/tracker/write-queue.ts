@@ -1,4 +1,4 @@
-import type { NewEventRow, StatementWrite, TokensAmongEvents } from '../store/workflow-events.js';
+import type { NewEventRow, TokensAmongEvents, TurnRow } from '../store/workflow-events.js';
 import type { WorkflowEvent } from '../workflows/types.js';
 
 /**
@@ -31,7 +31,7 @@ export interface Waiter<T> {
 export interface Merged {
   /** Queued before the statement: written ahead of its own events. */
   events: NewEventRow[];
-  writes: StatementWrite[];
+  writes: TurnRow[];
   tokens: TokensAmongEvents | undefined;
   /** Queued after a deferrable statement: written after its own events. */
   eventsAfter: NewEventRow[];
@@ -39,7 +39,7 @@ export interface Merged {
 
 export type Queued =
   | { kind: 'event'; row: NewEventRow; waiter: Waiter<WorkflowEvent> | undefined }
-  | { kind: 'write'; write: StatementWrite; waiter: Waiter<void> | undefined }
+  | { kind: 'write'; write: TurnRow; waiter: Waiter<void> | undefined }
   | { kind: 'tokens'; text: string; waiter: Waiter<void> | undefined }
   | {
       kind: 'statement';
@@ -182,6 +182,6 @@ export function eventsOf(items: Batched[]): NewEventRow[] {
   return items.flatMap((item) => (item.kind === 'event' ? [item.row] : []));
 }
 
-export function writesOf(items: Batched[]): StatementWrite[] {
+export function writesOf(items: Batched[]): TurnRow[] {
   return items.flatMap((item) => (item.kind === 'write' ? [item.write] : []));
 }

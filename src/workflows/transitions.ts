@@ -13,7 +13,9 @@ import {
   encodeEvents,
   eventsAfter,
   type NewEventRow,
+  namedWrites,
   type TokensAmongEvents,
+  type TurnRow,
 } from '../store/workflow-events.js';
 import { leaseExpiry, type UsageIncrement } from '../store/workflows.js';
 import { toEvent, toWorkflow } from './rows.js';
@@ -49,6 +51,8 @@ export interface TransitionInput {
   error?: WorkflowError;
   /** Events appended in the same transaction. */
   events: NewEventRow[];
+  /** Tool-loop turns written in the transition's statement (see TurnRow). */
+  turnRows?: TurnRow[];
   /**
    * More writes that commit or roll back with the transition, made once it
    * has passed its checks (a completed workflow's messages in its session).
@@ -190,6 +194,7 @@ async function compareAndSet(
       RETURNING *
     ), ${sql.join(
       [
+        ...namedWrites(input.turnRows ?? [], 'changed'),
         ...(input.alsoInStatement ?? []),
         ...(input.to === 'failed' || input.to === 'cancelled'
           ? [failStartedAttemptsAfterTransition(input.to)]

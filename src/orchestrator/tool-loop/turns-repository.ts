@@ -1,7 +1,7 @@
 import { sql } from 'kysely';
 import type { Message } from '../../llm/types.js';
 import type { Db } from '../../store/database.js';
-import { type StatementWrite, workflowEventsRepository } from '../../store/workflow-events.js';
+import { type TurnRow, workflowEventsRepository } from '../../store/workflow-events.js';
 import type { LoopResume } from './resume.js';
 import { messagesOfTurn, parseTurnState, type TurnState } from './state.js';
 
@@ -16,12 +16,8 @@ import { messagesOfTurn, parseTurnState, type TurnState } from './state.js';
  * off; the workflow's end, which the client sees, is durable and flushes
  * every turn before it.
  */
-export function turnWrite(state: TurnState): StatementWrite {
-  return (source) => sql`
-    INSERT INTO workflow_turns (workflow_id, tenant_id, turn, state)
-    SELECT ${source}.id, ${source}.tenant_id, ${state.turn}, ${JSON.stringify(state)}::jsonb
-    FROM ${source}
-    ON CONFLICT (workflow_id, turn) DO NOTHING`;
+export function turnWrite(state: TurnState): TurnRow {
+  return { turn: state.turn, state: JSON.stringify(state) };
 }
 
 /** The tool loop's turns as rows, read back in order to rebuild the conversation on another replica. */
