@@ -24,6 +24,7 @@ import { configuredBudget } from './workflows/budget.js';
 import { createEndpointsMemory } from './workflows/early-start.js';
 import { createRetentionSweeper, type RetentionSweeper } from './workflows/retention.js';
 import { createWorkflowService, type WorkflowService } from './workflows/service.js';
+import { createReplicaTransitionBatches } from './workflows/transitions.js';
 
 /**
  * Everything the HTTP app needs, built once per process in main.ts (and per
@@ -132,6 +133,10 @@ export function createServices(options: {
   };
   const executor = createExecutor({
     db: database.db,
+    transitionBatches: createReplicaTransitionBatches(database.db, {
+      maxInFlight: Math.max(1, Math.floor(options.config.DATABASE_POOL_MAX / 2)),
+      maxItems: 64,
+    }),
     hub,
     router: llm.router,
     catalogue: llm.catalogue,

@@ -71,6 +71,7 @@ function startRun(options: ExecutorOptions, launch: Launch): void {
       origin: options.replicaId,
       log,
       created: launch.preload.created,
+      transitionBatches: options.transitionBatches,
     }),
     repository: workflowsRepository(options.db),
     controller: new AbortController(),

@@ -7,6 +7,7 @@ import type { Db } from '../store/database.js';
 import type { WorkflowsRepository } from '../store/workflows.js';
 import type { EventHub } from '../tracker/event-hub.js';
 import type { WorkflowTracker } from '../tracker/tracker.js';
+import type { TransitionBatches } from '../workflows/transition-batches.js';
 import type { Workflow } from '../workflows/types.js';
 import type { OrchestratorSettings } from './answer-workflow.js';
 import type { Executions, StopReason } from './executions.js';
@@ -28,6 +29,8 @@ export interface ExecutorOptions {
   orchestrator: OrchestratorSettings;
   /** Lease owner and NOTIFY origin. */
   replicaId: string;
+  /** Where the runs' transitions share statements (group commit). */
+  transitionBatches?: TransitionBatches;
   log: Logger;
   /** How long a lease lasts without renewal; 30 s. */
   leaseMs?: number;

@@ -26,7 +26,13 @@ import pg from 'pg';
  * than `maxParameters` parameters (the multi-row inserts, whose text
  * changes with their row count) stay unnamed, and at most `maxStatements`
  * texts get a name, so what each connection keeps prepared is bounded.
+ * A text that starts with PLANNED_EACH_RUN stays unnamed too: its best plan
+ * depends on its parameters and on the tables' sizes, which a generic plan
+ * made once would not follow (a batch of transitions).
  */
+
+/** The start of a statement that PostgreSQL is to plan at each run. */
+export const PLANNED_EACH_RUN = '/* planned each run */';
 
 export interface PreparedStatementsOptions {
   /** Distinct statement texts that get a name; later ones run unnamed. */
@@ -83,7 +89,8 @@ export function preparingClientClass(options: PreparedStatementsOptions): typeof
       const named =
         callback === undefined &&
         parameters.length > 0 &&
-        parameters.length <= options.maxParameters;
+        parameters.length <= options.maxParameters &&
+        !text.startsWith(PLANNED_EACH_RUN);
       const name = named ? nameOf(text) : undefined;
       if (name === undefined) return super.query(...(args as [string]));
       const run = (as: string) =>

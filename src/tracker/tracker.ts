@@ -6,6 +6,7 @@ import {
   workflowEventsRepository,
 } from '../store/workflow-events.js';
 import { toEvent } from '../workflows/rows.js';
+import type { TransitionBatches } from '../workflows/transition-batches.js';
 import {
   type TransitionInput,
   type TransitionResult,
@@ -41,6 +42,8 @@ export interface TrackerOptions extends UnitWriterOptions {
    * statement to go with (write-queue.ts); 20 ms when unset.
    */
   progressFlushMs?: number;
+  /** Where the transitions go to share statements with other workflows'; each alone when unset. */
+  transitionBatches?: TransitionBatches;
 }
 
 export type Transition = Omit<TransitionInput, 'tenantId' | 'workflowId' | 'origin'>;
@@ -149,15 +152,19 @@ export function createWorkflowTracker(options: TrackerOptions) {
   ): Promise<TransitionResult> {
     let done: Omit<TransitionResult, 'events'> | undefined;
     const committed = await runStatement(async (merged) => {
-      const result = await transitionWorkflow(db, {
-        ...change,
-        events: [...merged.events, ...change.events, ...merged.eventsAfter],
-        turnRows: merged.writes,
-        tokens: merged.tokens,
-        tenantId,
-        workflowId,
-        origin: options.origin,
-      });
+      const result = await transitionWorkflow(
+        db,
+        {
+          ...change,
+          events: [...merged.events, ...change.events, ...merged.eventsAfter],
+          turnRows: merged.writes,
+          tokens: merged.tokens,
+          tenantId,
+          workflowId,
+          origin: options.origin,
+        },
+        options.transitionBatches,
+      );
       const { events, ...rest } = result;
       done = rest;
       return events;

@@ -20,6 +20,11 @@ import {
 import { leaseExpiry, type UsageIncrement } from '../store/workflows.js';
 import { toEvent, toWorkflow } from './rows.js';
 import { assertTransition, statusesBefore } from './state-machine.js';
+import {
+  createTransitionBatches,
+  isBatchable,
+  type TransitionBatches,
+} from './transition-batches.js';
 import type {
   AwaitingReason,
   Workflow,
@@ -108,14 +113,17 @@ export interface TransitionResult {
  * refused if it no longer applies, so two `continue`s never both succeed. A
  * refusal, or writes that need their own statements (`alsoInTransaction`),
  * take the locked path: lock, check (throwing the 404 or 409 that says
- * why), write, then the same compare-and-set.
+ * why), write, then the same compare-and-set. With `batches`, a transition
+ * that can share its statement goes in a batch (transition-batches.ts).
  */
 export async function transitionWorkflow(
   db: Db,
   input: TransitionInput,
+  batches?: TransitionBatches,
 ): Promise<TransitionResult> {
   if (!input.alsoInTransaction) {
-    const done = await compareAndSet(db, input);
+    const done =
+      batches && isBatchable(input) ? await batches.run(input) : await compareAndSet(db, input);
     if (done) return done;
     // Refused: the locked path below says why (or, if the workflow changed
     // back meanwhile, makes the transition after all).
@@ -237,6 +245,17 @@ async function compareAndSet(
         }
       : {}),
   };
+}
+
+/**
+ * This replica's transition batches (transition-batches.ts), which make a
+ * transition that goes alone as compareAndSet.
+ */
+export function createReplicaTransitionBatches(
+  db: Db,
+  limits: { maxInFlight: number; maxItems: number },
+): TransitionBatches {
+  return createTransitionBatches({ ...limits, db, alone: (input) => compareAndSet(db, input) });
 }
 
 /** The prefix of the `alsoSelect` columns' names. */
