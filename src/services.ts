@@ -133,8 +133,13 @@ export function createServices(options: {
   };
   const executor = createExecutor({
     db: database.db,
+    // Two statements of transitions in flight at once: bench/simple-path at
+    // 32 (2026-12-01, alternated runs) made 323-396 workflows/s with two,
+    // 336-385 with one, 283-343 with three and 287-314 with five, the fewer
+    // the larger the batches; two, so that one batch waiting on a row lock
+    // does not hold up every run on the replica.
     transitionBatches: createReplicaTransitionBatches(database.db, {
-      maxInFlight: Math.max(1, Math.floor(options.config.DATABASE_POOL_MAX / 2)),
+      maxInFlight: Math.min(2, options.config.DATABASE_POOL_MAX),
       maxItems: 64,
     }),
     hub,

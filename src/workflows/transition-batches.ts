@@ -79,35 +79,44 @@ export function createTransitionBatches(options: {
 }): TransitionBatches {
   const waiting: Pending[] = [];
   let inFlight = 0;
+  /** Workflows with a transition in PostgreSQL: their next one waits for it. */
+  const busy = new Set<string>();
 
   function send(): void {
-    while (inFlight < options.maxInFlight && waiting.length > 0) {
+    while (inFlight < options.maxInFlight) {
       const batch = takeBatch();
+      if (batch.length === 0) return;
       inFlight += 1;
+      for (const pending of batch) busy.add(pending.input.workflowId);
       void write(batch).finally(() => {
         inFlight -= 1;
+        for (const pending of batch) busy.delete(pending.input.workflowId);
         send();
       });
     }
   }
 
   /**
-   * The first waiting transition's tenant's, in order, one per workflow,
-   * up to `maxItems`; the rest wait.
+   * Waiting transitions of one tenant (the first's that can go), in order,
+   * one per workflow and none of a workflow still in PostgreSQL, up to
+   * `maxItems`; the rest wait.
    */
   function takeBatch(): Pending[] {
     const batch: Pending[] = [];
-    const workflows = new Set<string>();
-    const tenantId = (waiting[0] as Pending).input.tenantId;
+    const taken = new Set<string>();
+    let tenantId: string | undefined;
     for (let index = 0; index < waiting.length && batch.length < options.maxItems; ) {
-      const pending = waiting[index] as Pending;
-      if (pending.input.tenantId !== tenantId || workflows.has(pending.input.workflowId)) {
+      const { input } = waiting[index] as Pending;
+      const blocked = busy.has(input.workflowId) || taken.has(input.workflowId);
+      if (blocked || (tenantId !== undefined && input.tenantId !== tenantId)) {
+        // Also what follows a blocked workflow's transition in the queue stays behind it.
+        if (blocked) taken.add(input.workflowId);
         index += 1;
         continue;
       }
-      workflows.add(pending.input.workflowId);
-      batch.push(pending);
-      waiting.splice(index, 1);
+      tenantId = input.tenantId;
+      taken.add(input.workflowId);
+      batch.push(waiting.splice(index, 1)[0] as Pending);
     }
     return batch;
   }

@@ -283,6 +283,51 @@ describe('transition batches', () => {
     expect(written.get(first)?.events).toContain(written.get(other)?.row);
   });
 
+  it("a workflow's next transition waits for the one still in PostgreSQL, even with a slot free", async () => {
+    const [first, other] = (await Promise.all([setup.newWorkflow(), setup.newWorkflow()])) as [
+      string,
+      string,
+    ];
+    const db = setup.handle.db;
+    const alone: TransitionInput[] = [];
+    const shared = createTransitionBatches({
+      db,
+      maxInFlight: 2,
+      maxItems: 64,
+      alone: (input) => {
+        alone.push(input);
+        return transitionWorkflow(db, input);
+      },
+    });
+    const results = await Promise.all([
+      transitionWorkflow(db, start(first), shared),
+      transitionWorkflow(
+        db,
+        {
+          tenantId: setup.tenantId,
+          workflowId: first,
+          to: 'completed',
+          result: { answer: 'done', reason: 'answered' },
+          events: [event('workflow_end')],
+          origin: 'replica-a',
+        },
+        shared,
+      ),
+      transitionWorkflow(db, start(other), shared),
+    ]);
+    expect(results.map((result) => result.workflow.status)).toEqual([
+      'running',
+      'completed',
+      'running',
+    ]);
+    // The second slot went to `other`; `first`'s end, once its start had committed.
+    expect(alone.map((input) => [input.workflowId, input.to])).toEqual([
+      [first, 'running'],
+      [other, 'running'],
+      [first, 'completed'],
+    ]);
+  });
+
   it('what has checks or writes of its own goes alone', () => {
     const base = start('00000000-0000-4000-8000-000000000000');
     expect(isBatchable(base)).toBe(true);
