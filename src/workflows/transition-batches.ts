@@ -1,8 +1,8 @@
 import { sql } from 'kysely';
-import pg from 'pg';
 import { type Db, WITHOUT_FLUSH_WAIT } from '../store/database.js';
 import { PLANNED_EACH_RUN } from '../store/prepared-statements.js';
 import type { WorkflowRow } from '../store/schema.js';
+import { createStatementBatches, type StatementBatches } from '../store/statement-batches.js';
 import { EVENTS_CHANNEL, encodeEvents } from '../store/workflow-events.js';
 import { toEvent, toWorkflow } from './rows.js';
 import { statusesBefore } from './state-machine.js';
@@ -10,38 +10,16 @@ import type { TransitionInput, TransitionResult } from './transitions.js';
 import { isFinished } from './types.js';
 
 /**
- * Group commit for the transitions runs make: while `maxInFlight`
- * statements are in PostgreSQL, the transitions that come meanwhile wait,
- * then go together, as one statement and one transaction. On a quiet
- * replica a transition finds a free slot and goes at once, alone, as
- * compareAndSet makes it, so batching adds no wait; under load the batches
- * grow by themselves.
- *
- * Why: a transition's PostgreSQL cost is mostly per statement (executor
- * start, commit, the round trip and the wake-ups on both sides), little
- * per row. Measured (a loop of the simple path's three statements per
- * workflow, 32 at once, 2-core VM, embedded PostgreSQL 18, 2026-12-01):
- * 1.23-1.43 ms of PostgreSQL CPU per workflow one statement each, 0.78-1.27
- * in batches of up to 4 and 0.35-0.6 in batches of up to 32; the client's
- * CPU 0.38-0.45 ms against 0.19 and 0.1. bench/simple-path at 32 found a
- * median of 15 transitions in flight when one more came.
- *
- * Each transition in a batch is still all or nothing: its row, turns,
- * events and NOTIFY are written together or not at all. One refused (its
- * status no longer allows it) is left out of the batch's result alone and
- * takes transitionWorkflow's locked path, as it would alone. When a
- * batch's statement fails (a constraint one transition breaks), nothing of
- * it committed, and each of its transitions is made again alone, so one
- * bad transition fails alone. A batch is one tenant's, with one transition
- * per workflow: two of one workflow wait for separate batches, in order.
+ * The transitions runs make, in batches (store/statement-batches.ts: group
+ * commit). bench/simple-path at 32 found a median of 15 transitions in
+ * flight when one more came. Each transition in a batch is still all or
+ * nothing: its row, turns, events and NOTIFY are written together or not
+ * at all. One refused (its status no longer allows it) is left out of the
+ * batch's result alone and takes transitionWorkflow's locked path, as it
+ * would alone.
  */
 
-export interface TransitionBatches {
-  /** Resolves as `compareAndSet` does: the result, or undefined when refused. */
-  run(input: TransitionInput): Promise<TransitionResult | undefined>;
-}
-
-type MakeAlone = (input: TransitionInput) => Promise<TransitionResult | undefined>;
+export type TransitionBatches = StatementBatches<TransitionInput, TransitionResult | undefined>;
 
 /**
  * Whether a transition can share a statement: one with writes or checks of
@@ -61,111 +39,36 @@ export function isBatchable(input: TransitionInput): boolean {
   );
 }
 
-interface Pending {
-  input: TransitionInput;
-  at: Date;
-  resolve(result: TransitionResult | undefined): void;
-  reject(error: unknown): void;
-}
-
 export function createTransitionBatches(options: {
   db: Db;
   /** How one transition is made by itself (transitions.ts: compareAndSet). */
-  alone: MakeAlone;
-  /** Statements in PostgreSQL at once; a transition that finds them all busy waits for the next. */
+  alone: (input: TransitionInput) => Promise<TransitionResult | undefined>;
   maxInFlight: number;
-  /** Transitions in one batch at most (the statement's one JSON parameter grows with them). */
   maxItems: number;
 }): TransitionBatches {
-  const waiting: Pending[] = [];
-  let inFlight = 0;
-  /** Workflows with a transition in PostgreSQL: their next one waits for it. */
-  const busy = new Set<string>();
-
-  function send(): void {
-    while (inFlight < options.maxInFlight) {
-      const batch = takeBatch();
-      if (batch.length === 0) return;
-      inFlight += 1;
-      for (const pending of batch) busy.add(pending.input.workflowId);
-      void write(batch).finally(() => {
-        inFlight -= 1;
-        for (const pending of batch) busy.delete(pending.input.workflowId);
-        send();
-      });
-    }
-  }
-
-  /**
-   * Waiting transitions of one tenant (the first's that can go), in order,
-   * one per workflow and none of a workflow still in PostgreSQL, up to
-   * `maxItems`; the rest wait.
-   */
-  function takeBatch(): Pending[] {
-    const batch: Pending[] = [];
-    const taken = new Set<string>();
-    let tenantId: string | undefined;
-    for (let index = 0; index < waiting.length && batch.length < options.maxItems; ) {
-      const { input } = waiting[index] as Pending;
-      const blocked = busy.has(input.workflowId) || taken.has(input.workflowId);
-      if (blocked || (tenantId !== undefined && input.tenantId !== tenantId)) {
-        // Also what follows a blocked workflow's transition in the queue stays behind it.
-        if (blocked) taken.add(input.workflowId);
-        index += 1;
-        continue;
-      }
-      tenantId = input.tenantId;
-      taken.add(input.workflowId);
-      batch.push(waiting.splice(index, 1)[0] as Pending);
-    }
-    return batch;
-  }
-
-  async function write(batch: Pending[]): Promise<void> {
-    if (batch.length === 1) return settle(batch[0] as Pending, options.alone);
-    let results: (TransitionResult | undefined)[];
-    try {
-      results = await writeBatch(options.db, batch);
-    } catch (error) {
-      if (!(error instanceof pg.DatabaseError)) {
-        // No answer from PostgreSQL (a connection lost): it may have committed.
-        for (const pending of batch) pending.reject(error);
-        return;
-      }
-      // PostgreSQL refused the statement, which committed nothing: each is
-      // made again by itself, and the one that fails alone says why.
-      await Promise.all(batch.map((pending) => settle(pending, options.alone)));
-      return;
-    }
-    for (const [index, pending] of batch.entries()) pending.resolve(results[index]);
-  }
-
-  async function settle(pending: Pending, make: MakeAlone): Promise<void> {
-    try {
-      pending.resolve(await make(pending.input));
-    } catch (error) {
-      pending.reject(error);
-    }
-  }
-
-  return {
-    run: (input) =>
-      new Promise((resolve, reject) => {
-        waiting.push({ input, at: new Date(), resolve, reject });
-        send();
-      }),
-  };
+  return createStatementBatches({
+    maxInFlight: options.maxInFlight,
+    maxItems: options.maxItems,
+    groupOf: (input) => input.tenantId,
+    workflowOf: (input) => input.workflowId,
+    writeBatch: (inputs) => writeBatch(options.db, inputs),
+    alone: options.alone,
+  });
 }
 
 /** The batch as one statement; each transition's result, undefined for one refused. */
-async function writeBatch(db: Db, batch: Pending[]): Promise<(TransitionResult | undefined)[]> {
-  const tenantId = (batch[0] as Pending).input.tenantId;
-  const encoded = batch.map((pending) => encodeEvents(pending.input.events, pending.at));
-  const items = batch.map((pending, index) =>
-    batchItem(index, pending, (encoded[index] as ReturnType<typeof encodeEvents>).json),
+async function writeBatch(
+  db: Db,
+  batch: TransitionInput[],
+): Promise<(TransitionResult | undefined)[]> {
+  const tenantId = (batch[0] as TransitionInput).tenantId;
+  const now = new Date();
+  const encoded = batch.map((input) => encodeEvents(input.events, now));
+  const items = batch.map((input, index) =>
+    batchItem(index, input, now, (encoded[index] as ReturnType<typeof encodeEvents>).json),
   );
   // Durable when any of them asks to be: the others are flushed with it.
-  const durable = batch.some((pending) => pending.input.durable !== false);
+  const durable = batch.some((input) => input.durable !== false);
   // Planned at each run, with the batch's size and the tables as they are
   // now: a generic plan, made once while a table is small, scanned every
   // workflow of the tenant for each batch (0.4 to 21 ms a transition over
@@ -196,7 +99,7 @@ async function writeBatch(db: Db, batch: Pending[]): Promise<(TransitionResult |
         input_tokens bigint, output_tokens bigint, cached_input_tokens bigint, cost_usd numeric,
         starts boolean, finishes boolean, clears_lease boolean, at timestamptz,
         count integer, events jsonb, turns jsonb, origin text, tokens text, tokens_after integer)
-      WHERE w.id = ANY(${batch.map((pending) => pending.input.workflowId)}::uuid[])
+      WHERE w.id = ANY(${batch.map((input) => input.workflowId)}::uuid[])
         AND w.tenant_id = ${tenantId} AND w.id = i.id AND w.status = ANY(i.from_statuses)
       -- The row as updated, and what the writes below need of the input,
       -- so that they read this CTE alone.
@@ -227,11 +130,10 @@ async function writeBatch(db: Db, batch: Pending[]): Promise<(TransitionResult |
       ${durable ? sql`` : sql`, ${WITHOUT_FLUSH_WAIT}`}`;
   const result = await statement.execute(db);
   const byItem = new Map(result.rows.map((row) => [row.batch_item, row]));
-  return batch.map((pending, index) => {
+  return batch.map((input, index) => {
     const found = byItem.get(index);
     if (!found) return undefined;
     const { batch_item: _item, ...row } = found;
-    const { input } = pending;
     return {
       workflow: toWorkflow(row),
       also: {},
@@ -247,8 +149,7 @@ async function writeBatch(db: Db, batch: Pending[]): Promise<(TransitionResult |
  * compareAndSet would write for it. The events and turns are spliced in as
  * the JSON they already are, not parsed and encoded again.
  */
-function batchItem(n: number, pending: Pending, eventsJson: string): string {
-  const { input, at } = pending;
+function batchItem(n: number, input: TransitionInput, at: Date, eventsJson: string): string {
   const finished = isFinished(input.to);
   const head = JSON.stringify({
     n,
