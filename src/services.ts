@@ -14,6 +14,8 @@ import { createSessionService, type SessionService } from './sessions/service.js
 import { type DatabaseHandle, openDatabase } from './store/database.js';
 import type { Migration } from './store/migrate.js';
 import { listTenantEndpoints } from './store/tenant-endpoints.js';
+import { createWorkflowInsertBatches } from './store/workflow-insert-batches.js';
+import { workflowsRepository } from './store/workflows.js';
 import { createPrincipalCache, type PrincipalCache } from './tenancy/principal-cache.js';
 import { createTenancyService, type TenancyService } from './tenancy/service.js';
 import { createHttpToolsService, type HttpToolsService } from './tools/http-tools-service.js';
@@ -88,6 +90,13 @@ export function createServices(options: {
     preparedStatements: usesPreparedStatements(options.config),
   });
   const replicaId = `${hostname()}-${process.pid}-${randomBytes(3).toString('hex')}`;
+  // Group commit (store/statement-batches.ts): two statements of each kind
+  // in flight at once. bench/simple-path at 32 (2026-12-01, alternated runs,
+  // transitions batched) made 323-396 workflows/s with two, 336-385 with
+  // one, 283-343 with three and 287-314 with five, the fewer the larger the
+  // batches; two, so that one batch waiting on a row lock does not hold up
+  // every run on the replica.
+  const batchLimits = { maxInFlight: Math.min(2, options.config.DATABASE_POOL_MAX), maxItems: 64 };
   const principalCache = createPrincipalCache({ ttlMs: options.config.AUTH_CACHE_TTL_MS });
   const hub = createEventHub({
     db: database.db,
@@ -133,15 +142,7 @@ export function createServices(options: {
   };
   const executor = createExecutor({
     db: database.db,
-    // Two statements of transitions in flight at once: bench/simple-path at
-    // 32 (2026-12-01, alternated runs) made 323-396 workflows/s with two,
-    // 336-385 with one, 283-343 with three and 287-314 with five, the fewer
-    // the larger the batches; two, so that one batch waiting on a row lock
-    // does not hold up every run on the replica.
-    transitionBatches: createReplicaTransitionBatches(database.db, {
-      maxInFlight: Math.min(2, options.config.DATABASE_POOL_MAX),
-      maxItems: 64,
-    }),
+    transitionBatches: createReplicaTransitionBatches(database.db, batchLimits),
     hub,
     router: llm.router,
     catalogue: llm.catalogue,
@@ -172,6 +173,11 @@ export function createServices(options: {
   });
   const workflows = createWorkflowService({
     endpointsMemory,
+    insertBatches: createWorkflowInsertBatches({
+      ...batchLimits,
+      db: database.db,
+      alone: workflowsRepository(database.db).insert,
+    }),
     runsInFlight: executions.size,
     db: database.db,
     catalogue: llm.catalogue,

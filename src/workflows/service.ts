@@ -8,6 +8,7 @@ import type { Db } from '../store/database.js';
 import type { PipelineRows } from '../store/pipeline-rows.js';
 import type { TenantEndpoints } from '../store/tenant-endpoints.js';
 import { type NewEventRow, workflowEventsRepository } from '../store/workflow-events.js';
+import type { WorkflowInsertBatches } from '../store/workflow-insert-batches.js';
 import { type NewWorkflowRow, workflowsRepository } from '../store/workflows.js';
 import type { Principal } from '../tenancy/types.js';
 import type { EventHub } from '../tracker/event-hub.js';
@@ -94,6 +95,8 @@ export interface WorkflowServiceOptions {
   endpointsMemory: EndpointsMemory;
   /** Workflow runs in progress on this replica: few enough, a new one starts early. */
   runsInFlight: () => number;
+  /** Where inserts without an Idempotency-Key share statements (group commit); each alone when unset. */
+  insertBatches?: WorkflowInsertBatches;
 }
 
 /** The Postgres error code of a unique violation, and the index that makes keys unique per tenant. */
@@ -196,7 +199,10 @@ export function createWorkflowService(options: WorkflowServiceOptions) {
       try {
         const workflow = await insertAndLaunch({
           row,
-          insert: repository.insert,
+          insert:
+            options.insertBatches && idempotencyKey === undefined
+              ? options.insertBatches.run
+              : repository.insert,
           endpointsMemory,
           launch: options.launch,
           // Not with an Idempotency-Key: the insert may find the workflow made already.

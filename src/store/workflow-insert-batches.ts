@@ -1,0 +1,90 @@
+import { sql } from 'kysely';
+import type { Db } from './database.js';
+import { PLANNED_EACH_RUN } from './prepared-statements.js';
+import { createStatementBatches, type StatementBatches } from './statement-batches.js';
+import {
+  endpointsOf,
+  type TenantEndpoints,
+  type TenantEndpointsJson,
+  tenantEndpointColumns,
+} from './tenant-endpoints.js';
+import type { NewWorkflowRow } from './workflows.js';
+
+/** What a workflow's insert returns: its time, and its tenant's tools read with it. */
+export interface InsertedWorkflow {
+  createdAt: Date;
+  endpoints: TenantEndpoints;
+}
+
+export type WorkflowInsertBatches = StatementBatches<NewWorkflowRow, InsertedWorkflow>;
+
+/**
+ * New workflows of one tenant inserted together (statement-batches.ts),
+ * with the tenant's tools read once for all of them. Each is created
+ * whole or not at all, as alone. Only workflows without an
+ * Idempotency-Key go here: a taken key fails its statement, and the
+ * service then replays the workflow that has it (workflows/service.ts).
+ */
+export function createWorkflowInsertBatches(options: {
+  db: Db;
+  /** How one workflow is inserted by itself (workflows.ts `insert`). */
+  alone: (row: NewWorkflowRow) => Promise<InsertedWorkflow>;
+  maxInFlight: number;
+  maxItems: number;
+}): WorkflowInsertBatches {
+  return createStatementBatches({
+    maxInFlight: options.maxInFlight,
+    maxItems: options.maxItems,
+    groupOf: (row) => row.tenantId,
+    workflowOf: (row) => row.id,
+    writeBatch: (rows) => insertBatch(options.db, rows),
+    alone: options.alone,
+  });
+}
+
+/** The rows as one statement, planned at each run for the same reason as a batch of transitions. */
+async function insertBatch(db: Db, rows: NewWorkflowRow[]): Promise<InsertedWorkflow[]> {
+  const tenantId = (rows[0] as NewWorkflowRow).tenantId;
+  const endpoints = tenantEndpointColumns(tenantId);
+  const items = JSON.stringify(
+    rows.map((row) => ({
+      id: row.id,
+      session_id: row.sessionId,
+      mode: row.mode,
+      model: row.model,
+      input: row.input,
+      tools: row.tools,
+      metadata: row.metadata,
+      budget: row.budget ?? null,
+      request_hash: row.requestHash,
+      lease_owner: row.lease?.owner ?? null,
+      lease_ms: row.lease?.leaseMs ?? null,
+    })),
+  );
+  const result = await sql<
+    { inserted: { id: string; created_at: string }[] } & TenantEndpointsJson
+  >`${sql.raw(PLANNED_EACH_RUN)}
+    WITH inserted AS (
+      INSERT INTO workflows (id, tenant_id, session_id, status, mode, model, input, tools,
+        metadata, budget, request_hash, lease_owner, lease_expires_at)
+      SELECT i.id, ${tenantId}, i.session_id, 'queued', i.mode, i.model, i.input, i.tools,
+        i.metadata, i.budget, i.request_hash, i.lease_owner,
+        now() + i.lease_ms * interval '1 millisecond'
+      FROM jsonb_to_recordset(${items}::jsonb) AS i(id uuid, session_id text, mode text,
+        model text, input text, tools text[], metadata jsonb, budget jsonb, request_hash text,
+        lease_owner text, lease_ms double precision)
+      RETURNING id, created_at
+    )
+    -- One row: the tenant's tools once, not once per workflow.
+    SELECT (SELECT json_agg(json_build_object('id', id, 'created_at', created_at)) FROM inserted)
+        AS inserted,
+      ${endpoints.tenant_http_tools} AS tenant_http_tools,
+      ${endpoints.tenant_mcp_servers} AS tenant_mcp_servers`.execute(db);
+  const row = result.rows[0];
+  if (!row || row.inserted.length !== rows.length) {
+    throw new Error(`a batch of ${rows.length} inserts wrote ${row?.inserted.length ?? 0}`);
+  }
+  const createdAt = new Map(row.inserted.map((one) => [one.id, new Date(one.created_at)]));
+  const read = endpointsOf(row);
+  return rows.map((one) => ({ createdAt: createdAt.get(one.id) as Date, endpoints: read }));
+}
