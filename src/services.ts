@@ -96,7 +96,12 @@ export function createServices(options: {
   // one, 283-343 with three and 287-314 with five, the fewer the larger the
   // batches; two, so that one batch waiting on a row lock does not hold up
   // every run on the replica.
-  const batchLimits = { maxInFlight: Math.min(2, options.config.DATABASE_POOL_MAX), maxItems: 64 };
+  // At most 64 writes or ~1 MB of their text in one statement.
+  const batchLimits = {
+    maxInFlight: Math.min(2, options.config.DATABASE_POOL_MAX),
+    maxItems: 64,
+    maxChars: 1_000_000,
+  };
   const principalCache = createPrincipalCache({ ttlMs: options.config.AUTH_CACHE_TTL_MS });
   const hub = createEventHub({
     db: database.db,

@@ -34,6 +34,14 @@ export interface StatementBatchesOptions<Input, Result> {
   maxInFlight: number;
   /** Writes in one batch at most. */
   maxItems: number;
+  /**
+   * Characters of one batch's statement at most, as `sizeOf` counts them
+   * (a write larger than that goes alone): a batch of large writes would
+   * otherwise be one statement of tens of megabytes.
+   */
+  maxChars: number;
+  /** The characters of text a write adds to its batch's statement, or most of them. */
+  sizeOf(input: Input): number;
   /** Writes of one group may share a statement (their tenant). */
   groupOf(input: Input): string;
   /** The workflow a write is of. */
@@ -76,24 +84,28 @@ export function createStatementBatches<Input, Result>(
   /**
    * Waiting writes of one group (the first's that can go), in order, one
    * per workflow and none of a workflow still in PostgreSQL, up to
-   * `maxItems`; the rest wait.
+   * `maxItems` and `maxChars`; the rest wait.
    */
   function takeBatch(): Waiting[] {
     const batch: Waiting[] = [];
     const taken = new Set<string>();
     let group: string | undefined;
+    let chars = 0;
     for (let index = 0; index < waiting.length && batch.length < options.maxItems; ) {
       const { input } = waiting[index] as Waiting;
       const workflow = options.workflowOf(input);
       const blocked = busy.has(workflow) || taken.has(workflow);
-      if (blocked || (group !== undefined && options.groupOf(input) !== group)) {
-        // What follows a blocked workflow's write in the queue stays behind it too.
-        if (blocked) taken.add(workflow);
+      const size = options.sizeOf(input);
+      const fits = batch.length === 0 || chars + size <= options.maxChars;
+      if (blocked || !fits || (group !== undefined && options.groupOf(input) !== group)) {
+        // What follows a workflow's write left waiting stays behind it too.
+        taken.add(workflow);
         index += 1;
         continue;
       }
       group = options.groupOf(input);
       taken.add(workflow);
+      chars += size;
       batch.push(waiting.splice(index, 1)[0] as Waiting);
     }
     return batch;

@@ -31,10 +31,14 @@ export function createWorkflowInsertBatches(options: {
   alone: (row: NewWorkflowRow) => Promise<InsertedWorkflow>;
   maxInFlight: number;
   maxItems: number;
+  maxChars: number;
 }): WorkflowInsertBatches {
   return createStatementBatches({
     maxInFlight: options.maxInFlight,
     maxItems: options.maxItems,
+    maxChars: options.maxChars,
+    // The question (metadata is usually small; the body limit bounds both).
+    sizeOf: (row) => row.input.length,
     groupOf: (row) => row.tenantId,
     workflowOf: (row) => row.id,
     writeBatch: (rows) => insertBatch(options.db, rows),

@@ -45,10 +45,17 @@ export function createTransitionBatches(options: {
   alone: (input: TransitionInput) => Promise<TransitionResult | undefined>;
   maxInFlight: number;
   maxItems: number;
+  maxChars: number;
 }): TransitionBatches {
   return createStatementBatches({
     maxInFlight: options.maxInFlight,
     maxItems: options.maxItems,
+    maxChars: options.maxChars,
+    // The turns' states (tool output in them), the answer and the events.
+    sizeOf: (input) =>
+      (input.turnRows ?? []).reduce((sum, row) => sum + row.state.length, 0) +
+      (input.result?.answer.length ?? 0) +
+      input.events.length * 200,
     groupOf: (input) => input.tenantId,
     workflowOf: (input) => input.workflowId,
     writeBatch: (inputs) => writeBatch(options.db, inputs),

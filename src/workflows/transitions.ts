@@ -253,7 +253,7 @@ async function compareAndSet(
  */
 export function createReplicaTransitionBatches(
   db: Db,
-  limits: { maxInFlight: number; maxItems: number },
+  limits: { maxInFlight: number; maxItems: number; maxChars: number },
 ): TransitionBatches {
   return createTransitionBatches({ ...limits, db, alone: (input) => compareAndSet(db, input) });
 }

@@ -56,7 +56,11 @@ function start(workflowId: string, extra: Partial<TransitionInput> = {}): Transi
 }
 
 function batches() {
-  return createReplicaTransitionBatches(setup.handle.db, { maxInFlight: 1, maxItems: 64 });
+  return createReplicaTransitionBatches(setup.handle.db, {
+    maxInFlight: 1,
+    maxItems: 64,
+    maxChars: 1_000_000,
+  });
 }
 
 /** The transactions that wrote each workflow's row, events and turns. */
@@ -248,6 +252,7 @@ describe('transition batches', () => {
       db,
       maxInFlight: 1,
       maxItems: 64,
+      maxChars: 1_000_000,
       alone: (input) => {
         alone.push(input);
         return transitionWorkflow(db, input);
@@ -294,6 +299,7 @@ describe('transition batches', () => {
       db,
       maxInFlight: 2,
       maxItems: 64,
+      maxChars: 1_000_000,
       alone: (input) => {
         alone.push(input);
         return transitionWorkflow(db, input);

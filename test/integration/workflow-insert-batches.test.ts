@@ -34,12 +34,13 @@ function newRow(extra: Partial<NewWorkflowRow> = {}): NewWorkflowRow {
   };
 }
 
-function batches(alone: NewWorkflowRow[]) {
+function batches(alone: NewWorkflowRow[], maxChars = 1_000_000) {
   const repository = workflowsRepository(setup.handle.db);
   return createWorkflowInsertBatches({
     db: setup.handle.db,
     maxInFlight: 1,
     maxItems: 64,
+    maxChars,
     alone: (row) => {
       alone.push(row);
       return repository.insert(row);
@@ -121,5 +122,19 @@ describe('workflow insert batches', () => {
     expect(byId.get(rows[1]?.id as string)).toMatchObject({ lease_owner: null, leased: null });
     expect(byId.get(rows[2]?.id as string)).toMatchObject({ budget: null, leased: true });
     expect(byId.get(rows[1]?.id as string)?.writer).toBe(byId.get(rows[2]?.id as string)?.writer);
+  });
+
+  it('a batch holds at most maxChars of the questions: what does not fit waits for the next, in order', async () => {
+    const alone: NewWorkflowRow[] = [];
+    const shared = batches(alone, 100);
+    const rows = [60, 60, 30, 60].map((length) => newRow({ input: 'q'.repeat(length) }));
+    await Promise.all(rows.map((row) => shared.run(row)));
+    // The first alone (a slot was free); 60 + 30 together; the last 60 did not fit with them.
+    expect(alone.map((row) => row.id)).toEqual([rows[0]?.id, rows[3]?.id]);
+    const byId = await stored(rows.map((row) => row.id));
+    expect(byId.get(rows[1]?.id as string)?.writer).toBe(byId.get(rows[2]?.id as string)?.writer);
+    expect(byId.get(rows[3]?.id as string)?.writer).not.toBe(
+      byId.get(rows[2]?.id as string)?.writer,
+    );
   });
 });
