@@ -91,12 +91,13 @@ export function createServices(options: {
   });
   const replicaId = `${hostname()}-${process.pid}-${randomBytes(3).toString('hex')}`;
   // Group commit (store/statement-batches.ts): two statements of each kind
-  // in flight at once. bench/simple-path at 32 (2026-12-01, alternated runs,
-  // transitions batched) made 323-396 workflows/s with two, 336-385 with
-  // one, 283-343 with three and 287-314 with five, the fewer the larger the
-  // batches; two, so that one batch waiting on a row lock does not hold up
-  // every run on the replica.
-  // At most 64 writes or ~1 MB of their text in one statement.
+  // in flight at once, each of at most 64 writes or ~1 MB of their text.
+  // bench/simple-path at 32 (2026-12-01, alternated runs, transitions
+  // batched) made 323-396 workflows/s with two, 336-385 with one, 283-343
+  // with three and 287-314 with five, the fewer the larger the batches
+  // (inserts batched too: 343-361 with two, 368-377 with one); two, so
+  // that one batch waiting on a row lock does not hold up every run on the
+  // replica.
   const batchLimits = {
     maxInFlight: Math.min(2, options.config.DATABASE_POOL_MAX),
     maxItems: 64,

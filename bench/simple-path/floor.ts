@@ -35,9 +35,10 @@ import type { ServiceTarget } from './workload.js';
  * limits, validation, idempotency, budgets, the context window, the tool
  * registry and guard, the router (retries, fallback, circuit breaker,
  * usage ledger), the tracker's ordering and fan-out (LISTEN), leases and
- * logging. The difference between its figures and Waymark's is what those
- * cost; its own figures are about the best Waymark could reach on this
- * machine with these parts and these statements. Not a service: no error
+ * logging. It writes each workflow's statements alone, where Waymark's
+ * writes share statements under load (store/statement-batches.ts). At
+ * concurrency 1, where Waymark's go alone too, the difference between its
+ * figures and Waymark's is what those layers cost. Not a service: no error
  * handling beyond failing the stream.
  */
 
