@@ -63,6 +63,21 @@ function batches() {
   });
 }
 
+/** Batches that record, in order, the transitions they make alone. */
+function spiedBatches(maxInFlight: number, alone: TransitionInput[]) {
+  const db = setup.handle.db;
+  return createTransitionBatches({
+    db,
+    maxInFlight,
+    maxItems: 64,
+    maxChars: 1_000_000,
+    alone: (input) => {
+      alone.push(input);
+      return transitionWorkflow(db, input);
+    },
+  });
+}
+
 /** The transactions that wrote each workflow's row, events and turns. */
 async function writers(workflowIds: string[]) {
   const { rows } = await sql<{ id: string; row: string; events: string[]; turns: string[] }>`
@@ -248,16 +263,7 @@ describe('transition batches', () => {
     ])) as [string, string, string];
     const db = setup.handle.db;
     const alone: TransitionInput[] = [];
-    const shared = createTransitionBatches({
-      db,
-      maxInFlight: 1,
-      maxItems: 64,
-      maxChars: 1_000_000,
-      alone: (input) => {
-        alone.push(input);
-        return transitionWorkflow(db, input);
-      },
-    });
+    const shared = spiedBatches(1, alone);
     const end: TransitionInput = {
       tenantId: setup.tenantId,
       workflowId: first,
@@ -295,16 +301,7 @@ describe('transition batches', () => {
     ];
     const db = setup.handle.db;
     const alone: TransitionInput[] = [];
-    const shared = createTransitionBatches({
-      db,
-      maxInFlight: 2,
-      maxItems: 64,
-      maxChars: 1_000_000,
-      alone: (input) => {
-        alone.push(input);
-        return transitionWorkflow(db, input);
-      },
-    });
+    const shared = spiedBatches(2, alone);
     const results = await Promise.all([
       transitionWorkflow(db, start(first), shared),
       transitionWorkflow(
