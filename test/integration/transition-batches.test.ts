@@ -55,6 +55,18 @@ function start(workflowId: string, extra: Partial<TransitionInput> = {}): Transi
   };
 }
 
+/** A workflow's end, as a run makes it. */
+function end(workflowId: string): TransitionInput {
+  return {
+    tenantId: setup.tenantId,
+    workflowId,
+    to: 'completed',
+    result: { answer: 'done', reason: 'answered' },
+    events: [event('workflow_end')],
+    origin: 'replica-a',
+  };
+}
+
 function batches() {
   return createReplicaTransitionBatches(setup.handle.db, {
     maxInFlight: 1,
@@ -264,18 +276,10 @@ describe('transition batches', () => {
     const db = setup.handle.db;
     const alone: TransitionInput[] = [];
     const shared = spiedBatches(1, alone);
-    const end: TransitionInput = {
-      tenantId: setup.tenantId,
-      workflowId: first,
-      to: 'completed',
-      result: { answer: 'done', reason: 'answered' },
-      events: [event('workflow_end')],
-      origin: 'replica-a',
-    };
     const results = await Promise.all([
       transitionWorkflow(db, start(busy), shared),
       transitionWorkflow(db, start(first), shared),
-      transitionWorkflow(db, end, shared),
+      transitionWorkflow(db, end(first), shared),
       transitionWorkflow(db, start(other), shared),
     ]);
     expect(results.map((result) => result.workflow.status)).toEqual([
@@ -304,18 +308,7 @@ describe('transition batches', () => {
     const shared = spiedBatches(2, alone);
     const results = await Promise.all([
       transitionWorkflow(db, start(first), shared),
-      transitionWorkflow(
-        db,
-        {
-          tenantId: setup.tenantId,
-          workflowId: first,
-          to: 'completed',
-          result: { answer: 'done', reason: 'answered' },
-          events: [event('workflow_end')],
-          origin: 'replica-a',
-        },
-        shared,
-      ),
+      transitionWorkflow(db, end(first), shared),
       transitionWorkflow(db, start(other), shared),
     ]);
     expect(results.map((result) => result.workflow.status)).toEqual([
