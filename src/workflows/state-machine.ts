@@ -1,5 +1,5 @@
 import { conflict } from '../errors.js';
-import type { WorkflowStatus } from './types.js';
+import { type AwaitingReason, isFinished, type WorkflowStatus } from './types.js';
 
 /**
  * queued -> running -> (awaiting_input <-> running)* -> completed | failed | cancelled.
@@ -29,4 +29,21 @@ export function assertTransition(from: WorkflowStatus, to: WorkflowStatus): void
 /** The statuses a workflow may be in to become `to`. */
 export function statusesBefore(to: WorkflowStatus): WorkflowStatus[] {
   return (Object.keys(ALLOWED) as WorkflowStatus[]).filter((from) => canTransition(from, to));
+}
+
+/**
+ * What becoming `to` does to a workflow row besides its status, the same
+ * whether the transition goes alone or in a batch: its pause reason (a
+ * pause without one is a checkpoint), whether it starts the run, ends it,
+ * and gives its lease up (an end or a pause: nothing runs it until a user
+ * acts).
+ */
+export function transitionEffects(to: WorkflowStatus, awaitingReason?: AwaitingReason) {
+  const finishes = isFinished(to);
+  return {
+    awaitingReason: to === 'awaiting_input' ? (awaitingReason ?? 'checkpoint') : null,
+    starts: to === 'running',
+    finishes,
+    clearsLease: finishes || to === 'awaiting_input',
+  };
 }

@@ -5,9 +5,8 @@ import type { WorkflowRow } from '../store/schema.js';
 import { createStatementBatches, type StatementBatches } from '../store/statement-batches.js';
 import { EVENTS_CHANNEL, encodeEvents } from '../store/workflow-events.js';
 import { toEvent, toWorkflow } from './rows.js';
-import { statusesBefore } from './state-machine.js';
+import { statusesBefore, transitionEffects } from './state-machine.js';
 import type { TransitionInput, TransitionResult } from './transitions.js';
-import { isFinished } from './types.js';
 
 /**
  * The transitions runs make, in batches (store/statement-batches.ts: group
@@ -157,12 +156,12 @@ async function writeBatch(
  * the JSON they already are, not parsed and encoded again.
  */
 function batchItem(n: number, input: TransitionInput, at: Date, eventsJson: string): string {
-  const finished = isFinished(input.to);
+  const effects = transitionEffects(input.to, input.awaitingReason);
   const head = JSON.stringify({
     n,
     id: input.workflowId,
     status: input.to,
-    awaiting_reason: input.to === 'awaiting_input' ? (input.awaitingReason ?? 'checkpoint') : null,
+    awaiting_reason: effects.awaitingReason,
     from_statuses: statusesBefore(input.to),
     kind: input.kind ?? null,
     result: input.result ?? null,
@@ -171,9 +170,9 @@ function batchItem(n: number, input: TransitionInput, at: Date, eventsJson: stri
     output_tokens: input.usage?.outputTokens ?? 0,
     cached_input_tokens: input.usage?.cachedInputTokens ?? 0,
     cost_usd: input.usage?.costUsd ?? 0,
-    starts: input.to === 'running',
-    finishes: finished,
-    clears_lease: finished || input.to === 'awaiting_input',
+    starts: effects.starts,
+    finishes: effects.finishes,
+    clears_lease: effects.clearsLease,
     at,
     count: input.events.length,
     origin: input.origin,

@@ -19,7 +19,7 @@ import {
 } from '../store/workflow-events.js';
 import { leaseExpiry, type UsageIncrement } from '../store/workflows.js';
 import { toEvent, toWorkflow } from './rows.js';
-import { assertTransition, statusesBefore } from './state-machine.js';
+import { assertTransition, statusesBefore, transitionEffects } from './state-machine.js';
 import {
   createTransitionBatches,
   isBatchable,
@@ -34,7 +34,6 @@ import type {
   WorkflowResult,
   WorkflowStatus,
 } from './types.js';
-import { isFinished } from './types.js';
 
 export interface TransitionInput {
   tenantId: string;
@@ -169,8 +168,7 @@ async function compareAndSet(
   input: TransitionInput,
 ): Promise<TransitionResult | undefined> {
   const now = new Date();
-  const finished = isFinished(input.to);
-  const clearLease = finished || input.to === 'awaiting_input';
+  const effects = transitionEffects(input.to, input.awaitingReason);
   const from = statusesBefore(input.to);
   // A transition that leases the workflow to this replica launches its run
   // here: the run's tools are read in the same statement.
@@ -180,13 +178,13 @@ async function compareAndSet(
     WITH changed AS (
       UPDATE workflows SET
         status = ${input.to},
-        awaiting_reason = ${input.to === 'awaiting_input' ? (input.awaitingReason ?? 'checkpoint') : null},
+        awaiting_reason = ${effects.awaitingReason},
         version = version + 1,
         updated_at = ${now},
-        started_at = ${input.to === 'running' ? sql`coalesce(started_at, ${now})` : sql`started_at`},
-        finished_at = ${finished ? sql`${now}` : sql`finished_at`},
-        lease_owner = ${input.lease ? sql`${input.lease.owner}` : clearLease ? sql`NULL` : sql`lease_owner`},
-        lease_expires_at = ${input.lease ? leaseExpiry(input.lease.leaseMs) : clearLease ? sql`NULL` : sql`lease_expires_at`},
+        started_at = ${effects.starts ? sql`coalesce(started_at, ${now})` : sql`started_at`},
+        finished_at = ${effects.finishes ? sql`${now}` : sql`finished_at`},
+        lease_owner = ${input.lease ? sql`${input.lease.owner}` : effects.clearsLease ? sql`NULL` : sql`lease_owner`},
+        lease_expires_at = ${input.lease ? leaseExpiry(input.lease.leaseMs) : effects.clearsLease ? sql`NULL` : sql`lease_expires_at`},
         kind = ${input.kind ? sql`${input.kind}` : sql`kind`},
         result = ${input.result ? sql`${JSON.stringify(input.result)}::jsonb` : sql`result`},
         error = ${input.error ? sql`${JSON.stringify(input.error)}::jsonb` : sql`error`},
