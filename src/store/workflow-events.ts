@@ -310,14 +310,31 @@ export function eventsAfter(
       FROM ${from}, jsonb_to_recordset(${encoded.json}::jsonb)
         AS e(i integer, type text, step text, status text, detail jsonb, elapsed_ms integer)
     ), notified AS (
-      SELECT pg_notify(${EVENTS_CHANNEL}, json_build_object(
-        'k', 'e', 'w', ${from}.id, 's', ${from}.last_seq, 'o', ${input.origin}::text
-        ${
-          input.tokens
-            ? sql`, 't', ${input.tokens.text}::text,
-                'a', ${from}.last_seq - ${encoded.count} + ${input.tokens.afterEvents}`
-            : sql``
-        })::text)
+      SELECT pg_notify(${EVENTS_CHANNEL}, ${eventsPayload({
+        workflowId: sql`${from}.id`,
+        lastSeq: sql`${from}.last_seq`,
+        origin: sql`${input.origin}::text`,
+        tokens: input.tokens && {
+          text: sql`${input.tokens.text}::text`,
+          afterSeq: sql`${from}.last_seq - ${encoded.count} + ${input.tokens.afterEvents}`,
+        },
+      })}::text)
       FROM ${from}
     )`;
+}
+
+/**
+ * notificationPayload's wire shape (tracker/notification.ts) for an
+ * `events` notification, built in SQL from the statement's expressions,
+ * because the seq is known only there; the one place that does.
+ */
+export function eventsPayload(parts: {
+  workflowId: RawBuilder<unknown>;
+  lastSeq: RawBuilder<unknown>;
+  origin: RawBuilder<unknown>;
+  tokens?: { text: RawBuilder<unknown>; afterSeq: RawBuilder<unknown> } | undefined;
+}): RawBuilder<unknown> {
+  const { tokens } = parts;
+  return sql`json_build_object('k', 'e', 'w', ${parts.workflowId}, 's', ${parts.lastSeq},
+    'o', ${parts.origin}${tokens ? sql`, 't', ${tokens.text}, 'a', ${tokens.afterSeq}` : sql``})`;
 }

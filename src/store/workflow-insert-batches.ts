@@ -8,7 +8,7 @@ import {
   type TenantEndpointsJson,
   tenantEndpointColumns,
 } from './tenant-endpoints.js';
-import type { NewWorkflowRow } from './workflows.js';
+import { leaseExpiry, type NewWorkflowRow } from './workflows.js';
 
 /** What a workflow's insert returns: its time, and its tenant's tools read with it. */
 export interface InsertedWorkflow {
@@ -72,8 +72,7 @@ async function insertBatch(db: Db, rows: NewWorkflowRow[]): Promise<InsertedWork
       INSERT INTO workflows (id, tenant_id, session_id, status, mode, model, input, tools,
         metadata, budget, request_hash, lease_owner, lease_expires_at)
       SELECT i.id, ${tenantId}, i.session_id, 'queued', i.mode, i.model, i.input, i.tools,
-        i.metadata, i.budget, i.request_hash, i.lease_owner,
-        now() + i.lease_ms * interval '1 millisecond'
+        i.metadata, i.budget, i.request_hash, i.lease_owner, ${leaseExpiry(sql`i.lease_ms`)}
       FROM jsonb_to_recordset(${items}::jsonb) AS i(id uuid, session_id text, mode text,
         model text, input text, tools text[], metadata jsonb, budget jsonb, request_hash text,
         lease_owner text, lease_ms double precision)

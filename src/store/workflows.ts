@@ -1,4 +1,4 @@
-import { sql } from 'kysely';
+import { type RawBuilder, sql } from 'kysely';
 import type { DbOrTx } from './database.js';
 import type { WorkflowRow } from './schema.js';
 import {
@@ -278,7 +278,10 @@ export async function claimExpiredLeases(
 
 export type WorkflowsRepository = ReturnType<typeof workflowsRepository>;
 
-/** `leaseMs` from now by the database's clock, the one every replica shares. */
-export function leaseExpiry(leaseMs: number) {
+/**
+ * `leaseMs` from now by the database's clock, the one every replica shares;
+ * `leaseMs` may be a column of the statement (a batch's row).
+ */
+export function leaseExpiry(leaseMs: number | RawBuilder<unknown>) {
   return sql<Date>`now() + ${leaseMs}::double precision * interval '1 millisecond'`;
 }

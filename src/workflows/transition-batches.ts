@@ -3,7 +3,7 @@ import { type Db, WITHOUT_FLUSH_WAIT } from '../store/database.js';
 import { PLANNED_EACH_RUN } from '../store/prepared-statements.js';
 import type { WorkflowRow } from '../store/schema.js';
 import { createStatementBatches, type StatementBatches } from '../store/statement-batches.js';
-import { EVENTS_CHANNEL, encodeEvents } from '../store/workflow-events.js';
+import { EVENTS_CHANNEL, encodeEvents, eventsPayload } from '../store/workflow-events.js';
 import { toEvent, toWorkflow } from './rows.js';
 import { statusesBefore, transitionEffects } from './state-machine.js';
 import type { TransitionInput, TransitionResult } from './transitions.js';
@@ -124,11 +124,13 @@ async function writeBatch(
       FROM changed c, jsonb_to_recordset(c.events)
         AS e(i integer, type text, step text, status text, detail jsonb, elapsed_ms integer)
     ), notified AS (
-      -- notificationPayload's wire shape, as eventsAfter builds it.
-      SELECT pg_notify(${EVENTS_CHANNEL}, (CASE WHEN c.tokens IS NULL
-        THEN json_build_object('k', 'e', 'w', c.id, 's', c.last_seq, 'o', c.origin)
-        ELSE json_build_object('k', 'e', 'w', c.id, 's', c.last_seq, 'o', c.origin,
-          't', c.tokens, 'a', c.last_seq - c.count + c.tokens_after) END)::text)
+      -- Without token text, 't' and 'a' are null and stripped.
+      SELECT pg_notify(${EVENTS_CHANNEL}, json_strip_nulls(${eventsPayload({
+        workflowId: sql`c.id`,
+        lastSeq: sql`c.last_seq`,
+        origin: sql`c.origin`,
+        tokens: { text: sql`c.tokens`, afterSeq: sql`c.last_seq - c.count + c.tokens_after` },
+      })})::text)
       FROM changed c
     )
     SELECT (c.workflow).*, c.n AS batch_item
