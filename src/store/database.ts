@@ -47,9 +47,16 @@ export function openDatabase(options: {
     connectionTimeoutMillis: 10_000,
     idleTimeoutMillis: 30_000,
   });
-  // An idle client losing its connection (database restart, failover) emits
-  // here; without a listener Node would crash the process.
-  pool.on('error', (error) => options.log.warn({ err: error }, 'idle database connection failed'));
+  // A connection lost (a database restart, a failover, its backend
+  // terminated) emits 'error' on its client, idle or in use; without a
+  // listener Node would crash the process. A query in flight on it has
+  // failed with the error already, and the pool drops the client when it
+  // is released. The pool passes an idle client's error on to its own
+  // 'error', which needs a listener too: logged here once, by the client's.
+  pool.on('connect', (client) => {
+    client.on('error', (error) => options.log.warn({ err: error }, 'database connection lost'));
+  });
+  pool.on('error', () => undefined);
   const db = new Kysely<Database>({ dialect: new PostgresDialect({ pool }) });
   let closed = false;
   return {

@@ -1,3 +1,4 @@
+import { sql } from 'kysely';
 import pg from 'pg';
 import pino from 'pino';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -40,5 +41,31 @@ describe('database handle', () => {
     await handle.close();
     await handle.close();
     expect(handle.pool.ended).toBe(true);
+  });
+
+  it('a connection lost while a transaction holds it fails that transaction, not the process; the pool serves again', async () => {
+    const warnings: string[] = [];
+    const log = pino({ level: 'warn' }, { write: (line: string) => warnings.push(line) });
+    const handle = openDatabase({ url: database.url, poolMax: 1, log });
+    const admin = new pg.Client({ connectionString: database.url });
+    await admin.connect();
+    try {
+      const transaction = handle.db.transaction().execute(async (tx) => {
+        const { rows } = await sql<{ pid: number }>`SELECT pg_backend_pid() AS pid`.execute(tx);
+        await admin.query('SELECT pg_terminate_backend($1)', [rows[0]?.pid]);
+        // Between statements the client is checked out with nothing in
+        // flight: the loss reaches it as an 'error' event, which would
+        // crash the process with no listener.
+        await expect.poll(() => warnings.length, { timeout: 5000 }).toBeGreaterThan(0);
+        await sql`SELECT 1`.execute(tx);
+      });
+      await expect(transaction).rejects.toThrow();
+      expect(warnings.join('')).toContain('database connection lost');
+      const { rows } = await sql<{ one: number }>`SELECT 1 AS one`.execute(handle.db);
+      expect(rows).toEqual([{ one: 1 }]);
+    } finally {
+      await admin.end();
+      await handle.close();
+    }
   });
 });
