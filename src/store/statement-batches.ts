@@ -21,8 +21,9 @@ import pg from 'pg';
  * PostgreSQL refuses a batch's statement (a constraint one of its writes
  * breaks), nothing of it committed, and each write is made again alone, so
  * the one at fault fails alone. When PostgreSQL does not answer (a
- * connection lost), the statement may have committed, and every write of
- * the batch fails with that error, as a write alone would.
+ * connection lost) or ends the session (its backend terminated), the
+ * statement may have committed, and every write of the batch fails with
+ * that error, as a write alone would.
  */
 
 export interface StatementBatches<Input, Result> {
@@ -117,7 +118,7 @@ export function createStatementBatches<Input, Result>(
     try {
       results = await options.writeBatch(batch.map((pending) => pending.input));
     } catch (error) {
-      if (error instanceof pg.DatabaseError) {
+      if (isRolledBack(error)) {
         await Promise.all(batch.map(settle));
         return;
       }
@@ -142,4 +143,17 @@ export function createStatementBatches<Input, Result>(
         send();
       }),
   };
+}
+
+/**
+ * PostgreSQL answered with an error and its session goes on: the statement
+ * was rolled back. Not so for an error that ends the session (class 08, a
+ * connection exception; 57P01-57P05, its backend or the server shutting
+ * down): what it was doing when it ended, a commit among others, is
+ * unknown. Told by SQLSTATE, since the severity is in the server's language.
+ */
+function isRolledBack(error: unknown): boolean {
+  if (!(error instanceof pg.DatabaseError)) return false;
+  const code = error.code ?? '';
+  return !code.startsWith('08') && !code.startsWith('57P');
 }

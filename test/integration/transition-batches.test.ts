@@ -1,9 +1,11 @@
 import { sql } from 'kysely';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { EVENTS_CHANNEL, type NewEventRow } from '../../src/store/workflow-events.js';
+import { PLANNED_EACH_RUN } from '../../src/store/prepared-statements.js';
+import { EVENTS_CHANNEL } from '../../src/store/workflow-events.js';
+import { createTenancyService } from '../../src/tenancy/service.js';
 import { type Notification, parseNotification } from '../../src/tracker/notification.js';
-import { createTransitionBatches, isBatchable } from '../../src/workflows/transition-batches.js';
+import { isBatchable } from '../../src/workflows/transition-batches.js';
 import {
   createReplicaTransitionBatches,
   type TransitionInput,
@@ -11,6 +13,7 @@ import {
 } from '../../src/workflows/transitions.js';
 import type { WorkflowKind } from '../../src/workflows/types.js';
 import { useTrackerDatabase } from '../support/tracker-database.js';
+import { end, event, spiedBatches, start, writers } from '../support/transition-batches.js';
 
 /**
  * Transitions sharing statements (src/workflows/transition-batches.ts)
@@ -37,36 +40,6 @@ afterAll(async () => {
   await listener?.end();
 });
 
-function event(type: string, detail: Record<string, unknown> = {}): NewEventRow {
-  return { type, step: null, status: 'completed', detail, elapsedMs: null };
-}
-
-function start(workflowId: string, extra: Partial<TransitionInput> = {}): TransitionInput {
-  return {
-    tenantId: setup.tenantId,
-    workflowId,
-    to: 'running',
-    kind: 'simple',
-    events: [event('workflow_start'), event('classification')],
-    turnRows: [{ turn: 1, state: JSON.stringify({ schemaVersion: 1, turn: 1, of: workflowId }) }],
-    durable: false,
-    origin: 'replica-a',
-    ...extra,
-  };
-}
-
-/** A workflow's end, as a run makes it. */
-function end(workflowId: string): TransitionInput {
-  return {
-    tenantId: setup.tenantId,
-    workflowId,
-    to: 'completed',
-    result: { answer: 'done', reason: 'answered' },
-    events: [event('workflow_end')],
-    origin: 'replica-a',
-  };
-}
-
 function batches() {
   return createReplicaTransitionBatches(setup.handle.db, {
     maxInFlight: 1,
@@ -75,35 +48,28 @@ function batches() {
   });
 }
 
-/** Batches that record, in order, the transitions they make alone. */
-function spiedBatches(maxInFlight: number, alone: TransitionInput[]) {
-  const db = setup.handle.db;
-  return createTransitionBatches({
-    db,
-    maxInFlight,
-    maxItems: 64,
-    maxChars: 1_000_000,
-    alone: (input) => {
-      alone.push(input);
-      return transitionWorkflow(db, input);
-    },
-  });
-}
-
-/** The transactions that wrote each workflow's row, events and turns. */
-async function writers(workflowIds: string[]) {
-  const { rows } = await sql<{ id: string; row: string; events: string[]; turns: string[] }>`
-    SELECT w.id, w.xmin::text AS row,
-      (SELECT array_agg(DISTINCT e.xmin::text) FROM workflow_events e WHERE e.workflow_id = w.id) AS events,
-      (SELECT array_agg(DISTINCT t.xmin::text) FROM workflow_turns t WHERE t.workflow_id = w.id) AS turns
-    FROM workflows w WHERE w.id = ANY(${workflowIds}::uuid[])`.execute(setup.handle.db);
-  return new Map(rows.map((row) => [row.id, row]));
-}
-
 async function waitForNotifications(count: number): Promise<void> {
   for (let tries = 0; notifications.length < count && tries < 100; tries += 1) {
     await new Promise((resolve) => setTimeout(resolve, 20));
   }
+}
+
+/**
+ * The backend of a batch's statement once it waits for a row lock (read
+ * outside the lock holder's transaction, whose view of pg_stat_activity
+ * stays as it was at its first read).
+ */
+async function lockWaitingBatch(): Promise<number> {
+  for (let tries = 0; tries < 250; tries += 1) {
+    const { rows } = await sql<{ pid: number }>`
+      SELECT pid FROM pg_stat_activity
+      WHERE wait_event_type = 'Lock' AND starts_with(query, ${PLANNED_EACH_RUN})`.execute(
+      setup.handle.db,
+    );
+    if (rows[0]) return rows[0].pid;
+    await new Promise((resolve) => setTimeout(resolve, 20));
+  }
+  throw new Error('no batch waited for the lock');
 }
 
 describe('transition batches', () => {
@@ -112,7 +78,7 @@ describe('transition batches', () => {
     const shared = batches();
     const before = notifications.length;
     const results = await Promise.all(
-      ids.map((id) => transitionWorkflow(setup.handle.db, start(id), shared)),
+      ids.map((id) => transitionWorkflow(setup.handle.db, start(setup, id), shared)),
     );
     for (const [index, result] of results.entries()) {
       expect(result.workflow).toMatchObject({
@@ -128,7 +94,7 @@ describe('transition batches', () => {
       ]);
       expect(await setup.storedSeqs(ids[index] as string)).toEqual([1, 2]);
     }
-    const written = await writers(ids);
+    const written = await writers(setup, ids);
     const transactions = ids.map((id) => written.get(id));
     // Each workflow's row, events and turn in one transaction...
     for (const one of transactions) expect(one?.events).toEqual([one?.row]);
@@ -152,7 +118,7 @@ describe('transition batches', () => {
       ids.map((id, index) =>
         transitionWorkflow(
           setup.handle.db,
-          start(id, index === 2 ? { tokens: { text: 'Hello', afterEvents: 1 } } : {}),
+          start(setup, id, index === 2 ? { tokens: { text: 'Hello', afterEvents: 1 } } : {}),
           shared,
         ),
       ),
@@ -169,7 +135,7 @@ describe('transition batches', () => {
 
   it('an end in a batch stores its result and usage, finishes the workflow and clears its lease', async () => {
     const ids = await Promise.all(Array.from({ length: 3 }, () => setup.newWorkflow()));
-    await Promise.all(ids.map((id) => transitionWorkflow(setup.handle.db, start(id))));
+    await Promise.all(ids.map((id) => transitionWorkflow(setup.handle.db, start(setup, id))));
     await sql`UPDATE workflows SET lease_owner = 'replica-a', lease_expires_at = now() + interval '1 minute'
       WHERE id = ANY(${ids}::uuid[])`.execute(setup.handle.db);
     const shared = batches();
@@ -201,7 +167,7 @@ describe('transition batches', () => {
       expect(result.workflow.finishedAt).toBeInstanceOf(Date);
       expect(result.events.map((stored) => stored.seq)).toEqual([3, 4]);
     }
-    const written = await writers(ids);
+    const written = await writers(setup, ids);
     expect(new Set(ids.slice(1).map((id) => written.get(id)?.row)).size).toBe(1);
     const leases = await sql<{ lease_owner: string | null; lease_expires_at: Date | null }>`
       SELECT lease_owner, lease_expires_at FROM workflows WHERE id = ANY(${ids}::uuid[])`.execute(
@@ -213,7 +179,7 @@ describe('transition batches', () => {
   it('a transition its status no longer allows is left out of the batch and refused as it is alone; the others commit', async () => {
     const ids = await Promise.all(Array.from({ length: 4 }, () => setup.newWorkflow()));
     const finished = ids[2] as string;
-    await transitionWorkflow(setup.handle.db, start(finished));
+    await transitionWorkflow(setup.handle.db, start(setup, finished));
     await transitionWorkflow(setup.handle.db, {
       tenantId: setup.tenantId,
       workflowId: finished,
@@ -223,7 +189,7 @@ describe('transition batches', () => {
     });
     const shared = batches();
     const outcomes = await Promise.allSettled(
-      ids.map((id) => transitionWorkflow(setup.handle.db, start(id), shared)),
+      ids.map((id) => transitionWorkflow(setup.handle.db, start(setup, id), shared)),
     );
     expect(outcomes.map((outcome) => outcome.status)).toEqual([
       'fulfilled',
@@ -233,7 +199,7 @@ describe('transition batches', () => {
     ]);
     expect(outcomes[2]).toMatchObject({ reason: { status: 409 } });
     expect(await setup.storedSeqs(finished)).toEqual([1, 2, 3]);
-    const written = await writers([ids[1] as string, ids[3] as string]);
+    const written = await writers(setup, [ids[1] as string, ids[3] as string]);
     expect(written.get(ids[1] as string)?.row).toBe(written.get(ids[3] as string)?.row);
   });
 
@@ -245,7 +211,7 @@ describe('transition batches', () => {
         transitionWorkflow(
           setup.handle.db,
           // A kind the table's CHECK refuses breaks the statement it is in.
-          start(id, index === 2 ? { kind: 'bogus' as WorkflowKind } : {}),
+          start(setup, id, index === 2 ? { kind: 'bogus' as WorkflowKind } : {}),
           shared,
         ),
       ),
@@ -261,7 +227,7 @@ describe('transition batches', () => {
     const bad = await sql<{ status: string }>`
       SELECT status FROM workflows WHERE id = ${ids[2]}`.execute(setup.handle.db);
     expect(bad.rows).toEqual([{ status: 'queued' }]);
-    const written = await writers(ids);
+    const written = await writers(setup, ids);
     // Made again alone: the two good ones that shared the refused batch now have a transaction each.
     expect(written.get(ids[1] as string)?.row).not.toBe(written.get(ids[3] as string)?.row);
     expect(await setup.storedSeqs(ids[3] as string)).toEqual([1, 2]);
@@ -275,12 +241,12 @@ describe('transition batches', () => {
     ])) as [string, string, string];
     const db = setup.handle.db;
     const alone: TransitionInput[] = [];
-    const shared = spiedBatches(1, alone);
+    const shared = spiedBatches(setup, 1, alone);
     const results = await Promise.all([
-      transitionWorkflow(db, start(busy), shared),
-      transitionWorkflow(db, start(first), shared),
-      transitionWorkflow(db, end(first), shared),
-      transitionWorkflow(db, start(other), shared),
+      transitionWorkflow(db, start(setup, busy), shared),
+      transitionWorkflow(db, start(setup, first), shared),
+      transitionWorkflow(db, end(setup, first), shared),
+      transitionWorkflow(db, start(setup, other), shared),
     ]);
     expect(results.map((result) => result.workflow.status)).toEqual([
       'running',
@@ -294,7 +260,7 @@ describe('transition batches', () => {
       [first, 'completed'],
     ]);
     expect(await setup.storedSeqs(first)).toEqual([1, 2, 3]);
-    const written = await writers([first, other]);
+    const written = await writers(setup, [first, other]);
     expect(written.get(first)?.events).toContain(written.get(other)?.row);
   });
 
@@ -305,11 +271,11 @@ describe('transition batches', () => {
     ];
     const db = setup.handle.db;
     const alone: TransitionInput[] = [];
-    const shared = spiedBatches(2, alone);
+    const shared = spiedBatches(setup, 2, alone);
     const results = await Promise.all([
-      transitionWorkflow(db, start(first), shared),
-      transitionWorkflow(db, end(first), shared),
-      transitionWorkflow(db, start(other), shared),
+      transitionWorkflow(db, start(setup, first), shared),
+      transitionWorkflow(db, end(setup, first), shared),
+      transitionWorkflow(db, start(setup, other), shared),
     ]);
     expect(results.map((result) => result.workflow.status)).toEqual([
       'running',
@@ -324,8 +290,86 @@ describe('transition batches', () => {
     ]);
   });
 
+  it("two tenants' transitions never share a statement: each batch is one tenant's", async () => {
+    const { tenant } = await createTenancyService(setup.handle.db).createTenant({
+      name: 'another tenant',
+    });
+    const busy = await setup.newWorkflow();
+    const ours = await Promise.all([setup.newWorkflow(), setup.newWorkflow()]);
+    const theirs = await Promise.all([setup.newWorkflow(tenant.id), setup.newWorkflow(tenant.id)]);
+    const db = setup.handle.db;
+    const alone: TransitionInput[] = [];
+    const shared = spiedBatches(setup, 1, alone);
+    const theirStart = (id: string) => start(setup, id, { tenantId: tenant.id });
+    const results = await Promise.all([
+      transitionWorkflow(db, start(setup, busy), shared),
+      transitionWorkflow(db, start(setup, ours[0] as string), shared),
+      transitionWorkflow(db, theirStart(theirs[0] as string), shared),
+      transitionWorkflow(db, start(setup, ours[1] as string), shared),
+      transitionWorkflow(db, theirStart(theirs[1] as string), shared),
+    ]);
+    expect(results.map((result) => [result.workflow.tenantId, result.workflow.status])).toEqual([
+      [setup.tenantId, 'running'],
+      [setup.tenantId, 'running'],
+      [tenant.id, 'running'],
+      [setup.tenantId, 'running'],
+      [tenant.id, 'running'],
+    ]);
+    expect(alone.map((input) => input.workflowId)).toEqual([busy]);
+    // A statement is scoped by one tenant: had the two shared one, the
+    // other tenant's transitions would have been refused in it and made
+    // one by one instead.
+    const written = await writers(setup, [...ours, ...theirs]);
+    const transaction = (id: string | undefined) => written.get(id as string)?.row;
+    expect(transaction(ours[0])).toBe(transaction(ours[1]));
+    expect(transaction(theirs[0])).toBe(transaction(theirs[1]));
+    expect(transaction(ours[0])).not.toBe(transaction(theirs[0]));
+  });
+
+  it('a batch whose backend is terminated fails each of its transitions, none made again alone: it may have committed', async () => {
+    const [busy, ...ids] = (await Promise.all(
+      Array.from({ length: 4 }, () => setup.newWorkflow()),
+    )) as [string, ...string[]];
+    const db = setup.handle.db;
+    const blocker = new pg.Client({ connectionString: setup.database.url });
+    await blocker.connect();
+    try {
+      // The batch will wait for this row's lock, which is where its backend is terminated.
+      await blocker.query('BEGIN');
+      await blocker.query('SELECT 1 FROM workflows WHERE id = $1 FOR UPDATE', [ids[1]]);
+      const alone: TransitionInput[] = [];
+      const shared = spiedBatches(setup, 1, alone);
+      const first = transitionWorkflow(db, start(setup, busy), shared);
+      const batched = Promise.allSettled(
+        ids.map((id) => transitionWorkflow(db, start(setup, id), shared)),
+      );
+      await first;
+      const pid = await lockWaitingBatch();
+      await blocker.query('SELECT pg_terminate_backend($1)', [pid]);
+      await blocker.query('ROLLBACK');
+      const outcomes = await batched;
+      expect(outcomes.map((outcome) => outcome.status)).toEqual([
+        'rejected',
+        'rejected',
+        'rejected',
+      ]);
+      expect(outcomes[0]).toMatchObject({ reason: { code: '57P01' } });
+      expect(alone.map((input) => input.workflowId)).toEqual([busy]);
+      // Read on the blocker's connection: the pool may hand out the
+      // terminated one once more before it sees it close.
+      const { rows } = await blocker.query<{ status: string; events: string }>(
+        `SELECT status, (SELECT count(*) FROM workflow_events e WHERE e.workflow_id = w.id) AS events
+         FROM workflows w WHERE id = ANY($1::uuid[])`,
+        [ids],
+      );
+      expect(rows).toEqual(ids.map(() => ({ status: 'queued', events: '0' })));
+    } finally {
+      await blocker.end();
+    }
+  });
+
   it('what has checks or writes of its own goes alone', () => {
-    const base = start('00000000-0000-4000-8000-000000000000');
+    const base = start(setup, '00000000-0000-4000-8000-000000000000');
     expect(isBatchable(base)).toBe(true);
     expect(isBatchable({ ...base, expectedVersion: 2 })).toBe(false);
     expect(isBatchable({ ...base, fromAwaiting: ['clarification'] })).toBe(false);

@@ -20,8 +20,8 @@ export interface TrackerDatabase {
   readonly handle: DatabaseHandle;
   readonly hub: EventHub;
   readonly tenantId: string;
-  /** A queued workflow row of the tenant. */
-  newWorkflow(): Promise<string>;
+  /** A queued workflow row of the tenant, or of `tenantId`. */
+  newWorkflow(tenantId?: string): Promise<string>;
   trackerFor(
     workflowId: string,
     origin?: string,
@@ -72,13 +72,13 @@ export function useTrackerDatabase(): TrackerDatabase {
     get tenantId() {
       return ready(tenantId);
     },
-    async newWorkflow() {
+    async newWorkflow(tenantId = context.tenantId) {
       const id = randomUUID();
       await context.handle.db
         .insertInto('workflows')
         .values({
           id,
-          tenant_id: context.tenantId,
+          tenant_id: tenantId,
           status: 'queued',
           mode: 'auto',
           model: 'scripted',
