@@ -2,13 +2,15 @@ import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from
 import { hasZodFastifySchemaValidationErrors } from 'fastify-type-provider-zod';
 import FindMyWay, { type HTTPMethod } from 'find-my-way';
 import { AppError, type FieldProblem, toAppError } from '../errors.js';
+import { isDatabaseUnavailable } from '../store/database.js';
 import { sendProblem } from './problem.js';
 
 /**
  * Maps everything thrown in a request to problem+json, once, for the whole
  * app: our AppErrors as they are, Fastify's own client errors to stable
- * codes, validation errors with the failing fields, and anything unknown to
- * a 500 that is logged with its cause and shown without details.
+ * codes, validation errors with the failing fields, a database that
+ * cannot be reached to a 503 with Retry-After, and anything unknown to a
+ * 500 that is logged with its cause and shown without details.
  */
 export function installErrorHandling(app: FastifyInstance): void {
   const routes = routeTable(app);
@@ -136,6 +138,17 @@ function fromFastifyError(error: FastifyError): AppError {
       status,
       userMessage: error.message,
       blame: 'user',
+      cause: error,
+    });
+  }
+  if (isDatabaseUnavailable(error)) {
+    return new AppError({
+      code: 'database_unavailable',
+      status: 503,
+      userMessage: 'The database is unavailable',
+      blame: 'system',
+      retryable: true,
+      headers: { 'Retry-After': '1' },
       cause: error,
     });
   }

@@ -43,7 +43,8 @@ export function openDatabase(options: {
     max: options.poolMax,
     ...(options.preparedStatements && { Client: preparingClientClass(PREPARED_STATEMENTS) }),
     // A request waits at most this long for a free connection, then fails
-    // with a 503 instead of hanging until the client gives up.
+    // with a 503 (isDatabaseUnavailable) instead of hanging until the client
+    // gives up.
     connectionTimeoutMillis: 10_000,
     idleTimeoutMillis: 30_000,
   });
@@ -71,4 +72,42 @@ export function openDatabase(options: {
       if (!pool.ended) await pool.end();
     },
   };
+}
+
+/** What node-postgres and its pool say, in their messages only, when a connection cannot be had or is gone. */
+const CONNECTION_LOST_MESSAGES = [
+  'timeout exceeded when trying to connect',
+  'Connection terminated unexpectedly',
+  'Connection terminated due to connection timeout',
+  'Client has encountered a connection error and is not queryable',
+];
+
+/** Socket errors of connecting to PostgreSQL or of a connection to it. */
+const SOCKET_ERROR_CODES = [
+  'ECONNREFUSED',
+  'ECONNRESET',
+  'ETIMEDOUT',
+  'EHOSTUNREACH',
+  'ENOTFOUND',
+  'EPIPE',
+];
+
+/**
+ * Whether `error` says the database cannot be reached or went away, so the
+ * same request may well succeed a moment later: no connection free within
+ * the pool's wait, a connection refused or lost, or PostgreSQL out of
+ * connection slots (53300), starting (57P03) or shutting down (class 08,
+ * 57P01, 57P02).
+ */
+export function isDatabaseUnavailable(error: unknown): boolean {
+  if (error instanceof pg.DatabaseError) {
+    const code = error.code ?? '';
+    return code.startsWith('08') || ['53300', '57P01', '57P02', '57P03'].includes(code);
+  }
+  if (!(error instanceof Error)) return false;
+  const code = (error as NodeJS.ErrnoException).code;
+  return (
+    (code !== undefined && SOCKET_ERROR_CODES.includes(code)) ||
+    CONNECTION_LOST_MESSAGES.includes(error.message)
+  );
 }

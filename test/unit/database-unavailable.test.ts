@@ -1,0 +1,47 @@
+import pg from 'pg';
+import { describe, expect, it } from 'vitest';
+import { isDatabaseUnavailable } from '../../src/store/database.js';
+
+function databaseError(code: string): pg.DatabaseError {
+  const error = new pg.DatabaseError('from PostgreSQL', 0, 'error');
+  error.code = code;
+  return error;
+}
+
+function socketError(code: string): NodeJS.ErrnoException {
+  return Object.assign(new Error(`connect ${code} 127.0.0.1:5432`), { code });
+}
+
+describe('isDatabaseUnavailable', () => {
+  it('a connection that cannot be had or is gone: unavailable', () => {
+    for (const error of [
+      databaseError('08006'),
+      databaseError('57P01'),
+      databaseError('57P03'),
+      databaseError('53300'),
+      socketError('ECONNREFUSED'),
+      socketError('ECONNRESET'),
+      new Error('timeout exceeded when trying to connect'),
+      new Error('Connection terminated unexpectedly'),
+    ]) {
+      expect(
+        isDatabaseUnavailable(error),
+        `${(error as { code?: string }).code} ${error.message}`,
+      ).toBe(true);
+    }
+  });
+
+  it('what PostgreSQL refuses, and everything else: not unavailable', () => {
+    for (const error of [
+      databaseError('23505'),
+      databaseError('57014'),
+      databaseError('40001'),
+      new Error('Connection terminated'),
+      new TypeError('x is not a function'),
+      'a string',
+      undefined,
+    ]) {
+      expect(isDatabaseUnavailable(error), String(error)).toBe(false);
+    }
+  });
+});
