@@ -93,17 +93,25 @@ const SOCKET_ERROR_CODES = [
 ];
 
 /**
+ * A PostgreSQL error that ends the session rather than the statement: a
+ * connection exception (class 08), or the backend or the server shutting
+ * down, crashed or starting (57P01-57P05). What the session was doing
+ * when it ended, a commit among others, is unknown. Told by SQLSTATE,
+ * since the severity is in the server's language.
+ */
+export function endsSession(error: pg.DatabaseError): boolean {
+  const code = error.code ?? '';
+  return code.startsWith('08') || code.startsWith('57P');
+}
+
+/**
  * Whether `error` says the database cannot be reached or went away, so the
  * same request may well succeed a moment later: no connection free within
- * the pool's wait, a connection refused or lost, or PostgreSQL out of
- * connection slots (53300), starting (57P03) or shutting down (class 08,
- * 57P01, 57P02).
+ * the pool's wait, a connection refused or lost, a session ended
+ * (`endsSession`), or PostgreSQL out of connection slots (53300).
  */
 export function isDatabaseUnavailable(error: unknown): boolean {
-  if (error instanceof pg.DatabaseError) {
-    const code = error.code ?? '';
-    return code.startsWith('08') || ['53300', '57P01', '57P02', '57P03'].includes(code);
-  }
+  if (error instanceof pg.DatabaseError) return endsSession(error) || error.code === '53300';
   if (!(error instanceof Error)) return false;
   const code = (error as NodeJS.ErrnoException).code;
   return (

@@ -1,4 +1,5 @@
 import pg from 'pg';
+import { endsSession } from './database.js';
 
 /**
  * Group commit: while `maxInFlight` statements of a kind are in
@@ -145,15 +146,7 @@ export function createStatementBatches<Input, Result>(
   };
 }
 
-/**
- * PostgreSQL answered with an error and its session goes on: the statement
- * was rolled back. Not so for an error that ends the session (class 08, a
- * connection exception; 57P01-57P05, its backend or the server shutting
- * down): what it was doing when it ended, a commit among others, is
- * unknown. Told by SQLSTATE, since the severity is in the server's language.
- */
+/** PostgreSQL answered with an error and its session goes on: the statement was rolled back. */
 function isRolledBack(error: unknown): boolean {
-  if (!(error instanceof pg.DatabaseError)) return false;
-  const code = error.code ?? '';
-  return !code.startsWith('08') && !code.startsWith('57P');
+  return error instanceof pg.DatabaseError && !endsSession(error);
 }
