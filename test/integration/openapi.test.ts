@@ -46,6 +46,23 @@ describe('OpenAPI document', () => {
     expect(document.paths['/healthz'].get.security).toBeUndefined();
   });
 
+  it('documents a 500 and a 503 problem for every operation', () => {
+    // The JSON as served: every path item here holds only operations.
+    const document = JSON.parse(formatOpenApiDocument(testApp.app.swagger())) as {
+      paths: Record<string, Record<string, { responses: Record<string, unknown> }>>;
+    };
+    const operations = Object.entries(document.paths).flatMap(([path, methods]) =>
+      Object.entries(methods).map(([method, operation]) => ({
+        operation: `${method} ${path}`,
+        statuses: ['500', '503'].filter((status) => status in operation.responses),
+      })),
+    );
+    expect(operations.length).toBeGreaterThan(20);
+    for (const { operation, statuses } of operations) {
+      expect(statuses, operation).toEqual(['500', '503']);
+    }
+  });
+
   it('has an interactive page at /docs', async () => {
     const response = await testApp.app.inject({ method: 'GET', url: '/docs' });
     const page =
