@@ -107,11 +107,19 @@ export function endsSession(error: pg.DatabaseError): boolean {
 /**
  * Whether `error` says the database cannot be reached or went away, so the
  * same request may well succeed a moment later: no connection free within
- * the pool's wait, a connection refused or lost, a session ended
- * (`endsSession`), or PostgreSQL out of connection slots (53300).
+ * the pool's wait, a connection refused or lost (class 08 but 08P01, a
+ * protocol violation, which would only happen again), PostgreSQL shutting
+ * down, crashed or starting (57P01-57P03), or out of connection slots
+ * (53300).
  */
 export function isDatabaseUnavailable(error: unknown): boolean {
-  if (error instanceof pg.DatabaseError) return endsSession(error) || error.code === '53300';
+  if (error instanceof pg.DatabaseError) {
+    const code = error.code ?? '';
+    return (
+      (code.startsWith('08') && code !== '08P01') ||
+      ['57P01', '57P02', '57P03', '53300'].includes(code)
+    );
+  }
   if (!(error instanceof Error)) return false;
   const code = (error as NodeJS.ErrnoException).code;
   return (

@@ -34,6 +34,8 @@ describe('isDatabaseUnavailable', () => {
   it('what PostgreSQL refuses, and everything else: not unavailable', () => {
     for (const error of [
       databaseError('23505'),
+      databaseError('08P01'),
+      databaseError('57P04'),
       databaseError('57014'),
       databaseError('40001'),
       new Error('Connection terminated'),
