@@ -1,4 +1,5 @@
 import { AppError } from '../errors.js';
+import { isDatabaseUnavailable } from '../store/database.js';
 import { workflowsRepository } from '../store/workflows.js';
 import { createWorkflowTracker } from '../tracker/tracker.js';
 import type { RunPreload } from '../workflows/service.js';
@@ -238,7 +239,8 @@ function leaseMsOf(options: ExecutorOptions): number {
  * Ends the workflow after the run was stopped or failed. A stopped run
  * makes no transition of its own unless it was stopped by a shutdown: a
  * cancel has ended the workflow already, and a lost lease means another
- * runner owns it now.
+ * runner owns it now. A run failed by its database going away hands the
+ * workflow over, as a shutdown does, rather than failing it.
  */
 async function settleAfterError(run: Run, error: unknown): Promise<void> {
   // What the run queued is written first: nothing it reported may follow what ends or hands it over.
@@ -263,16 +265,29 @@ async function settleAfterError(run: Run, error: unknown): Promise<void> {
         return;
       case 'shutdown':
         // Handed over rather than failed: another replica resumes it from its last persisted turn.
-        await run.repository.handOverLease({
-          tenantId: run.workflow.tenantId,
-          id: run.workflow.id,
-          owner: run.options.replicaId,
-        });
+        await handOver(run);
         run.log.info(
           'the service is shutting down; the workflow is handed over to another replica',
         );
         return;
       case undefined:
+        if (isDatabaseUnavailable(error)) {
+          // A database out of reach, or a connection lost, fails the step,
+          // not the workflow: what the run persisted stands, and another
+          // run resumes from it, at the next sweep once the lease is handed
+          // over, or once it expires while the database is still away.
+          run.log.warn(
+            { err: error },
+            'the database was out of reach; the workflow is handed over to resume from its last persisted turn',
+          );
+          await handOver(run).catch((handOverError: unknown) =>
+            run.log.warn(
+              { err: handOverError },
+              'handing the workflow over failed; it is resumed once its lease expires',
+            ),
+          );
+          return;
+        }
         if (isFinishedConflict(error)) {
           // Ended meanwhile through another path (a cancel whose event had not reached us yet).
           run.log.info({ code: error.code }, 'the workflow ended while it ran; its run stopped');
@@ -285,6 +300,15 @@ async function settleAfterError(run: Run, error: unknown): Promise<void> {
   } catch (settleError) {
     logSettleFailure(run, settleError);
   }
+}
+
+/** Ends the run's lease now, so that the next sweep of any replica resumes the workflow. */
+function handOver(run: Run): Promise<void> {
+  return run.repository.handOverLease({
+    tenantId: run.workflow.tenantId,
+    id: run.workflow.id,
+    owner: run.options.replicaId,
+  });
 }
 
 function logSettleFailure(run: Run, error: unknown): void {

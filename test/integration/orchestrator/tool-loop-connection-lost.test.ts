@@ -1,0 +1,91 @@
+import pg from 'pg';
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
+import {
+  answer,
+  callsTo,
+  startToolLoopHarness,
+  type ToolLoopHarness,
+} from '../../support/tool-loop-harness.js';
+import { startWorkflow, waitForStatus } from '../../support/workflows.js';
+
+/**
+ * A run whose database connection is lost fails its step, not its
+ * workflow. The first turn's write is held back by a row lock (taken while
+ * the turn's tool runs; the tool server's `/slow/…` paths answer after
+ * 150 ms), and its backend is terminated while it waits.
+ */
+
+let h: ToolLoopHarness;
+let admin: pg.Client;
+beforeAll(async () => {
+  h = await startToolLoopHarness({
+    env: { WORKFLOW_LEASE_MS: '1000', WORKFLOW_LEASE_RENEW_MS: '500' },
+  });
+  admin = new pg.Client({ connectionString: h.testApp.database.url });
+  await admin.connect();
+});
+afterAll(async () => {
+  await admin?.end();
+  await h?.close();
+});
+
+/** The backend of a statement of the app's that waits for a row lock. */
+async function lockWaiter(): Promise<number> {
+  let pid: number | undefined;
+  await vi.waitFor(
+    async () => {
+      const { rows } = await admin.query<{ pid: number }>(
+        `SELECT pid FROM pg_stat_activity
+         WHERE wait_event_type = 'Lock' AND datname = current_database() AND pid <> pg_backend_pid()`,
+      );
+      pid = rows[0]?.pid;
+      expect(pid).toBeDefined();
+    },
+    { timeout: 5_000 },
+  );
+  return pid as number;
+}
+
+describe('a run whose database connection is lost', () => {
+  it('is handed over and resumed from its last persisted turn, not failed', async () => {
+    const tool = await h.registerTool('/slow/lost');
+    // The run that loses its connection may ask once more before it stops
+    // (the next turn's request goes out while the turn's write is in flight).
+    h.provider.enqueue(
+      callsTo({ name: tool, arguments: {} }),
+      answer('Done.'),
+      callsTo({ name: tool, arguments: {} }),
+      answer('Done.'),
+    );
+    const lock = new pg.Client({ connectionString: h.testApp.database.url });
+    await lock.connect();
+    try {
+      const id = await startWorkflow(h.testApp, h.tenant.key, { input: 'Use the tool' });
+      await vi.waitFor(() =>
+        expect(h.tools.calls.some((call) => call.path === '/slow/lost')).toBe(true),
+      );
+      await lock.query('BEGIN');
+      await lock.query('SELECT 1 FROM workflows WHERE id = $1 FOR UPDATE', [id]);
+      await admin.query('SELECT pg_terminate_backend($1)', [await lockWaiter()]);
+      // What the run does next (fail the workflow, or hand it over) waits for the lock too.
+      await new Promise((resolve) => setTimeout(resolve, 200));
+      await lock.query('ROLLBACK');
+      // The next sweep that finds its lease over takes the workflow.
+      await vi.waitFor(
+        async () => {
+          const taken = await h.testApp.services.reclaimer.sweepOnce();
+          const { rows } = await admin.query<{ status: string }>(
+            'SELECT status FROM workflows WHERE id = $1',
+            [id],
+          );
+          expect(rows[0]?.status === 'failed' || taken.some((one) => one.id === id)).toBe(true);
+        },
+        { timeout: 5_000, interval: 100 },
+      );
+      const workflow = await waitForStatus(h.testApp, h.tenant.key, id, ['completed', 'failed']);
+      expect(workflow).toMatchObject({ status: 'completed', result: { answer: 'Done.' } });
+    } finally {
+      await lock.end();
+    }
+  });
+});
