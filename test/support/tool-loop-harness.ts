@@ -1,6 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import type { ServerResponse } from 'node:http';
-import { expect } from 'vitest';
+import type { PoolClient } from 'pg';
+import { expect, vi } from 'vitest';
 import { startFakeProviderServer } from '../fakes/provider-server.js';
 import type {
   FakeProviderServer,
@@ -78,6 +79,25 @@ export async function startToolLoopHarness(options: ToolLoopHarnessOptions = {})
   const operatorKey = await bootstrapOperator(testApp);
   const tenant: TestTenant = await createTenant(testApp, operatorKey, { name: 'loop' });
 
+  /** Registers an HTTP tool at a tool server path under a fresh name. */
+  async function registerTool(path: string, extra: Record<string, unknown> = {}): Promise<string> {
+    const name = `t_${randomUUID().slice(0, 8)}`;
+    const response = await testApp.app.inject({
+      method: 'POST',
+      url: '/v1/tools',
+      headers: bearer(tenant.key),
+      payload: {
+        name,
+        description: 'A test tool',
+        parameters: { type: 'object', properties: { city: { type: 'string' } } },
+        url: `${tools.origin}${path}`,
+        ...extra,
+      },
+    });
+    expect(response.statusCode, response.body).toBe(201);
+    return name;
+  }
+
   return {
     provider,
     tools,
@@ -86,24 +106,7 @@ export async function startToolLoopHarness(options: ToolLoopHarnessOptions = {})
     tenant,
     timings,
 
-    /** Registers an HTTP tool at a tool server path under a fresh name. */
-    async registerTool(path: string, extra: Record<string, unknown> = {}): Promise<string> {
-      const name = `t_${randomUUID().slice(0, 8)}`;
-      const response = await testApp.app.inject({
-        method: 'POST',
-        url: '/v1/tools',
-        headers: bearer(tenant.key),
-        payload: {
-          name,
-          description: 'A test tool',
-          parameters: { type: 'object', properties: { city: { type: 'string' } } },
-          url: `${tools.origin}${path}`,
-          ...extra,
-        },
-      });
-      expect(response.statusCode, response.body).toBe(201);
-      return name;
-    },
+    registerTool,
 
     /**
      * Starts a workflow and waits until it completes or fails; `requests`
@@ -116,6 +119,33 @@ export async function startToolLoopHarness(options: ToolLoopHarnessOptions = {})
       const workflow = await waitForStatus(testApp, tenant.key, id, ['completed', 'failed']);
       const requests = provider.requests.slice(first);
       return { id, workflow, events: await storedEvents(testApp, id), requests };
+    },
+
+    /**
+     * Starts a workflow whose first turn calls a slow tool (at a `/slow/…`
+     * path), and while the tool runs locks the workflow's row from a
+     * connection of the app's pool: the turn's write then waits for `lock`
+     * to commit or roll back. `after`: the fake's replies to the requests
+     * that follow the first. The caller releases `lock`.
+     */
+    async startWithHeldTurnWrite(
+      path: string,
+      ...after: FakeResponse[]
+    ): Promise<{ id: string; lock: PoolClient; requestsBefore: number }> {
+      const tool = await registerTool(path);
+      const requestsBefore = provider.requests.length;
+      provider.enqueue(callsTo({ name: tool, arguments: {} }), ...after);
+      const lock = await testApp.services.database.pool.connect();
+      try {
+        const id = await startWorkflow(testApp, tenant.key, { input: 'Use the tool' });
+        await vi.waitFor(() => expect(tools.calls.some((call) => call.path === path)).toBe(true));
+        await lock.query('BEGIN');
+        await lock.query('SELECT 1 FROM workflows WHERE id = $1 FOR UPDATE', [id]);
+        return { id, lock, requestsBefore };
+      } catch (error) {
+        lock.release();
+        throw error;
+      }
     },
 
     /** The OpenAI tool messages of the last request, in order. */

@@ -2,17 +2,16 @@ import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import {
   answer,
-  callsTo,
   startToolLoopHarness,
   type ToolLoopHarness,
 } from '../../support/tool-loop-harness.js';
-import { startWorkflow, waitForStatus } from '../../support/workflows.js';
+import { waitForStatus } from '../../support/workflows.js';
 
 /**
  * A run whose database connection is lost fails its step, not its
- * workflow. The first turn's write is held back by a row lock (taken while
- * the turn's tool runs; the tool server's `/slow/…` paths answer after
- * 150 ms), and its backend is terminated while it waits.
+ * workflow. The first turn's write is held back by a row lock taken while
+ * the turn's tool runs (startWithHeldTurnWrite), and its backend is
+ * terminated while it waits.
  */
 
 let h: ToolLoopHarness;
@@ -48,24 +47,15 @@ async function lockWaiter(): Promise<number> {
 
 describe('a run whose database connection is lost', () => {
   it('is handed over and resumed from its last persisted turn, not failed', async () => {
-    const tool = await h.registerTool('/slow/lost');
-    // The run that loses its connection may ask once more before it stops
-    // (the next turn's request goes out while the turn's write is in flight).
-    h.provider.enqueue(
-      callsTo({ name: tool, arguments: {} }),
+    // The first reply calls the tool. The run that loses its connection may
+    // ask once more before it stops (the next turn's request goes out while
+    // the turn's write is in flight); the resumed run asks again.
+    const { id, lock } = await h.startWithHeldTurnWrite(
+      '/slow/lost',
       answer('Done.'),
-      callsTo({ name: tool, arguments: {} }),
       answer('Done.'),
     );
-    const lock = new pg.Client({ connectionString: h.testApp.database.url });
-    await lock.connect();
     try {
-      const id = await startWorkflow(h.testApp, h.tenant.key, { input: 'Use the tool' });
-      await vi.waitFor(() =>
-        expect(h.tools.calls.some((call) => call.path === '/slow/lost')).toBe(true),
-      );
-      await lock.query('BEGIN');
-      await lock.query('SELECT 1 FROM workflows WHERE id = $1 FOR UPDATE', [id]);
       await admin.query('SELECT pg_terminate_backend($1)', [await lockWaiter()]);
       // What the run does next (fail the workflow, or hand it over) waits for the lock too.
       await new Promise((resolve) => setTimeout(resolve, 200));
@@ -85,7 +75,7 @@ describe('a run whose database connection is lost', () => {
       const workflow = await waitForStatus(h.testApp, h.tenant.key, id, ['completed', 'failed']);
       expect(workflow).toMatchObject({ status: 'completed', result: { answer: 'Done.' } });
     } finally {
-      await lock.end();
+      lock.release();
     }
   });
 });

@@ -1,4 +1,3 @@
-import type pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import {
   answer,
@@ -6,7 +5,7 @@ import {
   startToolLoopHarness,
   type ToolLoopHarness,
 } from '../../support/tool-loop-harness.js';
-import { startWorkflow, storedEvents, waitForStatus } from '../../support/workflows.js';
+import { storedEvents, waitForStatus } from '../../support/workflows.js';
 
 /**
  * A turn's write and the next turn's request overlap: the request goes out
@@ -23,28 +22,6 @@ beforeAll(async () => {
 afterAll(async () => {
   await h?.close();
 });
-
-/** Starts a workflow whose first turn calls a slow tool, and locks its row while the tool runs. */
-async function startWithHeldWrite(
-  second: Parameters<ToolLoopHarness['provider']['enqueue']>[0],
-): Promise<{ id: string; lock: pg.PoolClient; requestsBefore: number }> {
-  const tool = await h.registerTool('/slow/held');
-  const requestsBefore = h.provider.requests.length;
-  h.provider.enqueue(callsTo({ name: tool, arguments: {} }), second);
-  const lock = await h.testApp.services.database.pool.connect();
-  try {
-    const id = await startWorkflow(h.testApp, h.tenant.key, { input: 'Use the tool' });
-    await vi.waitFor(() =>
-      expect(h.tools.calls.some((call) => call.path === '/slow/held')).toBe(true),
-    );
-    await lock.query('BEGIN');
-    await lock.query('SELECT 1 FROM workflows WHERE id = $1 FOR UPDATE', [id]);
-    return { id, lock, requestsBefore };
-  } catch (error) {
-    lock.release();
-    throw error;
-  }
-}
 
 async function countTurns(id: string): Promise<number> {
   const { rows } = await h.testApp.services.database.pool.query<{ count: string }>(
@@ -63,7 +40,10 @@ async function eventsAfterTurnOne(id: string): Promise<string[]> {
 
 describe('a turn’s write and the next turn', () => {
   it('the next request goes out while the turn’s write waits; nothing of that turn is stored before the write commits', async () => {
-    const { id, lock, requestsBefore } = await startWithHeldWrite(answer('Done.'));
+    const { id, lock, requestsBefore } = await h.startWithHeldTurnWrite(
+      '/slow/held',
+      answer('Done.'),
+    );
     try {
       // The second request arrives although the first turn is not written yet.
       await vi.waitFor(() => expect(h.provider.requests.length).toBe(requestsBefore + 2), {
@@ -98,7 +78,8 @@ describe('a turn’s write and the next turn', () => {
 
   it('the next turn’s reply is read while the write waits, but its tool calls run only once the write has committed', async () => {
     const second = await h.registerTool('/slow/second');
-    const { id, lock, requestsBefore } = await startWithHeldWrite(
+    const { id, lock, requestsBefore } = await h.startWithHeldTurnWrite(
+      '/slow/held',
       callsTo({ name: second, arguments: { city: 'Oslo' } }),
     );
     h.provider.enqueue(answer('Both tools ran.'));
@@ -122,7 +103,9 @@ describe('a turn’s write and the next turn', () => {
 
   it('a turn’s write that fails (the workflow was cancelled meanwhile) aborts the request already sent', async () => {
     const abortedBefore = h.provider.abortedRequests();
-    const { id, lock, requestsBefore } = await startWithHeldWrite({ kind: 'stall' });
+    const { id, lock, requestsBefore } = await h.startWithHeldTurnWrite('/slow/held', {
+      kind: 'stall',
+    });
     try {
       await vi.waitFor(() => expect(h.provider.requests.length).toBe(requestsBefore + 2), {
         timeout: 5_000,
