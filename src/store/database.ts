@@ -55,7 +55,13 @@ export function openDatabase(options: {
   // is released. The pool passes an idle client's error on to its own
   // 'error', which needs a listener too: logged here once, by the client's.
   pool.on('connect', (client) => {
-    client.on('error', (error) => options.log.warn({ err: error }, 'database connection lost'));
+    client.on('error', (error) => {
+      // Closing, the pool does not wait for its connections' ends, and an
+      // embedded PostgreSQL stopping right after terminates those still open.
+      if (pool.ending)
+        options.log.debug({ err: error }, 'database connection lost as the pool closed');
+      else options.log.warn({ err: error }, 'database connection lost');
+    });
   });
   pool.on('error', () => undefined);
   const db = new Kysely<Database>({ dialect: new PostgresDialect({ pool }) });
