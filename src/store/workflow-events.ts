@@ -39,23 +39,56 @@ export interface TurnRow {
   state: string;
 }
 
+/** Turn rows as the JSON array a statement reads them from; their states are JSON already. */
+export function turnRowsJson(rows: TurnRow[]): string {
+  return `[${rows.map((row) => `{"turn":${row.turn},"state":${row.state}}`).join(',')}]`;
+}
+
 /**
- * `rows` as CTE definitions (`write_1 AS (...)`, ...) selecting from the CTE
- * named `source`. A turn cut off midway runs again (at-least-once), so a
- * second write of the same turn number keeps the first one.
+ * The INSERT of turn rows read from `records` (a jsonb array of
+ * `{turn, state}`), each for the workflow whose row of `from` it is read
+ * with. A turn cut off midway runs again (at-least-once), so a second
+ * write of the same turn number keeps the first one.
  */
-export function namedWrites(
+export function insertTurns(
+  from: RawBuilder<unknown>,
+  records: RawBuilder<unknown>,
+): RawBuilder<unknown> {
+  return sql`INSERT INTO workflow_turns (workflow_id, tenant_id, turn, state)
+      SELECT ${from}.id, ${from}.tenant_id, t.turn, t.state
+      FROM ${from}, jsonb_to_recordset(${records}) AS t(turn integer, state jsonb)
+      ON CONFLICT (workflow_id, turn) DO NOTHING`;
+}
+
+/** `rows` as the CTE `turns_written`, selecting from the CTE named `source`; none without rows. */
+export function turnsWritten(
   rows: TurnRow[],
   source: 'bumped' | 'changed' | 'source',
 ): RawBuilder<unknown>[] {
-  const from = sql.raw(source);
-  return rows.map(
-    (row, index) => sql`${sql.raw(`write_${index + 1}`)} AS (
-      INSERT INTO workflow_turns (workflow_id, tenant_id, turn, state)
-      SELECT ${from}.id, ${from}.tenant_id, ${row.turn}, ${row.state}::jsonb
-      FROM ${from}
-      ON CONFLICT (workflow_id, turn) DO NOTHING)`,
-  );
+  if (rows.length === 0) return [];
+  const records = sql`${turnRowsJson(rows)}::jsonb`;
+  return [sql`turns_written AS (${insertTurns(sql.raw(source), records)})`];
+}
+
+/**
+ * The INSERT of a statement's events read from `records` (a jsonb array as
+ * encodeEvents makes it), for the workflow whose row of `from` they are
+ * read with: their seqs run up to that row's `last_seq`, just raised by
+ * `count` under its row lock.
+ */
+export function insertEvents(parts: {
+  from: RawBuilder<unknown>;
+  records: RawBuilder<unknown>;
+  count: RawBuilder<unknown>;
+  ts: RawBuilder<unknown>;
+}): RawBuilder<unknown> {
+  const { from } = parts;
+  return sql`INSERT INTO workflow_events
+        (workflow_id, tenant_id, seq, type, step, status, detail, ts, elapsed_ms)
+      SELECT ${from}.id, ${from}.tenant_id, ${from}.last_seq - ${parts.count} + e.i,
+             e.type, e.step, e.status, e.detail, ${parts.ts}, e.elapsed_ms
+      FROM ${from}, jsonb_to_recordset(${parts.records})
+        AS e(i integer, type text, step text, status text, detail jsonb, elapsed_ms integer)`;
 }
 
 export function workflowEventsRepository(db: DbOrTx) {
@@ -148,7 +181,7 @@ export function workflowEventsRepository(db: DbOrTx) {
         if (input.tokens) throw new Error('token text travels in the NOTIFY of events');
         const written = await sql<{ last_seq: number }>`
           WITH source AS (SELECT id, tenant_id, last_seq FROM workflows WHERE ${unfinished}),
-          ${sql.join(namedWrites(writes, 'source'), sql`, `)}
+          ${sql.join(turnsWritten(writes, 'source'), sql`, `)}
           SELECT source.last_seq FROM source ${commitMode}`.execute(db);
         const found = written.rows[0];
         if (!found) return throwWhyNotAppended(db, input);
@@ -160,7 +193,7 @@ export function workflowEventsRepository(db: DbOrTx) {
           UPDATE workflows SET last_seq = last_seq + ${count}, updated_at = now()
           WHERE ${unfinished}
           RETURNING id, tenant_id, last_seq
-        ), ${sql.join([...namedWrites(writes, 'bumped'), eventsAfter('bumped', { ...input, encoded })], sql`, `)}
+        ), ${sql.join([...turnsWritten(writes, 'bumped'), eventsAfter('bumped', { ...input, encoded })], sql`, `)}
         SELECT bumped.last_seq FROM bumped, notified ${commitMode}`.execute(db);
       const bumped = result.rows[0];
       if (!bumped) return throwWhyNotAppended(db, input);
@@ -302,14 +335,12 @@ export function eventsAfter(
 ) {
   const from = sql.raw(source);
   const { encoded } = input;
-  return sql`inserted AS (
-      INSERT INTO workflow_events
-        (workflow_id, tenant_id, seq, type, step, status, detail, ts, elapsed_ms)
-      SELECT ${from}.id, ${from}.tenant_id, ${from}.last_seq - ${encoded.count} + e.i,
-             e.type, e.step, e.status, e.detail, ${encoded.ts}::timestamptz, e.elapsed_ms
-      FROM ${from}, jsonb_to_recordset(${encoded.json}::jsonb)
-        AS e(i integer, type text, step text, status text, detail jsonb, elapsed_ms integer)
-    ), notified AS (
+  return sql`inserted AS (${insertEvents({
+    from,
+    records: sql`${encoded.json}::jsonb`,
+    count: sql`${encoded.count}`,
+    ts: sql`${encoded.ts}::timestamptz`,
+  })}), notified AS (
       SELECT pg_notify(${EVENTS_CHANNEL}, ${eventsPayload({
         workflowId: sql`${from}.id`,
         lastSeq: sql`${from}.last_seq`,

@@ -3,7 +3,14 @@ import { type Db, WITHOUT_FLUSH_WAIT } from '../store/database.js';
 import { PLANNED_EACH_RUN } from '../store/prepared-statements.js';
 import type { WorkflowRow } from '../store/schema.js';
 import { createStatementBatches, type StatementBatches } from '../store/statement-batches.js';
-import { EVENTS_CHANNEL, encodeEvents, eventsPayload } from '../store/workflow-events.js';
+import {
+  EVENTS_CHANNEL,
+  encodeEvents,
+  eventsPayload,
+  insertEvents,
+  insertTurns,
+  turnRowsJson,
+} from '../store/workflow-events.js';
 import { toEvent, toWorkflow } from './rows.js';
 import { statusesBefore, transitionEffects } from './state-machine.js';
 import type { TransitionInput, TransitionResult } from './transitions.js';
@@ -80,6 +87,7 @@ async function writeBatch(
   // workflow of the tenant for each batch (0.4 to 21 ms a transition over
   // 12,000 workflows, measured). Planning costs ~0.3-0.6 ms a batch, which
   // batches of two or more share.
+  const changed = sql.raw('changed');
   const statement = sql<WorkflowRow & { batch_item: number }>`${sql.raw(PLANNED_EACH_RUN)}
     WITH changed AS (
       UPDATE workflows w SET
@@ -111,18 +119,13 @@ async function writeBatch(
       -- so that they read this CTE alone.
       RETURNING w AS workflow, w.id, w.tenant_id, w.last_seq, i.n, i.count, i.at,
         i.events, i.turns, i.origin, i.tokens, i.tokens_after
-    ), turns AS (
-      INSERT INTO workflow_turns (workflow_id, tenant_id, turn, state)
-      SELECT c.id, c.tenant_id, t.turn, t.state
-      FROM changed c, jsonb_to_recordset(c.turns) AS t(turn integer, state jsonb)
-      ON CONFLICT (workflow_id, turn) DO NOTHING
-    ), inserted AS (
-      INSERT INTO workflow_events
-        (workflow_id, tenant_id, seq, type, step, status, detail, ts, elapsed_ms)
-      SELECT c.id, c.tenant_id, c.last_seq - c.count + e.i,
-             e.type, e.step, e.status, e.detail, c.at, e.elapsed_ms
-      FROM changed c, jsonb_to_recordset(c.events)
-        AS e(i integer, type text, step text, status text, detail jsonb, elapsed_ms integer)
+    ), turns AS (${insertTurns(changed, sql`changed.turns`)}
+    ), inserted AS (${insertEvents({
+      from: changed,
+      records: sql`changed.events`,
+      count: sql`changed.count`,
+      ts: sql`changed.at`,
+    })}
     ), notified AS (
       -- Without token text, 't' and 'a' are null and stripped.
       SELECT pg_notify(${EVENTS_CHANNEL}, json_strip_nulls(${eventsPayload({
@@ -181,6 +184,5 @@ function batchItem(n: number, input: TransitionInput, at: Date, eventsJson: stri
     tokens: input.tokens?.text ?? null,
     tokens_after: input.tokens?.afterEvents ?? null,
   });
-  const turns = (input.turnRows ?? []).map((row) => `{"turn":${row.turn},"state":${row.state}}`);
-  return `${head.slice(0, -1)},"events":${eventsJson},"turns":[${turns.join(',')}]}`;
+  return `${head.slice(0, -1)},"events":${eventsJson},"turns":${turnRowsJson(input.turnRows ?? [])}}`;
 }

@@ -13,9 +13,9 @@ import {
   encodeEvents,
   eventsAfter,
   type NewEventRow,
-  namedWrites,
   type TokensAmongEvents,
   type TurnRow,
+  turnsWritten,
 } from '../store/workflow-events.js';
 import { leaseExpiry, type UsageIncrement } from '../store/workflows.js';
 import { toEvent, toWorkflow } from './rows.js';
@@ -200,7 +200,7 @@ async function compareAndSet(
       RETURNING *
     ), ${sql.join(
       [
-        ...namedWrites(input.turnRows ?? [], 'changed'),
+        ...turnsWritten(input.turnRows ?? [], 'changed'),
         ...(input.alsoInStatement ?? []),
         ...(input.to === 'failed' || input.to === 'cancelled'
           ? [failStartedAttemptsAfterTransition(input.to)]
