@@ -205,6 +205,11 @@ export const configSchema = z.object({
     .describe(
       'How often a replica renews the leases of the workflows it runs; keep it well under WORKFLOW_LEASE_MS.',
     ),
+  WORKFLOW_MAX_TAKEOVERS: integer(1, 1000)
+    .default(3)
+    .describe(
+      'Times in a row a workflow may be taken over (its runner crashed, stalled, lost its database or shut down) with nothing completed in between (no turn, stage or plan); the next takeover fails it with too_many_takeovers instead of resuming it, so a run that kills its replicas is not passed on forever.',
+    ),
   LEASE_RECLAIM_INTERVAL_MS: integer(100, 3_600_000)
     .default(2000)
     .describe(

@@ -176,6 +176,7 @@ export function createServices(options: {
     log: options.log,
     leaseMs: options.config.WORKFLOW_LEASE_MS,
     renewEveryMs: options.config.WORKFLOW_LEASE_RENEW_MS,
+    maxTakeoversWithoutProgress: options.config.WORKFLOW_MAX_TAKEOVERS,
   });
   const workflows = createWorkflowService({
     endpointsMemory,
@@ -223,7 +224,8 @@ export function createServices(options: {
       replicaId,
       leaseMs: options.config.WORKFLOW_LEASE_MS,
       intervalMs: options.config.LEASE_RECLAIM_INTERVAL_MS,
-      resume: (workflow) => executor.launch(workflow, 'reclaimed'),
+      resume: (workflow, takeoversWithoutProgress) =>
+        executor.launch(workflow, 'reclaimed', { takeoversWithoutProgress }),
     }),
     workflows,
     reviews: createPipelineReviews({

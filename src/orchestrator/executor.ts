@@ -124,6 +124,8 @@ function refuseRun(run: Run, created: Promise<void> | undefined): void {
 
 /** The whole run; never rejects: every failure ends in the log and, when possible, in the workflow. */
 async function executeRun(run: Run, preload: RunPreload): Promise<void> {
+  const exhausted = takeoversExhausted(run, preload);
+  if (exhausted) return failAfterTakeovers(run, exhausted);
   const { options, workflow } = run;
   const lease = { tenantId: workflow.tenantId, id: workflow.id, owner: options.replicaId };
   let heartbeat: NodeJS.Timeout | undefined;
@@ -200,6 +202,43 @@ async function executeRun(run: Run, preload: RunPreload): Promise<void> {
         .releaseLease(lease)
         .catch((error: unknown) => run.log.error({ err: error }, 'releasing the lease failed'));
     }
+  }
+}
+
+/** The default of ExecutorOptions.maxTakeoversWithoutProgress. */
+const MAX_TAKEOVERS_WITHOUT_PROGRESS = 3;
+
+/**
+ * Why a workflow the sweep took over is not resumed: more takeovers in a
+ * row than allowed found nothing completed since the one before. Its runs
+ * keep stopping at the same point, and the run may be what stops them (a
+ * crash it causes, a statement that always loses its connection): resumed
+ * again, it would be passed from replica to replica forever, a model call
+ * at least each time.
+ */
+function takeoversExhausted(run: Run, preload: RunPreload): WorkflowError | undefined {
+  const takeovers = preload.takeoversWithoutProgress;
+  const max = run.options.maxTakeoversWithoutProgress ?? MAX_TAKEOVERS_WITHOUT_PROGRESS;
+  if (takeovers === undefined || takeovers <= max) return undefined;
+  return {
+    code: 'too_many_takeovers',
+    message: `The workflow's run stopped ${takeovers} times in a row before completing a step, more than the ${max} allowed; it is not resumed again`,
+  };
+}
+
+/** Ends a workflow taken over too many times without progress, without running anything of it. */
+async function failAfterTakeovers(run: Run, error: WorkflowError): Promise<void> {
+  run.log.error(
+    { code: error.code },
+    'the workflow was taken over too often without progress (WORKFLOW_MAX_TAKEOVERS); it is failed',
+  );
+  try {
+    await run.tracker.end({ status: 'failed', error });
+  } catch (endError) {
+    // Left leased: the next sweep after its expiry tries again (a cancel meanwhile ended it anyway).
+    logSettleFailure(run, endError);
+  } finally {
+    run.tracker.close();
   }
 }
 

@@ -13,8 +13,12 @@ export interface LeaseReclaimerOptions {
   leaseMs: number;
   /** Pause between the end of one sweep and the start of the next. */
   intervalMs: number;
-  /** Runs a taken-over workflow here; it continues from its last persisted step. */
-  resume: (workflow: Workflow) => void;
+  /**
+   * Runs a taken-over workflow here; it continues from its last persisted
+   * step. `takeoversWithoutProgress`: this takeover and those right before
+   * it that found nothing completed since (see claimExpiredLeases).
+   */
+  resume: (workflow: Workflow, takeoversWithoutProgress: number) => void;
   /** Workflows taken over per sweep, so one replica does not take a whole backlog at once. */
   batchSize?: number;
   /**
@@ -42,12 +46,16 @@ export function createLeaseReclaimer(options: LeaseReclaimerOptions) {
       unclaimedGraceMs: options.unclaimedGraceMs ?? 5000,
       limit: batchSize,
     });
-    const workflows = rows.map(toWorkflow);
-    for (const workflow of workflows) {
-      log.info({ workflowId: workflow.id, status: workflow.status }, 'taking a workflow over');
-      options.resume(workflow);
-    }
-    return workflows;
+    return rows.map((row) => {
+      const workflow = toWorkflow(row);
+      const takeovers = row.takeovers_without_progress;
+      log.info(
+        { workflowId: workflow.id, status: workflow.status, takeoversWithoutProgress: takeovers },
+        'taking a workflow over',
+      );
+      options.resume(workflow, takeovers);
+      return workflow;
+    });
   }
 
   const task = createPeriodicTask({

@@ -36,6 +36,11 @@ export interface ExecutorOptions {
   leaseMs?: number;
   /** How often the lease is renewed; 10 s, so two missed renewals still leave it held. */
   renewEveryMs?: number;
+  /**
+   * Takeovers in a row without progress a workflow may have; past it, the
+   * run ends it `too_many_takeovers` instead of resuming it (3 when unset).
+   */
+  maxTakeoversWithoutProgress?: number;
 }
 
 /**

@@ -93,6 +93,9 @@ export interface WorkflowsTable {
   updated_at: ColumnType<Date, never, Date>;
   started_at: Date | null;
   finished_at: Date | null;
+  /** Written by the lease sweep only (claimExpiredLeases). */
+  takeovers_without_progress: ColumnType<number, never, never>;
+  progress_at_takeover: ColumnType<number | null, never, never>;
 }
 
 export interface WorkflowEventsTable {

@@ -245,6 +245,12 @@ export function workflowsRepository(db: DbOrTx) {
  * grace keeps a sweep from snatching a workflow whose lease is just
  * changing hands.
  *
+ * Each takeover also counts how many in a row found nothing completed
+ * since the one before (`takeovers_without_progress`, migration 0012):
+ * what a run completes is a tool-loop turn, a stage attempt or a plan, all
+ * rows of their own, so the count reads them here and the runs' own
+ * statements write nothing for it.
+ *
  * Cross-tenant on purpose: it is the replicas' housekeeping, not a request.
  * `FOR UPDATE SKIP LOCKED`: replicas sweeping at the same moment each take
  * different rows and never wait on one another, and a row locked by a
@@ -258,7 +264,7 @@ export async function claimExpiredLeases(
 ): Promise<WorkflowRow[]> {
   const claimed = await sql<WorkflowRow>`
     WITH expired AS (
-      SELECT id FROM workflows
+      SELECT id, tenant_id FROM workflows
       WHERE status = ANY(${LEASABLE}::text[])
         AND (lease_expires_at < now()
           OR (lease_expires_at IS NULL
@@ -266,12 +272,27 @@ export async function claimExpiredLeases(
       ORDER BY lease_expires_at NULLS LAST
       LIMIT ${input.limit}
       FOR UPDATE SKIP LOCKED
+    ), progress AS (
+      SELECT e.id,
+        (SELECT count(*) FROM workflow_turns t
+          WHERE t.workflow_id = e.id AND t.tenant_id = e.tenant_id)
+        + (SELECT count(*) FROM workflow_stage_attempts a
+          WHERE a.workflow_id = e.id AND a.tenant_id = e.tenant_id AND a.status = 'completed')
+        + (SELECT count(*) FROM workflow_plans p
+          WHERE p.workflow_id = e.id AND p.tenant_id = e.tenant_id) AS made
+      FROM expired e
     )
     UPDATE workflows
     SET lease_owner = ${input.owner},
-        lease_expires_at = ${leaseExpiry(input.leaseMs)}
-    FROM expired
-    WHERE workflows.id = expired.id
+        lease_expires_at = ${leaseExpiry(input.leaseMs)},
+        takeovers_without_progress = CASE
+          WHEN workflows.progress_at_takeover = progress.made
+            THEN workflows.takeovers_without_progress + 1
+          ELSE 1
+        END,
+        progress_at_takeover = progress.made
+    FROM progress
+    WHERE workflows.id = progress.id
     RETURNING workflows.*`.execute(db);
   return claimed.rows;
 }

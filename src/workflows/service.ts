@@ -41,6 +41,11 @@ export interface RunPreload {
    * (early-start.ts).
    */
   created?: Promise<void>;
+  /**
+   * A takeover by the lease sweep: it and the takeovers right before it
+   * that found nothing completed since (claimExpiredLeases).
+   */
+  takeoversWithoutProgress?: number;
 }
 
 /** Why a paused workflow runs again: the user answered its question, or reviewed a pipeline stage. */

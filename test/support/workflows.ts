@@ -1,5 +1,7 @@
+import { randomUUID } from 'node:crypto';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { afterAll, beforeAll, expect } from 'vitest';
+import { workflowsRepository } from '../../src/store/workflows.js';
 import { bearer, startTestApp, type TestApp } from './app.js';
 
 /** Helpers for tests that drive workflows through the HTTP API of a test app. */
@@ -168,6 +170,37 @@ export async function storedEvents(testApp: TestApp, workflowId: string): Promis
     [workflowId],
   );
   return rows;
+}
+
+/**
+ * A running workflow whose runner died holding its lease, as a sweep finds
+ * it: written straight to the store, nothing of it run here.
+ */
+export async function orphanedWorkflow(
+  testApp: TestApp,
+  tenantId: string,
+  input = 'What is 6 * 7?',
+): Promise<string> {
+  const id = randomUUID();
+  await workflowsRepository(testApp.services.database.db).insert({
+    id,
+    tenantId,
+    sessionId: null,
+    mode: 'simple',
+    model: 'gpt',
+    input,
+    tools: [],
+    metadata: {},
+    idempotencyKey: null,
+    requestHash: null,
+  });
+  await testApp.services.database.pool.query(
+    `UPDATE workflows SET status = 'running', kind = 'simple', started_at = now(),
+       lease_owner = 'dead-replica', lease_expires_at = now() - interval '1 second'
+     WHERE id = $1`,
+    [id],
+  );
+  return id;
 }
 
 export async function countWorkflows(testApp: TestApp, tenantId: string): Promise<number> {

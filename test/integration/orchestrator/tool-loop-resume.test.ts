@@ -12,7 +12,12 @@ import {
   type ToolLoopHarness,
   toolResultsOf,
 } from '../../support/tool-loop-harness.js';
-import { startWorkflow, storedEvents, waitForStatus } from '../../support/workflows.js';
+import {
+  orphanedWorkflow,
+  startWorkflow,
+  storedEvents,
+  waitForStatus,
+} from '../../support/workflows.js';
 
 /**
  * A tool loop that runs again: after the user answers its question
@@ -189,26 +194,7 @@ describe('taking over a workflow whose runner is gone', () => {
   it('resumes from the persisted turns with a `resumed` event; completed turns are not run again', async () => {
     // A workflow another replica ran one turn of, then died holding the lease.
     const db = h.testApp.services.database.db;
-    const workflows = workflowsRepository(db);
-    const id = randomUUID();
-    await workflows.insert({
-      id,
-      tenantId: h.tenant.id,
-      sessionId: null,
-      mode: 'simple',
-      model: 'gpt',
-      input: 'What is 6 * 7?',
-      tools: [],
-      metadata: {},
-      idempotencyKey: null,
-      requestHash: null,
-    });
-    await h.testApp.services.database.pool.query(
-      `UPDATE workflows SET status = 'running', kind = 'simple', started_at = now(),
-         lease_owner = 'dead-replica', lease_expires_at = now() - interval '1 second'
-       WHERE id = $1`,
-      [id],
-    );
+    const id = await orphanedWorkflow(h.testApp, h.tenant.id);
     const turn: TurnState = {
       schemaVersion: 1,
       turn: 1,
