@@ -9,6 +9,7 @@ import { createTestDatabase, type TestDatabase } from '../support/database.js';
 import { eventually, openStream, within } from '../support/event-streams.js';
 import { printedBootstrapKeys, type WaymarkProcess, waymarkProcesses } from '../support/process.js';
 import { toolResultsOf } from '../support/tool-loop-harness.js';
+import { waitFor } from '../support/workflows.js';
 
 /**
  * Two real server processes on one database. The one running a workflow
@@ -17,7 +18,8 @@ import { toolResultsOf } from '../support/tool-loop-harness.js';
  * expires and finishes it from the last persisted turn or stage. An SSE
  * client that moves to the survivor with Last-Event-ID sees every event
  * exactly once. Stopped with SIGTERM instead, the replica hands the lease
- * over and the other one resumes at once.
+ * over and the other one resumes at once. A workflow cut at the same point
+ * on replica after replica is failed once WORKFLOW_MAX_TAKEOVERS is passed.
  */
 
 const processes = waymarkProcesses();
@@ -320,5 +322,41 @@ describe('a replica that stops while it runs a workflow', () => {
       status: 'completed',
       result: { answer: 'It is 42.' },
     });
+  });
+});
+
+describe('a workflow whose runs are cut at the same point again and again', () => {
+  it('SIGKILL in the same turn on two replicas in a row, with WORKFLOW_MAX_TAKEOVERS 1: the third fails it with too_many_takeovers and calls no model', async () => {
+    const limit = { WORKFLOW_MAX_TAKEOVERS: '1' };
+    const { a, b, key } = await startReplicas(limit);
+    const onA = hangingReply();
+    const onB = hangingReply();
+    provider.enqueue(onA.reply, onB.reply);
+    const question = `Which turn never ends? (${Date.now()})`;
+    const id = await createWorkflow(a, key, { input: question, mode: 'simple' });
+    await within(onA.started, 20_000, 'the turn streaming on A');
+    a.signal('SIGKILL');
+    await a.waitForExit(30_000);
+    onA.release();
+    // B takes it over once A's lease expires: one takeover without progress, within the limit.
+    await within(onB.started, 30_000, 'the same turn streaming on B');
+    b.signal('SIGKILL');
+    await b.waitForExit(30_000);
+    onB.release();
+    const database = databases.at(-1) as TestDatabase;
+    const c = await processes.start({ env: { ...replicaEnv(database, 0), ...limit } });
+    await c.waitUntilReady(60_000);
+
+    const failed = await waitFor(
+      async () => {
+        const workflow = await workflowOn(c, key, id);
+        // Queued still while its first turn hangs: its start is written with that turn.
+        return workflow.status === 'queued' || workflow.status === 'running' ? undefined : workflow;
+      },
+      'the workflow ending on C',
+      30_000,
+    );
+    expect(failed).toMatchObject({ status: 'failed', error: { code: 'too_many_takeovers' } });
+    expect(requestsFor(question)).toHaveLength(2);
   });
 });
