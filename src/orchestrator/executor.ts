@@ -205,9 +205,6 @@ async function executeRun(run: Run, preload: RunPreload): Promise<void> {
   }
 }
 
-/** The default of ExecutorOptions.maxTakeoversWithoutProgress. */
-const MAX_TAKEOVERS_WITHOUT_PROGRESS = 3;
-
 /**
  * Why a workflow the sweep took over is not resumed: more takeovers in a
  * row than allowed found nothing completed since the one before. Its runs
@@ -218,7 +215,7 @@ const MAX_TAKEOVERS_WITHOUT_PROGRESS = 3;
  */
 function takeoversExhausted(run: Run, preload: RunPreload): WorkflowError | undefined {
   const takeovers = preload.takeoversWithoutProgress;
-  const max = run.options.maxTakeoversWithoutProgress ?? MAX_TAKEOVERS_WITHOUT_PROGRESS;
+  const max = run.options.maxTakeoversWithoutProgress;
   if (takeovers === undefined || takeovers <= max) return undefined;
   return {
     code: 'too_many_takeovers',

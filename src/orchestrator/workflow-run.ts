@@ -38,9 +38,9 @@ export interface ExecutorOptions {
   renewEveryMs?: number;
   /**
    * Takeovers in a row without progress a workflow may have; past it, the
-   * run ends it `too_many_takeovers` instead of resuming it (3 when unset).
+   * run ends it `too_many_takeovers` instead of resuming it (WORKFLOW_MAX_TAKEOVERS).
    */
-  maxTakeoversWithoutProgress?: number;
+  maxTakeoversWithoutProgress: number;
 }
 
 /**
