@@ -2,7 +2,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { TurnState } from '../../../src/orchestrator/tool-loop/state.js';
 import { turnWrite } from '../../../src/orchestrator/tool-loop/turns-repository.js';
 import { workflowEventsRepository } from '../../../src/store/workflow-events.js';
-import { claimExpiredLeases } from '../../../src/store/workflows.js';
+import { claimExpiredLeases, workflowsRepository } from '../../../src/store/workflows.js';
 import {
   answer,
   startToolLoopHarness,
@@ -29,6 +29,8 @@ afterAll(async () => {
 });
 
 const pool = () => h.testApp.services.database.pool;
+/** The replica whose sweeps the tests make. */
+const SWEEPER = 'test-sweeper';
 
 /** A running workflow whose runner died holding its lease, its count of takeovers as given. */
 async function orphaned(takeovers?: { count: number; progress: number }): Promise<string> {
@@ -53,7 +55,7 @@ async function expireLease(id: string): Promise<void> {
 /** One sweep by a replica that runs nothing (the claim alone); the workflow's count after it. */
 async function claim(id: string): Promise<number | undefined> {
   const rows = await claimExpiredLeases(h.testApp.services.database.db, {
-    owner: 'test-sweeper',
+    owner: SWEEPER,
     leaseMs: 30_000,
     unclaimedGraceMs: 60_000,
     limit: 1000,
@@ -94,10 +96,11 @@ describe('counting takeovers without progress', () => {
     await expireLease(id);
     expect(await claim(id)).toBe(2);
     // Handed over at a shutdown: taken over all the same, and counted.
-    await pool().query(
-      `UPDATE workflows SET lease_owner = NULL, lease_expires_at = now() WHERE id = $1`,
-      [id],
-    );
+    await workflowsRepository(h.testApp.services.database.db).handOverLease({
+      tenantId: h.tenant.id,
+      id,
+      owner: SWEEPER,
+    });
     expect(await claim(id)).toBe(3);
     await completeTurn(id, 1);
     await expireLease(id);
