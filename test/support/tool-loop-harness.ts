@@ -148,14 +148,6 @@ export async function startToolLoopHarness(options: ToolLoopHarnessOptions = {})
       }
     },
 
-    /** The OpenAI tool messages of the last request, in order. */
-    toolMessages(): { tool_call_id: string; content: string }[] {
-      const body = provider.requests.at(-1)?.body;
-      return (body.messages as { role: string; tool_call_id: string; content: string }[]).filter(
-        (message) => message.role === 'tool',
-      );
-    },
-
     async close(): Promise<void> {
       await testApp.close();
       await tools.close();
@@ -185,9 +177,12 @@ export function systemTextOf(request: RecordedRequest): string {
 
 /**
  * The tool results a request carried, in order, for either API: OpenAI's
- * `tool` messages and Anthropic's `tool_result` blocks.
+ * `tool` messages and Anthropic's `tool_result` blocks; none without a request.
  */
-export function toolResultsOf(request: RecordedRequest): { callId: string; content: string }[] {
+export function toolResultsOf(
+  request: RecordedRequest | undefined,
+): { callId: string; content: string }[] {
+  if (!request) return [];
   const { body } = request;
   if (request.api === 'anthropic') {
     const messages = body.messages as { content: string | Record<string, unknown>[] }[];
@@ -203,6 +198,25 @@ export function toolResultsOf(request: RecordedRequest): { callId: string; conte
   return messages
     .filter((message) => message.role === 'tool')
     .map((message) => ({ callId: message.tool_call_id, content: message.content }));
+}
+
+/**
+ * The tool choice a request made, for either API: OpenAI's `tool_choice`
+ * or Anthropic's `tool_choice.type` (`none`, `auto`, `any`); undefined
+ * when it offered no tools.
+ */
+export function toolChoiceOf(request: RecordedRequest | undefined): string | undefined {
+  const choice = request?.body.tool_choice;
+  return request?.api === 'anthropic' ? choice?.type : choice;
+}
+
+/** The names of the tools a request offered, for either API. */
+export function offeredToolsOf(request: RecordedRequest | undefined): string[] {
+  if (request?.api === 'anthropic') {
+    return ((request.body.tools ?? []) as { name: string }[]).map((offer) => offer.name);
+  }
+  const tools = (request?.body.tools ?? []) as { function: { name: string } }[];
+  return tools.map((offer) => offer.function.name);
 }
 
 /** The ids of the tool calls the assistant messages of a request made, in order, for either API. */

@@ -7,6 +7,7 @@ import {
   MAX_ITERATIONS,
   startToolLoopHarness,
   type ToolLoopHarness,
+  toolChoiceOf,
 } from '../../support/tool-loop-harness.js';
 import {
   createTenant,
@@ -63,35 +64,35 @@ function modelTurns(events: StoredEvent[]): number {
 }
 
 describe('each budget ends the workflow with a best-effort answer, a warning naming it and its reason', () => {
-  it('iterations: a request lowering the cap, seen over HTTP with the budget and the reason', async () => {
-    h.provider.enqueue(...toolTurnsThen(2, 'Best effort after two.'));
-    const { id, events, requests } = await h.run('Keep calculating', 'gpt', {
-      budget: { maxIterations: 2 },
-    });
-    const workflow = await getWorkflow(h.testApp, h.tenant.key, id);
-    expect(workflow).toMatchObject({
-      status: 'completed',
-      result: { answer: 'Best effort after two.', reason: 'iteration_cap' },
-      budget: { maxIterations: 2, maxTokens: null, maxCostUsd: DEFAULT_COST_CAP_USD },
-    });
-    expect(warningsOf(events)).toEqual([
-      expect.objectContaining({ code: 'iteration_cap', maxIterations: 2, iterations: 2 }),
-    ]);
-    // The warning comes between the last tool result and the last turn, which has no tools.
-    const types = events.map((event) => `${event.type}:${event.status}`);
-    expect(
-      types.slice(types.indexOf('warning:info') - 1, types.indexOf('warning:info') + 2),
-    ).toEqual(['tool_call:completed', 'warning:info', 'llm_call:started']);
-    expect(modelTurns(events)).toBe(3);
-    expect(requests.at(-1)?.body.tool_choice).toBe('none');
-    expect(events.at(-1)).toMatchObject({
-      type: 'workflow_end',
-      status: 'completed',
-      detail: { reason: 'iteration_cap' },
-    });
-  });
-
   describe.each(['gpt', 'claude'])('on %s', (model) => {
+    it('iterations: a request lowering the cap, seen over HTTP with the budget and the reason', async () => {
+      h.provider.enqueue(...toolTurnsThen(2, 'Best effort after two.'));
+      const { id, events, requests } = await h.run('Keep calculating', model, {
+        budget: { maxIterations: 2 },
+      });
+      const workflow = await getWorkflow(h.testApp, h.tenant.key, id);
+      expect(workflow).toMatchObject({
+        status: 'completed',
+        result: { answer: 'Best effort after two.', reason: 'iteration_cap' },
+        budget: { maxIterations: 2, maxTokens: null, maxCostUsd: DEFAULT_COST_CAP_USD },
+      });
+      expect(warningsOf(events)).toEqual([
+        expect.objectContaining({ code: 'iteration_cap', maxIterations: 2, iterations: 2 }),
+      ]);
+      // The warning comes between the last tool result and the last turn, which has no tools.
+      const types = events.map((event) => `${event.type}:${event.status}`);
+      expect(
+        types.slice(types.indexOf('warning:info') - 1, types.indexOf('warning:info') + 2),
+      ).toEqual(['tool_call:completed', 'warning:info', 'llm_call:started']);
+      expect(modelTurns(events)).toBe(3);
+      expect(toolChoiceOf(requests.at(-1))).toBe('none');
+      expect(events.at(-1)).toMatchObject({
+        type: 'workflow_end',
+        status: 'completed',
+        detail: { reason: 'iteration_cap' },
+      });
+    });
+
     it('tokens: checked before each turn, the last turn without tools counted too', async () => {
       const usage = { input: 100, output: 20 };
       // 120 tokens a turn: 240 after two turns, 360 after three, past the cap of 300.
@@ -109,31 +110,31 @@ describe('each budget ends the workflow with a best-effort answer, a warning nam
         expect.objectContaining({ code: 'token_budget', maxTokens: 300, tokens: 360 }),
       ]);
       expect(modelTurns(events)).toBe(4);
-      const last = requests.at(-1)?.body;
-      expect(model === 'gpt' ? last.tool_choice : last.tool_choice?.type).toBe('none');
+      expect(toolChoiceOf(requests.at(-1))).toBe('none');
     });
-  });
 
-  it('cost: at the catalogue’s prices, the workflow’s usage agreeing with the warning', async () => {
-    // $0.02 a turn: $0.04 after two turns, $0.06 after three, past the cap of $0.05.
-    h.provider.enqueue(...toolTurnsThen(3, 'Best effort on cost.'));
-    const { workflow, events } = await h.run('Keep calculating', 'claude', {
-      budget: { maxCostUsd: 0.05 },
+    it('cost: at the catalogue’s prices, the workflow’s usage agreeing with the warning', async () => {
+      // $0.02 a turn: $0.04 after two turns, $0.06 after three, past the cap of $0.05.
+      h.provider.enqueue(...toolTurnsThen(3, 'Best effort on cost.'));
+      const { workflow, events, requests } = await h.run('Keep calculating', model, {
+        budget: { maxCostUsd: 0.05 },
+      });
+      expect(workflow).toMatchObject({
+        status: 'completed',
+        result: { answer: 'Best effort on cost.', reason: 'cost_budget' },
+        budget: { maxCostUsd: 0.05 },
+        usage: { costUsd: 4 * TURN_COST_USD },
+      });
+      expect(warningsOf(events)).toEqual([
+        expect.objectContaining({
+          code: 'cost_budget',
+          maxCostUsd: 0.05,
+          costUsd: 3 * TURN_COST_USD,
+        }),
+      ]);
+      expect(modelTurns(events)).toBe(4);
+      expect(toolChoiceOf(requests.at(-1))).toBe('none');
     });
-    expect(workflow).toMatchObject({
-      status: 'completed',
-      result: { answer: 'Best effort on cost.', reason: 'cost_budget' },
-      budget: { maxCostUsd: 0.05 },
-      usage: { costUsd: 4 * TURN_COST_USD },
-    });
-    expect(warningsOf(events)).toEqual([
-      expect.objectContaining({
-        code: 'cost_budget',
-        maxCostUsd: 0.05,
-        costUsd: 3 * TURN_COST_USD,
-      }),
-    ]);
-    expect(modelTurns(events)).toBe(4);
   });
 
   it('a workflow answering within its budget completes as answered', async () => {

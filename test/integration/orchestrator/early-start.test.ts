@@ -4,9 +4,9 @@ import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { workflowsRepository } from '../../../src/store/workflows.js';
 import { EARLY_START_MAX_RUNS, workflowAsInserted } from '../../../src/workflows/early-start.js';
 import { toWorkflow } from '../../../src/workflows/rows.js';
-import type { RecordedRequest } from '../../fakes/provider-types.js';
 import {
   answer,
+  offeredToolsOf,
   startToolLoopHarness,
   type ToolLoopHarness,
 } from '../../support/tool-loop-harness.js';
@@ -115,12 +115,6 @@ async function expectStartAfterInsert(): Promise<void> {
   await waitForStatus(h.testApp, h.tenant.key, id, ['completed']);
 }
 
-/** The names of the tools an OpenAI request offered. */
-function offeredTools(request: RecordedRequest | undefined): string[] {
-  const tools = (request?.body.tools ?? []) as { function: { name: string } }[];
-  return tools.map((offer) => offer.function.name);
-}
-
 describe('a workflow’s run starting before its insert answers', () => {
   it('the run starts as the insert would leave the workflow', async () => {
     const row = {
@@ -180,7 +174,7 @@ describe('a workflow’s run starting before its insert answers', () => {
     const requestsBefore = h.provider.requests.length;
     await expectStartAfterInsert();
     expect(h.provider.requests.length).toBe(requestsBefore + 1);
-    expect(offeredTools(h.provider.requests.at(-1))).toContain(tool);
+    expect(offeredToolsOf(h.provider.requests.at(-1))).toContain(tool);
   });
 
   it('a tool registered by another replica meanwhile: the early run is superseded by one offering it', async () => {
@@ -205,8 +199,8 @@ describe('a workflow’s run starting before its insert answers', () => {
       result: { answer: 'With the new tool.' },
     });
     const [early, replacing] = h.provider.requests.slice(requestsBefore);
-    expect(offeredTools(early)).not.toContain(name);
-    expect(offeredTools(replacing)).toContain(name);
+    expect(offeredToolsOf(early)).not.toContain(name);
+    expect(offeredToolsOf(replacing)).toContain(name);
     const events = await storedEvents(h.testApp, id);
     expect(events.filter((event) => event.type === 'workflow_start')).toHaveLength(1);
     expect(events.map((event) => event.seq)).toEqual(events.map((_event, index) => index + 1));

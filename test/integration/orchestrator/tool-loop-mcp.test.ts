@@ -4,8 +4,10 @@ import { type McpTestServer, startMcpTestServer } from '../../support/mcp-server
 import {
   answer,
   callsTo,
+  offeredToolsOf,
   startToolLoopHarness,
   type ToolLoopHarness,
+  toolResultsOf,
 } from '../../support/tool-loop-harness.js';
 
 /** MCP servers' tools offered in a workflow's tool loop, end to end. */
@@ -28,27 +30,27 @@ afterAll(async () => {
   await mcp?.close();
 });
 
-describe('MCP tools in the tool loop', () => {
+describe.each(['gpt', 'claude'])('MCP tools in the tool loop on %s', (model) => {
   it('the model sees the server’s tools, calls one, and its result comes back; the session is closed after the run', async () => {
     h.provider.enqueue(
       callsTo({ name: 'calc__add', arguments: { a: 20, b: 22 } }),
       answer('It is 42.'),
     );
-    const { workflow, events } = await h.run('Add twenty and twenty-two');
+    const { workflow, events, requests } = await h.run('Add twenty and twenty-two', model);
     expect(workflow).toMatchObject({ status: 'completed', result: { answer: 'It is 42.' } });
-    const firstRequest = h.provider.requests.at(-2)?.body;
-    const offered = (firstRequest.tools as { function: { name: string } }[]).map(
-      (tool) => tool.function.name,
+    expect(offeredToolsOf(requests[0])).toEqual(
+      expect.arrayContaining(['calc__add', 'calc__lookup']),
     );
-    expect(offered).toEqual(expect.arrayContaining(['calc__add', 'calc__lookup']));
-    const [result] = h.toolMessages();
+    const [result] = toolResultsOf(requests[1]);
     expect(result?.content).toContain('42');
     expect(
       events.filter((event) => event.type === 'tool_call').map((event) => event.status),
     ).toEqual(['started', 'completed']);
     await expect.poll(() => mcp.openSessions()).toBe(0);
   });
+});
 
+describe('MCP servers that cannot be reached', () => {
   it('a server that cannot be reached is a warning, not a failed workflow', async () => {
     const down = await startMcpTestServer();
     const registered = await h.testApp.app.inject({

@@ -22,7 +22,7 @@ afterAll(async () => {
   await h?.close();
 });
 
-describe('the tool loop, context and pauses', () => {
+describe('the tool loop after a context-length error', () => {
   it('a context-length error: tool results condensed and the turn tried once more', async () => {
     h.provider.enqueue(
       callsTo({ name: 'calculator', arguments: { expression: '2 + 2' } }),
@@ -64,7 +64,9 @@ describe('the tool loop, context and pauses', () => {
       events.filter((event) => event.type === 'warning').map((event) => event.detail.code),
     ).toEqual(['context_length_recovery', 'context_exhausted']);
   });
+});
 
+describe.each(['gpt', 'claude'])('ask_user on %s', (model) => {
   it('ask_user pauses the workflow with a clarification_request; the turn is persisted with its waiting call', async () => {
     h.provider.enqueue(
       callsTo(
@@ -80,7 +82,7 @@ describe('the tool loop, context and pauses', () => {
         },
       ),
     );
-    const id = await startWorkflow(h.testApp, h.tenant.key, { input: 'Weather please' });
+    const id = await startWorkflow(h.testApp, h.tenant.key, { input: 'Weather please', model });
     const workflow = await waitForStatus(h.testApp, h.tenant.key, id, ['awaiting_input', 'failed']);
     expect(workflow).toMatchObject({ status: 'awaiting_input', awaitingReason: 'clarification' });
     const events = await storedEvents(h.testApp, id);

@@ -44,15 +44,15 @@ const cityQuestion = {
   },
 };
 
-/** Starts a workflow that asks which city, and waits for its pause. */
-async function pausedWorkflow(): Promise<{ id: string; version: number }> {
+/** Starts a workflow on `model` that asks which city, and waits for its pause. */
+async function pausedWorkflow(model = 'gpt'): Promise<{ id: string; version: number }> {
   h.provider.enqueue(
     callsTo(
       { id: 'call_sum', name: 'calculator', arguments: { expression: '1 + 1' } },
       cityQuestion,
     ),
   );
-  const id = await startWorkflow(h.testApp, h.tenant.key, { input: 'Weather please' });
+  const id = await startWorkflow(h.testApp, h.tenant.key, { input: 'Weather please', model });
   const paused = await waitForStatus(h.testApp, h.tenant.key, id, ['awaiting_input', 'failed']);
   expect(paused).toMatchObject({ status: 'awaiting_input', awaitingReason: 'clarification' });
   return { id, version: paused.version as number };
@@ -71,9 +71,9 @@ function postAnswer(
   });
 }
 
-describe('answering a clarification', () => {
+describe.each(['gpt', 'claude'])('answering a clarification on %s', (model) => {
   it('resumes the loop with the answer as the question’s result; the first turn is not asked again', async () => {
-    const { id, version } = await pausedWorkflow();
+    const { id, version } = await pausedWorkflow(model);
     const before = h.provider.requests.length;
     h.provider.enqueue(answer('Sunny in Bergen.'));
 
@@ -85,7 +85,7 @@ describe('answering a clarification', () => {
     expect(done).toMatchObject({ status: 'completed', result: { answer: 'Sunny in Bergen.' } });
     const requests = h.provider.requests.slice(before);
     expect(requests).toHaveLength(1);
-    const results = toolResultsOf(requests[0] as never);
+    const results = toolResultsOf(requests[0]);
     expect(results.map((result) => result.callId)).toEqual(['call_sum', 'call_question']);
     // The option as the question spelled it.
     expect(results[1]?.content).toBe('The user answered: Bergen');
@@ -106,7 +106,9 @@ describe('answering a clarification', () => {
       'turn-2',
     ]);
   });
+});
 
+describe('answering a clarification', () => {
   it('an answer that is not among the options is a 400 and the workflow keeps waiting', async () => {
     const { id, version } = await pausedWorkflow();
     const refused = await postAnswer(id, { answer: 'Trondheim' });

@@ -7,6 +7,8 @@ import {
   MAX_ITERATIONS,
   startToolLoopHarness,
   type ToolLoopHarness,
+  toolChoiceOf,
+  toolResultsOf,
 } from '../../support/tool-loop-harness.js';
 
 /**
@@ -72,9 +74,7 @@ describe.each(['gpt', 'claude'])('the tool loop on %s', (model) => {
       'assistant',
     ]);
   });
-});
 
-describe('the tool loop', () => {
   it('parallel tool calls overlap in time; sequential ones run one at a time', async () => {
     const parallelA = await h.registerTool('/slow/pa');
     const parallelB = await h.registerTool('/slow/pb');
@@ -89,7 +89,7 @@ describe('the tool loop', () => {
       ),
       answer('Done.'),
     );
-    const { workflow } = await h.run('Use the tools');
+    const { workflow, requests } = await h.run('Use the tools', model);
     expect(workflow.status).toBe('completed');
     const [pa, pb, sa, sb] = ['/slow/pa', '/slow/pb', '/slow/sa', '/slow/sb'].map((path) => {
       const timing = h.timings.get(path);
@@ -105,7 +105,8 @@ describe('the tool loop', () => {
     expect(sa.end).toBeLessThanOrEqual(sb.start);
     for (const other of [pa, pb]) expect(other.end).toBeLessThanOrEqual(sa.start);
     // Results go back in the order of the calls.
-    expect(h.toolMessages().map((message) => message.content.match(/\/slow\/\w+/)?.[0])).toEqual([
+    const results = toolResultsOf(requests.at(-1));
+    expect(results.map((result) => result.content.match(/\/slow\/\w+/)?.[0])).toEqual([
       '/slow/sa',
       '/slow/pa',
       '/slow/sb',
@@ -118,15 +119,14 @@ describe('the tool loop', () => {
       h.provider.enqueue(callsTo({ name: 'calculator', arguments: { expression: `${turn} + 1` } }));
     }
     h.provider.enqueue(answer('Best effort: 5.'));
-    const { workflow, events } = await h.run('Keep calculating');
+    const { workflow, events, requests } = await h.run('Keep calculating', model);
     expect(workflow).toMatchObject({ status: 'completed', result: { answer: 'Best effort: 5.' } });
     expect(
       events.filter((event) => event.type === 'llm_call' && event.status === 'started'),
     ).toHaveLength(MAX_ITERATIONS + 1);
     const warning = events.find((event) => event.type === 'warning');
     expect(warning?.detail).toMatchObject({ code: 'iteration_cap', maxIterations: MAX_ITERATIONS });
-    const last = h.provider.requests.at(-1)?.body;
-    expect(last.tool_choice).toBe('none');
+    expect(toolChoiceOf(requests.at(-1))).toBe('none');
   });
 
   it('a call failing identically twice is warned about, and the third identical attempt is blocked', async () => {
@@ -136,7 +136,7 @@ describe('the tool loop', () => {
       h.provider.enqueue(callsTo({ name: failing, arguments: { city: 'Oslo' } }));
     }
     h.provider.enqueue(answer('The station is down.'));
-    const { workflow, events } = await h.run('Weather in Oslo?');
+    const { workflow, events, requests } = await h.run('Weather in Oslo?', model);
     expect(workflow.status).toBe('completed');
     expect(h.tools.calls.filter((call) => call.path === '/fail').length - before).toBe(2);
     const failed = events.filter(
@@ -149,14 +149,15 @@ describe('the tool loop', () => {
       [true, false],
       [false, true],
     ]);
-    expect(h.toolMessages().at(-1)?.content).toMatch(/Blocked/);
-    expect(h.toolMessages().at(-2)?.content).toMatch(/failed twice/);
+    const results = toolResultsOf(requests.at(-1));
+    expect(results.at(-1)?.content).toMatch(/Blocked/);
+    expect(results.at(-2)?.content).toMatch(/failed twice/);
   });
 
   it('a tool past its timeout returns an error result and the loop goes on', async () => {
     const hanging = await h.registerTool('/hang', { timeoutMs: 200 });
     h.provider.enqueue(callsTo({ name: hanging, arguments: {} }), answer('It did not answer.'));
-    const { workflow, events } = await h.run('Call the slow tool');
+    const { workflow, events, requests } = await h.run('Call the slow tool', model);
     expect(workflow).toMatchObject({
       status: 'completed',
       result: { answer: 'It did not answer.' },
@@ -166,7 +167,7 @@ describe('the tool loop', () => {
     ).toMatchObject({
       detail: { tool: hanging },
     });
-    expect(h.toolMessages()[0]?.content).toMatch(/status="error"/);
+    expect(toolResultsOf(requests.at(-1))[0]?.content).toMatch(/status="error"/);
   });
 
   it('invalid tool-call JSON goes back to the model as an error result', async () => {
@@ -174,12 +175,12 @@ describe('the tool loop', () => {
       callsTo({ name: 'calculator', arguments: '{"expression": ' }),
       answer('Sorry, let me answer directly.'),
     );
-    const { workflow, events } = await h.run('Compute something');
+    const { workflow, events, requests } = await h.run('Compute something', model);
     expect(workflow.status).toBe('completed');
     expect(events.find((event) => event.type === 'tool_call')).toMatchObject({
       status: 'failed',
       detail: { tool: 'calculator', error: 'invalid_arguments' },
     });
-    expect(h.toolMessages()[0]?.content).toMatch(/could not be used/);
+    expect(toolResultsOf(requests.at(-1))[0]?.content).toMatch(/could not be used/);
   });
 });
