@@ -9,7 +9,7 @@ import type {
   FakeToolCall,
   RecordedRequest,
 } from '../fakes/provider-types.js';
-import { bearer, startTestApp, type TestApp } from './app.js';
+import { bearer, startTestApp, startTestAppOn, type TestApp } from './app.js';
 import { type ReceivedCall, startToolServer, type ToolServer } from './tool-server.js';
 import {
   bootstrapOperator,
@@ -61,7 +61,7 @@ export async function startToolLoopHarness(options: ToolLoopHarnessOptions = {})
     maxOutputTokens: 256,
     ...(options.pricing ? { pricing: options.pricing } : {}),
   });
-  const testApp: TestApp = await startTestApp({
+  const env: Record<string, string> = {
     WAYMARK_MODELS: JSON.stringify({
       providers: [
         { name: 'oai', kind: 'openai', baseUrl: provider.openaiBaseUrl },
@@ -75,7 +75,9 @@ export async function startToolLoopHarness(options: ToolLoopHarnessOptions = {})
     LLM_MAX_RETRIES_PER_MODEL: '0',
     RATE_LIMIT_MAX: '100000',
     ...options.env,
-  });
+  };
+  const testApp: TestApp = await startTestApp(env);
+  const replicas: TestApp[] = [];
   const operatorKey = await bootstrapOperator(testApp);
   const tenant: TestTenant = await createTenant(testApp, operatorKey, { name: 'loop' });
 
@@ -107,6 +109,16 @@ export async function startToolLoopHarness(options: ToolLoopHarnessOptions = {})
     timings,
 
     registerTool,
+
+    /**
+     * Another replica on the same database, with the same models and
+     * settings but for `overrides`; closed with the harness.
+     */
+    async startReplica(overrides: Record<string, string>): Promise<TestApp> {
+      const replica = await startTestAppOn(testApp.database, { ...env, ...overrides });
+      replicas.push(replica);
+      return replica;
+    },
 
     /**
      * Starts a workflow and waits until it completes or fails; `requests`
@@ -149,6 +161,7 @@ export async function startToolLoopHarness(options: ToolLoopHarnessOptions = {})
     },
 
     async close(): Promise<void> {
+      for (const replica of replicas) await replica.close();
       await testApp.close();
       await tools.close();
       await provider.close();
