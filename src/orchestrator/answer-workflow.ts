@@ -1,13 +1,13 @@
 import type { Logger } from 'pino';
 import type { ModelRouter, RouterCall } from '../llm/router/router.js';
-import type { Message, SystemPrompt } from '../llm/types.js';
+import type { SystemPrompt } from '../llm/types.js';
 import type { Db } from '../store/database.js';
 import type { PipelineRows } from '../store/pipeline-rows.js';
 import type { TenantEndpoints } from '../store/tenant-endpoints.js';
 import { createToolRegistry, type ToolRegistry } from '../tools/registry.js';
 import type { Tool } from '../tools/types.js';
-import type { WorkflowTracker } from '../tracker/tracker.js';
-import type { Workflow, WorkflowBudget, WorkflowKind } from '../workflows/types.js';
+import type { WorkflowBudget, WorkflowKind } from '../workflows/types.js';
+import type { AgentContext } from './agent-context.js';
 import { type ClassifierSettings, classifyQuestion, recordClassification } from './classify.js';
 import {
   type PipelineRunInput,
@@ -51,16 +51,13 @@ export interface TenantToolset {
   close(): Promise<void>;
 }
 
-/** One workflow's collaborators and state, passed by the executor's run. */
+/** One workflow run's context and collaborators, passed by the executor's run. */
 export interface AnswerWorkflowInput {
   settings: OrchestratorSettings;
-  workflow: Workflow;
-  history: Message[];
+  context: AgentContext;
   /** The context window of the workflow's model, for the loop's context checks. */
   limits: ContextLimits;
   router: Pick<ModelRouter, 'stream'>;
-  tracker: Pick<WorkflowTracker, 'emit' | 'enqueue' | 'record' | 'token'>;
-  signal: AbortSignal;
   log: Logger;
   onRouterEvent: NonNullable<RouterCall['onEvent']>;
   persistTurn: (state: TurnState) => Promise<void>;
@@ -86,21 +83,21 @@ export interface AnswerWorkflowInput {
 }
 
 export async function answerWorkflow(input: AnswerWorkflowInput): Promise<LoopOutcome> {
-  const { settings, workflow } = input;
+  const { settings, context } = input;
   // A resumed workflow was classified by its first run: it keeps that path.
-  const kind = workflow.kind ?? (await classify(input));
+  const kind = context.kind ?? (await classify(input));
   const toolset = await input.toolset;
   for (const missing of toolset.unavailable) {
-    input.tracker.enqueue('warning', null, 'info', {
+    context.tracker.enqueue('warning', null, 'info', {
       code: 'tool_source_unavailable',
       message: `The tools of MCP server "${missing.server}" are unavailable: ${missing.reason}`,
     });
   }
-  const available = workflowTools(settings.builtinTools, toolset.tools, workflow, input.log);
+  const available = workflowTools(settings.builtinTools, toolset.tools, context.tools, input.log);
   const tools = createToolRegistry(available);
   const system = buildSystemPrompt({
     tools: tools.definitions(),
-    hasSession: workflow.sessionId !== null,
+    hasSession: context.sessionId !== null,
     kind,
     now: new Date(),
   });
@@ -113,7 +110,7 @@ export async function answerWorkflow(input: AnswerWorkflowInput): Promise<LoopOu
   return await runToolLoop({
     ...loopOptions(input, tools),
     system,
-    messages: [...input.history, { role: 'user', content: workflow.input }],
+    messages: [...context.history, { role: 'user', content: context.input }],
     persistTurn: input.persistTurn,
     queueTurn: input.queueTurn,
     pause: input.pause,
@@ -133,18 +130,15 @@ function answerWithPipeline(
   available: Tool[],
   system: SystemPrompt,
 ): Promise<LoopOutcome> {
-  const { workflow } = input;
   const stageTools = createToolRegistry(available.filter((tool) => !tool.pauses));
   return runPipeline({
     db: input.db,
     rows: input.pipeline,
-    workflow,
+    context: input.context,
     settings: input.settings.pipeline,
     router: input.router,
-    tracker: input.tracker,
     system,
     toolNames: stageTools.names(),
-    signal: input.signal,
     onRouterEvent: input.onRouterEvent,
     throwIfStopped: input.throwIfStopped,
     currentModel: input.currentModel,
@@ -169,24 +163,20 @@ function loopOptions(
   input: AnswerWorkflowInput,
   tools: ToolRegistry,
 ): Omit<LoopOptions, 'system' | 'messages' | 'persistTurn' | 'queueTurn' | 'pause'> {
-  const { settings, workflow } = input;
+  const { settings, context } = input;
   return {
-    tenantId: workflow.tenantId,
-    workflowId: workflow.id,
+    tenantId: context.tenantId,
+    workflowId: context.workflowId,
     router: input.router,
-    tracker: input.tracker,
-    model: workflow.model,
+    tracker: context.tracker,
+    model: context.model,
     tools,
-    budget: workflow.budget ?? settings.defaultBudget,
-    // The usage earlier runs recorded (up to a pause); zero on a first run.
-    spentBefore: {
-      tokens: workflow.usage.inputTokens + workflow.usage.outputTokens,
-      costUsd: workflow.usage.costUsd,
-    },
+    budget: context.budget,
+    spentBefore: context.spentBefore,
     costOf: settings.costOf,
     toolOutputMaxChars: settings.toolOutputMaxChars,
     limits: input.limits,
-    signal: input.signal,
+    signal: context.signal,
     onRouterEvent: input.onRouterEvent,
     throwIfStopped: input.throwIfStopped,
     currentModel: input.currentModel,
@@ -195,11 +185,11 @@ function loopOptions(
 
 /** Classifies the question and records the decision. */
 async function classify(input: AnswerWorkflowInput): Promise<WorkflowKind> {
-  const { settings, workflow } = input;
+  const { settings, context } = input;
   const checkModel = settings.classifier.checkModel;
   const classification = await classifyQuestion({
-    input: workflow.input,
-    mode: workflow.mode,
+    input: context.input,
+    mode: context.mode,
     keywords: settings.classifier.keywords,
     log: input.log,
     ...(checkModel
@@ -207,15 +197,18 @@ async function classify(input: AnswerWorkflowInput): Promise<WorkflowKind> {
           modelCheck: {
             router: input.router,
             model: checkModel,
-            signal: input.signal,
-            context: { tenantId: workflow.tenantId, workflowId: workflow.id },
+            signal: context.signal,
+            context: { tenantId: context.tenantId, workflowId: context.workflowId },
             onEvent: input.onRouterEvent,
           },
         }
       : {}),
   });
   input.throwIfStopped();
-  await recordClassification(input.tracker, classification, workflow);
+  await recordClassification(context.tracker, classification, {
+    tenantId: context.tenantId,
+    id: context.workflowId,
+  });
   return classification.kind;
 }
 
@@ -228,10 +221,10 @@ async function classify(input: AnswerWorkflowInput): Promise<WorkflowKind> {
 function workflowTools(
   builtins: Tool[],
   tenantTools: Tool[],
-  workflow: Workflow,
+  requestedNames: readonly string[],
   log: Logger,
 ): Tool[] {
-  const requested = new Set(workflow.tools);
+  const requested = new Set(requestedNames);
   const byName = new Map<string, Tool>();
   for (const tool of [...builtins, ...tenantTools]) {
     if (requested.size > 0 && !requested.has(tool.name)) continue;

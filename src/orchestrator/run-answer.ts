@@ -6,6 +6,7 @@ import type { PipelineRows } from '../store/pipeline-rows.js';
 import type { Database } from '../store/schema.js';
 import type { NewEventRow } from '../store/workflow-events.js';
 import type { AwaitingReason, CompletionReason, WorkflowUsage } from '../workflows/types.js';
+import { createAgentContext } from './agent-context.js';
 import { answerWorkflow, type TenantToolset } from './answer-workflow.js';
 import type { PipelinePause } from './pipeline/run-pipeline.js';
 import type { LoopResume } from './tool-loop/resume.js';
@@ -53,22 +54,25 @@ export async function answerWithToolLoop(
     pipeline,
     created,
     settings: options.orchestrator,
-    workflow,
-    history,
+    context: createAgentContext({
+      workflow,
+      history,
+      tracker: {
+        ...tracker,
+        token: (text) => {
+          run.streamed += text;
+          tracker.token(text);
+        },
+      },
+      signal: run.controller.signal,
+      defaultBudget: options.orchestrator.defaultBudget,
+    }),
     limits: {
       contextWindow: contextWindowOf(options.catalogue, workflow.model),
       kind: providerKindOf(options.catalogue, workflow.model),
       tokenCounts: new Map(),
     },
     router: options.router,
-    tracker: {
-      ...tracker,
-      token: (text) => {
-        run.streamed += text;
-        tracker.token(text);
-      },
-    },
-    signal: run.controller.signal,
     log: run.log,
     onRouterEvent: (event) => report(run, event),
     persistTurn: (state) => tracker.persist(turnWrite(state)),

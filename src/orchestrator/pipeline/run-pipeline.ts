@@ -5,7 +5,7 @@ import type { PipelineRows } from '../../store/pipeline-rows.js';
 import { pipelinesRepository, type StageAttempt } from '../../store/pipelines.js';
 import type { NewEventRow } from '../../store/workflow-events.js';
 import type { WorkflowTracker } from '../../tracker/tracker.js';
-import type { Workflow } from '../../workflows/types.js';
+import type { AgentContext } from '../agent-context.js';
 import { addUsage } from '../collect-text.js';
 import type { LoopOutcome, Spent } from '../tool-loop/types.js';
 import { type NextAction, nextAction, type PipelinePolicy, stageResults } from './next-action.js';
@@ -55,15 +55,13 @@ export interface PipelineRunInput {
   db: Db;
   /** The rows to start from, when the review that launched the run returned them; read otherwise. */
   rows?: PipelineRows;
-  workflow: Workflow;
+  context: AgentContext;
   settings: PipelineSettings;
   router: Pick<ModelRouter, 'stream'>;
-  tracker: Pick<WorkflowTracker, 'emit' | 'enqueue' | 'token'>;
   /** The workflow's system prompt with its tools, the base of the stage prompts. */
   system: SystemPrompt;
   /** The tools a plan may name for a stage. */
   toolNames: string[];
-  signal: AbortSignal;
   onRouterEvent: NonNullable<RouterCall['onEvent']>;
   throwIfStopped: () => void;
   /** The model answering now; changes on a fallback. */
@@ -90,7 +88,7 @@ export async function runPipeline(input: PipelineRunInput): Promise<LoopOutcome>
     usage: undefined,
     costUsd: 0,
   };
-  const key = { tenantId: input.workflow.tenantId, workflowId: input.workflow.id };
+  const key = { tenantId: input.context.tenantId, workflowId: input.context.workflowId };
   let state = input.rows ? pipelineStateOf(input.rows) : await loadPipelineState(input.db, key);
   if (!state) {
     const planned = await plan(run);
@@ -217,18 +215,18 @@ async function plan(
   let planned: Awaited<ReturnType<typeof planQuestion>>;
   try {
     planned = await planQuestion({
-      question: input.workflow.input,
+      question: input.context.input,
       router: input.router,
-      model: input.workflow.model,
+      model: input.context.model,
       limits,
-      signal: input.signal,
-      context: { tenantId: input.workflow.tenantId, workflowId: input.workflow.id },
+      signal: input.context.signal,
+      context: { tenantId: input.context.tenantId, workflowId: input.context.workflowId },
       onEvent: input.onRouterEvent,
     });
   } catch (error) {
     input.throwIfStopped();
     const failure = failureOf(error);
-    input.tracker.enqueue(
+    input.context.tracker.enqueue(
       'plan',
       'plan',
       'failed',
@@ -240,11 +238,11 @@ async function plan(
   spend(run, planned.usage);
   input.throwIfStopped();
   const revision = await pipelinesRepository(input.db).savePlan({
-    tenantId: input.workflow.tenantId,
-    workflowId: input.workflow.id,
+    tenantId: input.context.tenantId,
+    workflowId: input.context.workflowId,
     plan: toStoredPlan(planned.plan),
   });
-  input.tracker.enqueue(
+  input.context.tracker.enqueue(
     'plan',
     'plan',
     'completed',
@@ -263,25 +261,27 @@ async function synthesize(
   const { input } = run;
   const request = buildSynthesisRequest({
     base: { stable: input.system.stable },
-    question: input.workflow.input,
+    question: input.context.input,
     plan: state.plan,
     results: stageResults(state.plan, state.attempts, run.policy),
     resultMaxChars: input.settings.synthesisResultMaxChars,
   });
-  input.tracker.enqueue('llm_call', 'synthesis', 'started', { model: input.currentModel() });
+  input.context.tracker.enqueue('llm_call', 'synthesis', 'started', {
+    model: input.currentModel(),
+  });
   const started = performance.now();
   let text = '';
   let failure: LoopOutcome['failure'];
   for await (const part of input.router.stream({
-    model: input.workflow.model,
+    model: input.context.model,
     request,
-    signal: input.signal,
-    context: { tenantId: input.workflow.tenantId, workflowId: input.workflow.id },
+    signal: input.context.signal,
+    context: { tenantId: input.context.tenantId, workflowId: input.context.workflowId },
     onEvent: input.onRouterEvent,
   })) {
     if (part.type === 'text-delta') {
       text += part.text;
-      if (!input.signal.aborted) input.tracker.token(part.text);
+      if (!input.context.signal.aborted) input.context.tracker.token(part.text);
     } else if (part.type === 'usage') {
       spend(run, part.usage);
     } else if (part.type === 'error') {
@@ -291,7 +291,7 @@ async function synthesize(
   input.throwIfStopped();
   const elapsedMs = performance.now() - started;
   const model = input.currentModel();
-  input.tracker.enqueue(
+  input.context.tracker.enqueue(
     'llm_call',
     'synthesis',
     failure ? 'failed' : 'completed',

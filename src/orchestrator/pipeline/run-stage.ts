@@ -30,8 +30,8 @@ export async function runStage(
   };
   const pipelines = pipelinesRepository(input.db);
   const key = {
-    tenantId: input.workflow.tenantId,
-    workflowId: input.workflow.id,
+    tenantId: input.context.tenantId,
+    workflowId: input.context.workflowId,
     stageId: stage.id,
   };
   if (action.interruptedAttempt !== null) {
@@ -53,7 +53,7 @@ export async function runStage(
   const earlierResults = stageResults(state.plan, state.attempts, run.policy);
   const stageInput = buildStageInput({
     base: input.system,
-    question: input.workflow.input,
+    question: input.context.input,
     plan: state.plan,
     stage,
     earlierResults,
@@ -82,7 +82,7 @@ export async function runStage(
         usage,
       }),
     );
-    input.tracker.enqueue(
+    input.context.tracker.enqueue(
       'stage',
       stage.id,
       'failed',
@@ -101,7 +101,7 @@ export async function runStage(
   keep(
     validation.passed ? await pipelines.completeAttempt(ended) : await pipelines.failAttempt(ended),
   );
-  input.tracker.enqueue(
+  input.context.tracker.enqueue(
     'stage',
     stage.id,
     validation.passed ? 'completed' : 'failed',
@@ -141,15 +141,15 @@ async function startAttempt(
   const started = stageStartedEvent(action);
   const [row] = await Promise.all([
     pipelinesRepository(input.db).startAttempt({
-      tenantId: input.workflow.tenantId,
-      workflowId: input.workflow.id,
+      tenantId: input.context.tenantId,
+      workflowId: input.context.workflowId,
       stageId: action.stage.id,
       attempt: action.attempt,
       planRevision: state.revision,
       reason: action.reason,
       feedback: action.feedback,
     }),
-    input.tracker.emit(started.type, started.step, started.status, started.detail),
+    input.context.tracker.emit(started.type, started.step, started.status, started.detail),
   ]);
   return row;
 }
@@ -161,19 +161,22 @@ function stageTracker(
 ): Pick<WorkflowTracker, 'enqueue' | 'token'> {
   return {
     enqueue: (type, step, status, detail, elapsedMs) =>
-      input.tracker.enqueue(type, step ? `${stageId}/${step}` : stageId, status, detail, elapsedMs),
+      input.context.tracker.enqueue(
+        type,
+        step ? `${stageId}/${step}` : stageId,
+        status,
+        detail,
+        elapsedMs,
+      ),
     token: () => undefined,
   };
 }
 
 /** The workflow's spending before this run, and this run's so far: what budgets count. */
 function spentSoFar(run: PipelineRun): { tokens: number; costUsd: number } {
-  const before = run.input.workflow.usage;
+  const before = run.input.context.spentBefore;
   return {
-    tokens:
-      before.inputTokens +
-      before.outputTokens +
-      (run.usage ? run.usage.inputTokens + run.usage.outputTokens : 0),
+    tokens: before.tokens + (run.usage ? run.usage.inputTokens + run.usage.outputTokens : 0),
     costUsd: before.costUsd + run.costUsd,
   };
 }
