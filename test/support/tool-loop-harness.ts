@@ -24,7 +24,8 @@ import {
  * An app whose catalogue points at the fake provider server (`gpt` on the
  * OpenAI API, `claude` on the Anthropic one) and a local tool server for
  * HTTP tools: `/slow/<id>` answers after 150 ms and records its start and
- * end times, `/fail` answers 500, `/hang` never answers, `/pages` answers a
+ * end times, `/fail` answers 500, `/hang` never answers (and records when
+ * its caller gave up), `/pages` answers a
  * page of text as long as asked (see pageText).
  */
 
@@ -263,7 +264,12 @@ function answerTool(
   timings: Map<string, { start: number; end: number }>,
 ): void {
   const { path } = call;
-  if (path === '/hang') return;
+  if (path === '/hang') {
+    // Never answered; the time its caller gave up (aborted the request) is its end.
+    const start = Date.now();
+    response.on('close', () => timings.set(path, { start, end: Date.now() }));
+    return;
+  }
   if (path === '/pages') {
     const { page, chars } = JSON.parse(call.body) as { page: number; chars: number };
     response.writeHead(200, { 'content-type': 'text/plain' });

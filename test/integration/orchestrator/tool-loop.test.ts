@@ -1,4 +1,4 @@
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { parseTurnState } from '../../../src/orchestrator/tool-loop/state.js';
 import { loadLoopHistory } from '../../../src/orchestrator/tool-loop/turns-repository.js';
 import {
@@ -10,6 +10,12 @@ import {
   toolChoiceOf,
   toolResultsOf,
 } from '../../support/tool-loop-harness.js';
+import {
+  cancelWorkflow,
+  getWorkflow,
+  startWorkflow,
+  storedEvents,
+} from '../../support/workflows.js';
 
 /**
  * The tool loop through the real OpenAI and Anthropic SDKs against the fake
@@ -168,6 +174,37 @@ describe.each(['gpt', 'claude'])('the tool loop on %s', (model) => {
       detail: { tool: hanging },
     });
     expect(toolResultsOf(requests.at(-1))[0]?.content).toMatch(/status="error"/);
+  });
+
+  it('a cancel while a tool runs aborts the tool’s request at once; no turn with an unanswered call is kept and the model is not called again', async () => {
+    const hanging = await h.registerTool('/hang', { timeoutMs: 60_000 });
+    h.timings.delete('/hang');
+    const hangsBefore = h.tools.calls.filter((call) => call.path === '/hang').length;
+    const before = h.provider.requests.length;
+    h.provider.enqueue(
+      callsTo(
+        { id: 'call_hang', name: hanging, arguments: {} },
+        { id: 'call_sum', name: 'calculator', arguments: { expression: '1 + 1' } },
+      ),
+    );
+    const id = await startWorkflow(h.testApp, h.tenant.key, { input: 'Wait for it', model });
+    await vi.waitFor(() =>
+      expect(h.tools.calls.filter((call) => call.path === '/hang')).toHaveLength(hangsBefore + 1),
+    );
+    const cancelled = await cancelWorkflow(h.testApp, h.tenant.key, id);
+    expect(cancelled.statusCode, cancelled.body).toBe(202);
+    // The tool's request is given up long before its minute-long timeout.
+    await vi.waitFor(() => expect(h.timings.get('/hang')).toBeDefined(), { timeout: 5_000 });
+    await vi.waitFor(() => expect(h.testApp.services.executions.isRunning(id)).toBe(false));
+    expect(h.provider.requests.length - before).toBe(1);
+    const { rows } = await h.testApp.services.database.pool.query(
+      'SELECT turn FROM workflow_turns WHERE workflow_id = $1',
+      [id],
+    );
+    expect(rows).toEqual([]);
+    const events = await storedEvents(h.testApp, id);
+    expect(events.at(-1)).toMatchObject({ type: 'workflow_end', status: 'cancelled' });
+    expect((await getWorkflow(h.testApp, h.tenant.key, id)).status).toBe('cancelled');
   });
 
   it('invalid tool-call JSON goes back to the model as an error result', async () => {
