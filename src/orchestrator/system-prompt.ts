@@ -26,10 +26,12 @@ export const TOOL_OUTPUT_TAG = 'tool_output';
 /** The built-in tool that pauses the workflow with a question to the user. */
 const ASK_USER_TOOL = 'ask_user';
 
+/** What a workflow's budget has left before a turn (tool-loop/budget.ts). */
 export interface PromptBudget {
-  /** Model turns the workflow may still take, this one included. */
+  /** Model turns with tools the workflow may still take, this one included. */
   iterationsLeft: number;
-  tokensLeft: number;
+  /** Null when the workflow's tokens are not capped. */
+  tokensLeft: number | null;
 }
 
 export interface SystemPromptOptions {
@@ -38,7 +40,6 @@ export interface SystemPromptOptions {
   hasSession: boolean;
   kind: WorkflowKind;
   now: Date;
-  budget?: PromptBudget;
 }
 
 export function buildSystemPrompt(options: SystemPromptOptions): SystemPrompt {
@@ -111,18 +112,24 @@ function answerSection(): string {
 }
 
 function volatilePart(options: SystemPromptOptions): string {
-  const lines = [`Current time: ${formatTime(options.now)}.`];
-  const { budget } = options;
-  if (budget) {
-    const turns = Math.max(0, Math.floor(budget.iterationsLeft));
-    const tokens = Math.max(0, Math.floor(budget.tokensLeft));
-    lines.push(
-      turns <= 1
-        ? 'Budget: this is the last model turn. Answer now with what you have gathered.'
-        : `Budget left: ${turns} model turns, about ${tokens.toLocaleString('en-US')} tokens. Prefer few, well-chosen tool calls; when the budget runs low, answer with what you have.`,
-    );
+  return `Current time: ${formatTime(options.now)}.`;
+}
+
+/**
+ * The budget's line, which the tool loop adds to the volatile part of each
+ * turn's prompt (tool-loop/prepare-request.ts), so the model can pace its
+ * tool calls instead of being cut off by the cap.
+ */
+export function budgetLine(budget: PromptBudget): string {
+  const turns = Math.max(0, Math.floor(budget.iterationsLeft));
+  if (turns <= 1) {
+    return 'Budget: this is the last model turn with tools. Answer now with what you have gathered.';
   }
-  return lines.join('\n');
+  const tokens =
+    budget.tokensLeft === null
+      ? ''
+      : `, about ${Math.max(0, Math.floor(budget.tokensLeft)).toLocaleString('en-US')} tokens`;
+  return `Budget left: ${turns} model turns${tokens}. Prefer few, well-chosen tool calls; when the budget runs low, answer with what you have.`;
 }
 
 /** getUTCDay() order; toLocaleDateString would build an Intl formatter on every call. */

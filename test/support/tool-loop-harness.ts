@@ -174,9 +174,10 @@ export type ToolLoopHarness = Awaited<ReturnType<typeof startToolLoopHarness>>;
 
 /**
  * The system prompt a request carried, as one text: OpenAI's system message,
- * or Anthropic's `system` blocks joined.
+ * or Anthropic's `system` blocks joined; empty without a request.
  */
-export function systemTextOf(request: RecordedRequest): string {
+export function systemTextOf(request: RecordedRequest | undefined): string {
+  if (!request) return '';
   const { body } = request;
   if (request.api === 'anthropic') {
     const system: string | { text: string }[] = body.system ?? [];

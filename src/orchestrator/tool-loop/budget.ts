@@ -1,6 +1,7 @@
 import { type Catalogue, costOf } from '../../llm/catalogue.js';
 import type { Usage } from '../../llm/types.js';
 import { BUDGET_CAPS, type BudgetCap, type WorkflowBudget } from '../../workflows/types.js';
+import type { PromptBudget } from '../system-prompt.js';
 import type { LoopRun } from './types.js';
 
 /**
@@ -40,6 +41,20 @@ export function spentBy(run: LoopRun): BudgetSpent {
     iterations: run.iterations,
     tokens: before.tokens + (usage ? usage.inputTokens + usage.outputTokens : 0),
     costUsd: before.costUsd + run.costUsd,
+  };
+}
+
+/**
+ * What the budget has left for the turn being prepared, for the model's
+ * prompt: that turn is counted among the iterations already, and is left
+ * too.
+ */
+export function budgetLeft(run: LoopRun): PromptBudget {
+  const { budget } = run.options;
+  const spent = spentBy(run);
+  return {
+    iterationsLeft: budget.maxIterations - spent.iterations + 1,
+    tokensLeft: budget.maxTokens === null ? null : budget.maxTokens - spent.tokens,
   };
 }
 

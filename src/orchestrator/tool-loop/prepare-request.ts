@@ -1,4 +1,6 @@
 import type { Message, ModelRequest, SystemPrompt } from '../../llm/types.js';
+import { budgetLine } from '../system-prompt.js';
+import { budgetLeft } from './budget.js';
 import {
   CONDENSE_SHARE,
   condenseToolResults,
@@ -62,14 +64,17 @@ function buildRequest(run: LoopRun, withTools: boolean, messages: Message[]): Mo
   };
 }
 
+/**
+ * The turn's system prompt: the workflow's, its volatile part followed by
+ * what the budget has left and, past 70% of the window, the wrap-up
+ * instruction; the last turn's (no tools) once the loop wraps up.
+ */
 function systemOf(run: LoopRun): SystemPrompt {
   const { system } = run.options;
   if (run.wrappingUp) return buildFinalSystem(system);
-  if (!run.wrapUp) return system;
-  return {
-    stable: system.stable,
-    volatile: [system.volatile, WRAP_UP_INSTRUCTION].filter(Boolean).join('\n'),
-  };
+  const lines = [system.volatile, budgetLine(budgetLeft(run))];
+  if (run.wrapUp) lines.push(WRAP_UP_INSTRUCTION);
+  return { stable: system.stable, volatile: lines.filter(Boolean).join('\n') };
 }
 
 /** Said when even the recovered request does not fit and the model wrote nothing usable. */

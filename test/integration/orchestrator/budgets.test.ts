@@ -6,6 +6,7 @@ import {
   callsTo,
   MAX_ITERATIONS,
   startToolLoopHarness,
+  systemTextOf,
   type ToolLoopHarness,
   toolChoiceOf,
 } from '../../support/tool-loop-harness.js';
@@ -86,6 +87,12 @@ describe('each budget ends the workflow with a best-effort answer, a warning nam
       ).toEqual(['tool_call:completed', 'warning:info', 'llm_call:started']);
       expect(modelTurns(events)).toBe(3);
       expect(toolChoiceOf(requests.at(-1))).toBe('none');
+      // Each turn with tools tells the model what is left; the last one, without tools, does not.
+      expect(requests.map((request) => systemTextOf(request).match(/^Budget.*$/m)?.[0])).toEqual([
+        expect.stringMatching(/^Budget left: 2 model turns\. Prefer few/),
+        'Budget: this is the last model turn with tools. Answer now with what you have gathered.',
+        undefined,
+      ]);
       expect(events.at(-1)).toMatchObject({
         type: 'workflow_end',
         status: 'completed',
@@ -111,6 +118,9 @@ describe('each budget ends the workflow with a best-effort answer, a warning nam
       ]);
       expect(modelTurns(events)).toBe(4);
       expect(toolChoiceOf(requests.at(-1))).toBe('none');
+      expect(systemTextOf(requests[1])).toContain(
+        `Budget left: ${MAX_ITERATIONS - 1} model turns, about 180 tokens.`,
+      );
     });
 
     it('cost: at the catalogue’s prices, the workflow’s usage agreeing with the warning', async () => {

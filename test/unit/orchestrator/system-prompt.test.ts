@@ -2,6 +2,7 @@ import { describe, expect, it } from 'vitest';
 import { z } from 'zod';
 import type { ToolDefinition } from '../../../src/llm/types.js';
 import {
+  budgetLine,
   buildSystemPrompt,
   type SystemPromptOptions,
   TOOL_OUTPUT_TAG,
@@ -18,7 +19,6 @@ const base: SystemPromptOptions = {
   hasSession: false,
   kind: 'simple',
   now: new Date('2026-12-01T09:30:15.123Z'),
-  budget: { iterationsLeft: 8, tokensLeft: 120_000 },
 };
 
 describe('buildSystemPrompt', () => {
@@ -28,24 +28,16 @@ describe('buildSystemPrompt', () => {
     expect(second.stable).toBe(first.stable);
   });
 
-  it('changes only the volatile part when the time and budget change', () => {
+  it('changes only the volatile part when the time changes', () => {
     const first = buildSystemPrompt(base);
-    const later = buildSystemPrompt({
-      ...base,
-      now: new Date('2026-12-02T18:00:00Z'),
-      budget: { iterationsLeft: 3, tokensLeft: 9_000 },
-    });
+    const later = buildSystemPrompt({ ...base, now: new Date('2026-12-02T18:00:00Z') });
     expect(later.stable).toBe(first.stable);
-    expect(later.volatile).not.toBe(first.volatile);
-    expect(first.volatile).toContain('2026-12-01T09:30:15Z (Tuesday, UTC)');
-    expect(later.volatile).toContain('2026-12-02T18:00:00Z (Wednesday, UTC)');
-    expect(later.volatile).toContain('3 model turns, about 9,000 tokens');
+    expect(first.volatile).toBe('Current time: 2026-12-01T09:30:15Z (Tuesday, UTC).');
+    expect(later.volatile).toBe('Current time: 2026-12-02T18:00:00Z (Wednesday, UTC).');
   });
 
-  it('keeps time and budget out of the stable part', () => {
-    const { stable } = buildSystemPrompt(base);
-    expect(stable).not.toContain('2026');
-    expect(stable).not.toContain('120,000');
+  it('keeps the time out of the stable part', () => {
+    expect(buildSystemPrompt(base).stable).not.toContain('2026');
   });
 
   it('does not depend on the order the tools come in', () => {
@@ -91,17 +83,29 @@ describe('buildSystemPrompt', () => {
     expect(stable).not.toContain(TOOL_OUTPUT_TAG);
   });
 
-  it('leaves the budget out when none is given and asks for an answer on the last turn', () => {
-    expect(buildSystemPrompt({ ...base, budget: undefined }).volatile).toBe(
-      'Current time: 2026-12-01T09:30:15Z (Tuesday, UTC).',
-    );
-    expect(
-      buildSystemPrompt({ ...base, budget: { iterationsLeft: 1, tokensLeft: 500 } }).volatile,
-    ).toContain('this is the last model turn');
-  });
-
   it('keeps the prompt concise', () => {
     const prompt = buildSystemPrompt({ ...base, hasSession: true, kind: 'complex' });
     expect(prompt.stable.length).toBeLessThan(3_000);
+  });
+});
+
+describe('budgetLine', () => {
+  it('says the turns and, when they are capped, the tokens left', () => {
+    expect(budgetLine({ iterationsLeft: 3, tokensLeft: 9_000 })).toMatch(
+      /^Budget left: 3 model turns, about 9,000 tokens\. Prefer few/,
+    );
+    expect(budgetLine({ iterationsLeft: 8, tokensLeft: null })).toMatch(
+      /^Budget left: 8 model turns\. Prefer few/,
+    );
+  });
+
+  it('asks for the answer on the last turn with tools', () => {
+    expect(budgetLine({ iterationsLeft: 1, tokensLeft: 500 })).toBe(
+      'Budget: this is the last model turn with tools. Answer now with what you have gathered.',
+    );
+  });
+
+  it('never says a negative number', () => {
+    expect(budgetLine({ iterationsLeft: 4, tokensLeft: -120 })).toContain('about 0 tokens');
   });
 });
