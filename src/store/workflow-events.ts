@@ -230,6 +230,29 @@ export function workflowEventsRepository(db: DbOrTx) {
         .execute();
     },
 
+    /**
+     * The model and tool calls the workflow started and never ended, in
+     * seq order: each `llm_call` step and each `tool_call` (step and call
+     * id) whose latest event is `started`. What a run cut off by a crash
+     * or a hand-over left open; read by the run that takes the workflow over.
+     */
+    async listOpenCalls(input: {
+      tenantId: string;
+      workflowId: string;
+    }): Promise<Pick<WorkflowEventRow, 'type' | 'step' | 'detail'>[]> {
+      const { rows } = await sql<Pick<WorkflowEventRow, 'type' | 'step' | 'detail'>>`
+        SELECT type, step, detail FROM (
+          SELECT DISTINCT ON (type, step, detail->>'callId') seq, type, step, status, detail
+          FROM workflow_events
+          WHERE workflow_id = ${input.workflowId} AND tenant_id = ${input.tenantId}
+            AND type IN ('llm_call', 'tool_call')
+          ORDER BY type, step, detail->>'callId', seq DESC
+        ) latest
+        WHERE status = 'started'
+        ORDER BY seq`.execute(db);
+      return rows;
+    },
+
     /** Events after `afterSeq` in order, at most `limit` (replay pages). */
     async listAfter(input: {
       workflowId: string;

@@ -1,5 +1,5 @@
 import { randomUUID } from 'node:crypto';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import type { TurnState } from '../../../src/orchestrator/tool-loop/state.js';
 import { turnWrite } from '../../../src/orchestrator/tool-loop/turns-repository.js';
 import { workflowEventsRepository } from '../../../src/store/workflow-events.js';
@@ -14,6 +14,7 @@ import {
 } from '../../support/tool-loop-harness.js';
 import {
   orphanedWorkflow,
+  type StoredEvent,
   startWorkflow,
   storedEvents,
   waitForStatus,
@@ -228,7 +229,7 @@ describe('taking over a workflow whose runner is gone', () => {
     expect(done).toMatchObject({ status: 'completed', result: { answer: 'It is 42.' } });
     const requests = h.provider.requests.slice(before);
     expect(requests).toHaveLength(1);
-    expect(toolResultsOf(requests[0] as never)).toEqual([{ callId: 'call_mul', content: '42' }]);
+    expect(toolResultsOf(requests[0])).toEqual([{ callId: 'call_mul', content: '42' }]);
     const events = await storedEvents(h.testApp, id);
     expect(events[0]).toMatchObject({
       type: 'resumed',
@@ -239,6 +240,86 @@ describe('taking over a workflow whose runner is gone', () => {
       'turn-2',
       'turn-2',
     ]);
+  });
+
+  it('handed over in the middle of a tool call: the run taking over ends the call left open as interrupted, and the model gets its interrupted result', async () => {
+    const hanging = await h.registerTool('/hang', { timeoutMs: 60_000 });
+    const hangsBefore = h.tools.calls.filter((call) => call.path === '/hang').length;
+    h.provider.enqueue(
+      callsTo(
+        { id: 'call_hang', name: hanging, arguments: {} },
+        { id: 'call_sum', name: 'calculator', arguments: { expression: '1 + 1' } },
+      ),
+    );
+    const id = await startWorkflow(h.testApp, h.tenant.key, { input: 'Wait for the tool' });
+    await vi.waitFor(() =>
+      expect(h.tools.calls.filter((call) => call.path === '/hang')).toHaveLength(hangsBefore + 1),
+    );
+    // As at shutdown: the run stops and hands its lease over.
+    h.testApp.services.executions.stop(id, 'shutdown');
+    await vi.waitFor(() => expect(h.testApp.services.executions.isRunning(id)).toBe(false));
+
+    const requestsBefore = h.provider.requests.length;
+    h.provider.enqueue(answer('Two, after the takeover.'));
+    const taken = await h.testApp.services.reclaimer.sweepOnce();
+    expect(taken.map((workflow) => workflow.id)).toContain(id);
+    const done = await waitForStatus(h.testApp, h.tenant.key, id, ['completed', 'failed']);
+    expect(done).toMatchObject({ result: { answer: 'Two, after the takeover.' } });
+
+    const events = await storedEvents(h.testApp, id);
+    const resumedAt = events.findIndex((event) => event.type === 'resumed');
+    expect(events.slice(resumedAt - 1, resumedAt + 2)).toMatchObject([
+      {
+        type: 'tool_call',
+        step: 'turn-1',
+        status: 'failed',
+        detail: { tool: hanging, callId: 'call_hang', error: 'interrupted' },
+      },
+      { type: 'resumed', detail: { interruptedCalls: 1 } },
+      // The turn was persisted with the interrupted call's result at the hand-over.
+      { type: 'llm_call', step: 'turn-2', status: 'started' },
+    ]);
+    expect(openCalls(events)).toEqual([]);
+    const [resumedRequest] = h.provider.requests.slice(requestsBefore);
+    expect(toolResultsOf(resumedRequest)).toEqual([
+      { callId: 'call_hang', content: expect.stringContaining('interrupted before it finished') },
+      { callId: 'call_sum', content: expect.stringContaining('2') },
+    ]);
+  });
+
+  it('a runner that died during a model call: its call is ended as interrupted, and the turn runs again', async () => {
+    const db = h.testApp.services.database.db;
+    const id = await orphanedWorkflow(h.testApp, h.tenant.id);
+    await workflowEventsRepository(db).appendNotified({
+      tenantId: h.tenant.id,
+      workflowId: id,
+      events: [
+        {
+          type: 'llm_call',
+          step: 'turn-1',
+          status: 'started',
+          detail: { model: 'gpt', turn: 1, tools: true },
+          elapsedMs: null,
+        },
+      ],
+      origin: 'dead-replica',
+    });
+    h.provider.enqueue(answer('Forty-two.'));
+    await h.testApp.services.reclaimer.sweepOnce();
+    await waitForStatus(h.testApp, h.tenant.key, id, ['completed']);
+    const events = await storedEvents(h.testApp, id);
+    expect(events.map((event) => [event.type, event.step, event.status])).toEqual([
+      ['llm_call', 'turn-1', 'started'],
+      ['llm_call', 'turn-1', 'failed'],
+      ['resumed', null, 'info'],
+      ['llm_call', 'turn-1', 'started'],
+      ['llm_call', 'turn-1', 'completed'],
+      ['answer', null, 'completed'],
+      ['usage', null, 'info'],
+      ['workflow_end', null, 'completed'],
+    ]);
+    expect(events[1]?.detail).toMatchObject({ model: 'gpt', error: { code: 'interrupted' } });
+    expect(events[2]?.detail).toMatchObject({ interruptedCalls: 1 });
   });
 
   it('a live lease is not taken, nor is a workflow just created', async () => {
@@ -281,3 +362,13 @@ describe('taking over a workflow whose runner is gone', () => {
     );
   });
 });
+
+/** The `llm_call` steps and `tool_call` ids whose last event is `started`. */
+function openCalls(events: StoredEvent[]): string[] {
+  const last = new Map<string, string>();
+  for (const event of events) {
+    if (event.type !== 'llm_call' && event.type !== 'tool_call') continue;
+    last.set(`${event.type} ${event.step} ${event.detail.callId ?? ''}`, event.status);
+  }
+  return [...last].filter(([, status]) => status === 'started').map(([call]) => call);
+}
