@@ -1,4 +1,4 @@
-import { type Insertable, type Selectable, sql } from 'kysely';
+import { type Insertable, type RawBuilder, type Selectable, sql } from 'kysely';
 import type { DbOrTx } from './database.js';
 import type { Database, HttpToolRow, McpServerRow } from './schema.js';
 
@@ -81,7 +81,7 @@ export interface TenantEndpointsJson {
  * statement that runs anyway (a workflow's insert) reads them without a
  * round trip of its own; `endpointsOf` turns them back into rows.
  */
-export function tenantEndpointColumns(tenantId: string) {
+export function tenantEndpointColumns(tenantId: string | RawBuilder<string>) {
   return {
     tenant_http_tools: sql<unknown>`(SELECT coalesce(json_agg(h ORDER BY h.name), '[]')
       FROM http_tools h WHERE h.tenant_id = ${tenantId})`,

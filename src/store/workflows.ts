@@ -1,5 +1,6 @@
 import { type RawBuilder, sql } from 'kysely';
 import type { DbOrTx } from './database.js';
+import { fixedStatement } from './fixed-statement.js';
 import type { WorkflowRow } from './schema.js';
 import {
   endpointsOf,
@@ -53,6 +54,40 @@ export interface UsageIncrement {
   costUsd: number;
 }
 
+/**
+ * A new workflow, queued, with the lease of the replica that runs it (none
+ * without `leaseOwner`: a NULL `leaseMs` makes a NULL expiry).
+ */
+const insertWorkflow = fixedStatement<
+  {
+    id: string;
+    tenantId: string;
+    sessionId: string | null;
+    mode: string;
+    model: string;
+    input: string;
+    tools: string[];
+    /** JSON */
+    metadata: string;
+    /** JSON, or null: the runs use the configured budget. */
+    budget: string | null;
+    idempotencyKey: string | null;
+    requestHash: string | null;
+    leaseOwner: string | null;
+    leaseMs: number | null;
+  },
+  { created_at: Date } & TenantEndpointsJson
+>((slot) => {
+  const endpoints = tenantEndpointColumns(slot.tenantId);
+  return sql`INSERT INTO workflows (id, tenant_id, session_id, status, mode, model, input, tools,
+      metadata, budget, idempotency_key, request_hash, lease_owner, lease_expires_at)
+    VALUES (${slot.id}, ${slot.tenantId}, ${slot.sessionId}, 'queued', ${slot.mode}, ${slot.model},
+      ${slot.input}, ${slot.tools}, ${slot.metadata}, ${slot.budget}, ${slot.idempotencyKey},
+      ${slot.requestHash}, ${slot.leaseOwner}, ${leaseExpiry(slot.leaseMs)})
+    RETURNING created_at, ${endpoints.tenant_http_tools} AS tenant_http_tools,
+      ${endpoints.tenant_mcp_servers} AS tenant_mcp_servers`;
+});
+
 /** Statuses that need a runner (the workflows_leases index covers the same ones). */
 const LEASABLE = ['queued', 'running'];
 
@@ -71,45 +106,24 @@ export function workflowsRepository(db: DbOrTx) {
      * for nothing on every create.
      */
     async insert(row: NewWorkflowRow): Promise<{ createdAt: Date; endpoints: TenantEndpoints }> {
-      const endpoints = tenantEndpointColumns(row.tenantId);
-      const inserted = await db
-        .insertInto('workflows')
-        .values({
-          id: row.id,
-          tenant_id: row.tenantId,
-          session_id: row.sessionId,
-          status: 'queued',
-          awaiting_reason: null,
-          mode: row.mode,
-          kind: null,
-          model: row.model,
-          input: row.input,
-          tools: row.tools,
-          metadata: JSON.stringify(row.metadata),
-          budget: row.budget === undefined ? null : JSON.stringify(row.budget),
-          idempotency_key: row.idempotencyKey,
-          request_hash: row.requestHash,
-          lease_owner: row.lease?.owner ?? null,
-          lease_expires_at: row.lease ? leaseExpiry(row.lease.leaseMs) : null,
-          result: null,
-          error: null,
-          started_at: null,
-          finished_at: null,
-        })
-        .returning([
-          'created_at',
-          endpoints.tenant_http_tools.as('tenant_http_tools'),
-          endpoints.tenant_mcp_servers.as('tenant_mcp_servers'),
-        ])
-        .executeTakeFirstOrThrow();
-      const { created_at, tenant_http_tools, tenant_mcp_servers } = inserted;
-      return {
-        createdAt: created_at,
-        endpoints: endpointsOf({
-          tenant_http_tools: tenant_http_tools as TenantEndpointsJson['tenant_http_tools'],
-          tenant_mcp_servers: tenant_mcp_servers as TenantEndpointsJson['tenant_mcp_servers'],
-        }),
-      };
+      const { rows } = await insertWorkflow(db, {
+        id: row.id,
+        tenantId: row.tenantId,
+        sessionId: row.sessionId,
+        mode: row.mode,
+        model: row.model,
+        input: row.input,
+        tools: row.tools,
+        metadata: JSON.stringify(row.metadata),
+        budget: row.budget === undefined ? null : JSON.stringify(row.budget),
+        idempotencyKey: row.idempotencyKey,
+        requestHash: row.requestHash,
+        leaseOwner: row.lease?.owner ?? null,
+        leaseMs: row.lease?.leaseMs ?? null,
+      });
+      const inserted = rows[0];
+      if (!inserted) throw new Error(`the insert of workflow ${row.id} returned no row`);
+      return { createdAt: inserted.created_at, endpoints: endpointsOf(inserted) };
     },
 
     async findById(tenantId: string, id: string): Promise<WorkflowRow | undefined> {

@@ -85,7 +85,7 @@ async function insertWaiting(harness = h): Promise<number> {
       const { rows } = await harness.testApp.services.database.pool.query<{ pid: number }>(
         `SELECT pid FROM pg_stat_activity
           WHERE datname = current_database() AND wait_event_type = 'Lock'
-            AND query ILIKE 'insert into "workflows"%'`,
+            AND query ILIKE 'insert into workflows %'`,
       );
       pid = rows[0]?.pid;
       expect(pid).toBeDefined();
