@@ -11,10 +11,13 @@ import type { DbOrTx } from './database.js';
 /**
  * A statement whose text is the same at every run, compiled by kysely once
  * (when the module defining it loads) rather than built and compiled again
- * at each run: a run passes only its values. Building and compiling took 83 µs of the service
- * thread's CPU for a workflow's insert, and 41 µs for a transition, at
- * concurrency 1 in bench/simple-path (2026-12-02), where a workflow's
- * whole statement path is ~3 ms.
+ * at each run: a run passes only its values. For a workflow's insert,
+ * building and compiling took 83 µs of the service thread at each create
+ * (bench/simple-path at concurrency 1, 2026-12-02), and the fixed
+ * statement took ~0.2 ms of CPU off each workflow. A transition's statement
+ * (workflows/transitions.ts) took 41 µs to build, but has parts a
+ * transition leaves out: fixed, with them as NULLs or one text per shape,
+ * it saved ~0.06 ms a workflow, within the noise, and was not kept.
  *
  * `build` writes the statement with kysely's `sql`, each value through its
  * slot (`slots.name`, a parameter; one may appear more than once), so the
