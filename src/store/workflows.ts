@@ -59,20 +59,11 @@ export interface UsageIncrement {
  * without `leaseOwner`: a NULL `leaseMs` makes a NULL expiry).
  */
 const insertWorkflow = fixedStatement<
-  {
-    id: string;
-    tenantId: string;
-    sessionId: string | null;
-    mode: string;
-    model: string;
-    input: string;
-    tools: string[];
+  Omit<NewWorkflowRow, 'metadata' | 'budget' | 'lease'> & {
     /** JSON */
     metadata: string;
     /** JSON, or null: the runs use the configured budget. */
     budget: string | null;
-    idempotencyKey: string | null;
-    requestHash: string | null;
     leaseOwner: string | null;
     leaseMs: number | null;
   },
