@@ -26,12 +26,12 @@ export const TOOL_OUTPUT_TAG = 'tool_output';
 /** The built-in tool that pauses the workflow with a question to the user. */
 const ASK_USER_TOOL = 'ask_user';
 
-/** What a workflow's budget has left before a turn (tool-loop/budget.ts). */
+/** How close a workflow's budget is to its end, before a turn (tool-loop/budget.ts). */
 export interface PromptBudget {
   /** Model turns with tools the workflow may still take, this one included. */
   iterationsLeft: number;
-  /** Null when the workflow's tokens are not capped. */
-  tokensLeft: number | null;
+  /** A fifth or less of the token cap is left; false when tokens are not capped. */
+  tokensLow: boolean;
 }
 
 export interface SystemPromptOptions {
@@ -116,20 +116,21 @@ function volatilePart(options: SystemPromptOptions): string {
 }
 
 /**
- * The budget's line, which the tool loop adds to the volatile part of each
- * turn's prompt (tool-loop/prepare-request.ts), so the model can pace its
- * tool calls instead of being cut off by the cap.
+ * The budget's line, which the tool loop adds to the volatile part of a
+ * turn's prompt (tool-loop/prepare-request.ts) once the budget runs low,
+ * so the model can wrap up rather than be cut off by the cap; none before.
+ * Its texts are fixed, and it appears at most twice in a workflow, near
+ * its end: a prompt that changed at every turn (a count of what is left)
+ * would keep OpenAI's prompt cache from reusing the conversation after it.
  */
-export function budgetLine(budget: PromptBudget): string {
-  const turns = Math.max(0, Math.floor(budget.iterationsLeft));
-  if (turns <= 1) {
+export function budgetLine(budget: PromptBudget): string | undefined {
+  if (budget.iterationsLeft <= 1) {
     return 'Budget: this is the last model turn with tools. Answer now with what you have gathered.';
   }
-  const tokens =
-    budget.tokensLeft === null
-      ? ''
-      : `, about ${Math.max(0, Math.floor(budget.tokensLeft)).toLocaleString('en-US')} tokens`;
-  return `Budget left: ${turns} model turns${tokens}. Prefer few, well-chosen tool calls; when the budget runs low, answer with what you have.`;
+  if (budget.tokensLow) {
+    return 'Budget: the token budget is nearly spent. Prefer answering with what you have gathered over more tool calls.';
+  }
+  return undefined;
 }
 
 /** getUTCDay() order; toLocaleDateString would build an Intl formatter on every call. */

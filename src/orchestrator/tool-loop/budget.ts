@@ -45,16 +45,16 @@ export function spentBy(run: LoopRun): BudgetSpent {
 }
 
 /**
- * What the budget has left for the turn being prepared, for the model's
- * prompt: that turn is counted among the iterations already, and is left
- * too.
+ * How close the budget is to its end for the turn being prepared, for the
+ * model's prompt: that turn is counted among the iterations already, and
+ * is left too.
  */
 export function budgetLeft(run: LoopRun): PromptBudget {
   const { budget } = run.options;
   const spent = spentBy(run);
   return {
     iterationsLeft: budget.maxIterations - spent.iterations + 1,
-    tokensLeft: budget.maxTokens === null ? null : budget.maxTokens - spent.tokens,
+    tokensLow: budget.maxTokens !== null && budget.maxTokens - spent.tokens <= budget.maxTokens / 5,
   };
 }
 

@@ -65,9 +65,10 @@ function buildRequest(run: LoopRun, withTools: boolean, messages: Message[]): Mo
 }
 
 /**
- * The turn's system prompt: the workflow's, its volatile part followed by
- * what the budget has left and, past 70% of the window, the wrap-up
- * instruction; the last turn's (no tools) once the loop wraps up.
+ * The turn's system prompt: the workflow's, its volatile part followed,
+ * once the budget runs low, by the budget's line and, past 70% of the
+ * window, by the wrap-up instruction; the last turn's (no tools) once the
+ * loop wraps up.
  */
 function systemOf(run: LoopRun): SystemPrompt {
   const { system } = run.options;

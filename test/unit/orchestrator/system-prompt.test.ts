@@ -90,22 +90,19 @@ describe('buildSystemPrompt', () => {
 });
 
 describe('budgetLine', () => {
-  it('says the turns and, when they are capped, the tokens left', () => {
-    expect(budgetLine({ iterationsLeft: 3, tokensLeft: 9_000 })).toMatch(
-      /^Budget left: 3 model turns, about 9,000 tokens\. Prefer few/,
-    );
-    expect(budgetLine({ iterationsLeft: 8, tokensLeft: null })).toMatch(
-      /^Budget left: 8 model turns\. Prefer few/,
-    );
+  it('says nothing while the budget is far from its end', () => {
+    expect(budgetLine({ iterationsLeft: 3, tokensLow: false })).toBeUndefined();
   });
 
   it('asks for the answer on the last turn with tools', () => {
-    expect(budgetLine({ iterationsLeft: 1, tokensLeft: 500 })).toBe(
+    expect(budgetLine({ iterationsLeft: 1, tokensLow: true })).toBe(
       'Budget: this is the last model turn with tools. Answer now with what you have gathered.',
     );
   });
 
-  it('never says a negative number', () => {
-    expect(budgetLine({ iterationsLeft: 4, tokensLeft: -120 })).toContain('about 0 tokens');
+  it('says when the tokens are nearly spent, in a text that does not change from turn to turn', () => {
+    expect(budgetLine({ iterationsLeft: 5, tokensLow: true })).toBe(
+      'Budget: the token budget is nearly spent. Prefer answering with what you have gathered over more tool calls.',
+    );
   });
 });
