@@ -252,12 +252,16 @@ describe('taking over a workflow whose runner is gone', () => {
       ),
     );
     const id = await startWorkflow(h.testApp, h.tenant.key, { input: 'Wait for the tool' });
-    await vi.waitFor(() =>
-      expect(h.tools.calls.filter((call) => call.path === '/hang')).toHaveLength(hangsBefore + 1),
+    await vi.waitFor(
+      () =>
+        expect(h.tools.calls.filter((call) => call.path === '/hang')).toHaveLength(hangsBefore + 1),
+      { timeout: 10_000 },
     );
     // As at shutdown: the run stops and hands its lease over.
     h.testApp.services.executions.stop(id, 'shutdown');
-    await vi.waitFor(() => expect(h.testApp.services.executions.isRunning(id)).toBe(false));
+    await vi.waitFor(() => expect(h.testApp.services.executions.isRunning(id)).toBe(false), {
+      timeout: 10_000,
+    });
 
     const requestsBefore = h.provider.requests.length;
     h.provider.enqueue(answer('Two, after the takeover.'));

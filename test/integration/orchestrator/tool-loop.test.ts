@@ -188,14 +188,18 @@ describe.each(['gpt', 'claude'])('the tool loop on %s', (model) => {
       ),
     );
     const id = await startWorkflow(h.testApp, h.tenant.key, { input: 'Wait for it', model });
-    await vi.waitFor(() =>
-      expect(h.tools.calls.filter((call) => call.path === '/hang')).toHaveLength(hangsBefore + 1),
+    await vi.waitFor(
+      () =>
+        expect(h.tools.calls.filter((call) => call.path === '/hang')).toHaveLength(hangsBefore + 1),
+      { timeout: 10_000 },
     );
     const cancelled = await cancelWorkflow(h.testApp, h.tenant.key, id);
     expect(cancelled.statusCode, cancelled.body).toBe(202);
     // The tool's request is given up long before its minute-long timeout.
     await vi.waitFor(() => expect(h.timings.get('/hang')).toBeDefined(), { timeout: 5_000 });
-    await vi.waitFor(() => expect(h.testApp.services.executions.isRunning(id)).toBe(false));
+    await vi.waitFor(() => expect(h.testApp.services.executions.isRunning(id)).toBe(false), {
+      timeout: 10_000,
+    });
     expect(h.provider.requests.length - before).toBe(1);
     const { rows } = await h.testApp.services.database.pool.query(
       'SELECT turn FROM workflow_turns WHERE workflow_id = $1',
