@@ -1,4 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { bearer } from '../../support/app.js';
 import { eventually, listen, openStream, within } from '../../support/event-streams.js';
 import {
   answer,
@@ -32,7 +33,7 @@ afterAll(async () => {
 function post(path: string, body: Record<string, unknown>): Promise<Response> {
   return fetch(`${baseUrl}${path}`, {
     method: 'POST',
-    headers: { authorization: `Bearer ${h.tenant.key}`, 'content-type': 'application/json' },
+    headers: { ...bearer(h.tenant.key), 'content-type': 'application/json' },
     body: JSON.stringify(body),
   });
 }
@@ -75,7 +76,7 @@ describe.each(['gpt', 'claude'])('ask_user over HTTP and SSE on %s', (model) => 
       });
 
       const waiting = await fetch(`${baseUrl}/v1/workflows/${id}`, {
-        headers: { authorization: `Bearer ${h.tenant.key}` },
+        headers: bearer(h.tenant.key),
       });
       const paused = (await waiting.json()) as { status: string; version: number };
       expect(paused).toMatchObject({ status: 'awaiting_input', awaitingReason: 'clarification' });
