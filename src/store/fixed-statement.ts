@@ -15,9 +15,9 @@ import type { DbOrTx } from './database.js';
  * building and compiling took 83 µs of the service thread at each create
  * (bench/simple-path at concurrency 1, 2026-12-02), and the fixed
  * statement took ~0.2 ms of CPU off each workflow. A transition's statement
- * (workflows/transitions.ts) took 41 µs to build, but has parts a
- * transition leaves out: fixed, with them as NULLs or one text per shape,
- * it saved ~0.06 ms a workflow, within the noise, and was not kept.
+ * (workflows/transitions.ts) has parts a transition leaves out: it is
+ * compiled once per shape (`statementsByShape`), each shape's text the one
+ * kysely built at each run before.
  *
  * `build` writes the statement with kysely's `sql`, each value through its
  * slot (`slots.name`, a parameter; one may appear more than once), so the
@@ -33,6 +33,45 @@ export function fixedStatement<Values extends Record<string, unknown>, Row>(
     const parameters = compiled.order.map((name) => values[name]);
     return db.executeQuery(CompiledQuery.raw(compiled.sql, parameters) as CompiledQuery<Row>);
   };
+}
+
+/**
+ * Statements whose text depends on a few choices (their shape) and on
+ * nothing else: each shape's text is compiled the first time it runs and
+ * kept, and a run passes its values, as with `fixedStatement`. `key` names
+ * a shape (its choices as a short string); the shapes must be few, a
+ * handful of flags, since every one seen stays compiled.
+ */
+export function statementsByShape<Shape, Values extends Record<string, unknown>, Row>(options: {
+  key: (shape: Shape) => string;
+  build: (shape: Shape, slots: Slots<Values>) => RawBuilder<Row>;
+}): (db: DbOrTx, shape: Shape, values: Values) => Promise<QueryResult<Row>> {
+  const compiled = new Map<string, { sql: string; order: (keyof Values)[] }>();
+  return (db, shape, values) => {
+    const key = options.key(shape);
+    let statement = compiled.get(key);
+    if (statement === undefined) {
+      statement = compile<Values, Row>((slots) => options.build(shape, slots));
+      compiled.set(key, statement);
+    }
+    const parameters = statement.order.map((name) => values[name]);
+    return db.executeQuery(CompiledQuery.raw(statement.sql, parameters) as CompiledQuery<Row>);
+  };
+}
+
+/**
+ * The values as ordinary parameters, in place of slots: for a statement
+ * built by a fixed statement's `build` with parts that carry values of
+ * their own, built and compiled at each run instead.
+ */
+export function parametersOf<Values extends Record<string, unknown>>(
+  values: Values,
+): Slots<Values> {
+  return new Proxy({} as Slots<Values>, {
+    get(_target, name) {
+      return typeof name === 'string' ? sql`${values[name]}` : undefined;
+    },
+  });
 }
 
 /** A placeholder for each value of a fixed statement, by name. */

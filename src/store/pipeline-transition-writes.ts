@@ -70,18 +70,14 @@ const WORKFLOW_ENDED = 'workflow_ended';
  * going when a cancel commits changes nothing), and without this the
  * pipeline view would show their stages running forever.
  */
-export function failStartedAttemptsAfterTransition(ended: 'failed' | 'cancelled') {
-  const error = {
-    code: WORKFLOW_ENDED,
-    message:
-      ended === 'cancelled'
-        ? 'The workflow was cancelled during this attempt'
-        : 'The workflow failed during this attempt',
-  };
+export function failStartedAttemptsAfterTransition(
+  /** endedAttemptError's JSON, as a statement part. */
+  error: RawBuilder<unknown>,
+) {
   return sql`ended_attempts AS (
     UPDATE workflow_stage_attempts SET
       status = 'failed',
-      error = ${JSON.stringify(error)}::jsonb,
+      error = ${error}::jsonb,
       finished_at = clock_timestamp(),
       elapsed_ms = ${elapsedMsSince(sql.ref('workflow_stage_attempts.started_at'))}
     FROM changed
@@ -89,6 +85,17 @@ export function failStartedAttemptsAfterTransition(ended: 'failed' | 'cancelled'
       AND workflow_stage_attempts.tenant_id = changed.tenant_id
       AND workflow_stage_attempts.status = 'started'
   )`;
+}
+
+/** The error, as JSON, of the attempts still running when their workflow ends `ended`. */
+export function endedAttemptError(ended: 'failed' | 'cancelled'): string {
+  return JSON.stringify({
+    code: WORKFLOW_ENDED,
+    message:
+      ended === 'cancelled'
+        ? 'The workflow was cancelled during this attempt'
+        : 'The workflow failed during this attempt',
+  });
 }
 
 /** `revised`: the next plan revision (a `modify` with a plan patch). */

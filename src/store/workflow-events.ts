@@ -66,8 +66,15 @@ export function turnsWritten(
   source: 'bumped' | 'changed' | 'source',
 ): RawBuilder<unknown>[] {
   if (rows.length === 0) return [];
-  const records = sql`${turnRowsJson(rows)}::jsonb`;
-  return [sql`turns_written AS (${insertTurns(sql.raw(source), records)})`];
+  return [turnsWrittenFrom(source, sql`${turnRowsJson(rows)}`)];
+}
+
+/** The CTE `turns_written` of the turn rows in `rowsJson` (turnRowsJson's text). */
+export function turnsWrittenFrom(
+  source: 'bumped' | 'changed' | 'source',
+  rowsJson: RawBuilder<unknown>,
+): RawBuilder<unknown> {
+  return sql`turns_written AS (${insertTurns(sql.raw(source), sql`${rowsJson}::jsonb`)})`;
 }
 
 /**
@@ -356,21 +363,48 @@ export function eventsAfter(
   source: 'bumped' | 'changed',
   input: { encoded: EncodedEvents; origin: string; tokens?: TokensAmongEvents },
 ) {
+  const { encoded, tokens } = input;
+  return eventsAfterFrom(source, {
+    json: sql`${encoded.json}`,
+    count: sql`${encoded.count}`,
+    ts: sql`${encoded.ts}`,
+    channel: sql`${EVENTS_CHANNEL}`,
+    origin: sql`${input.origin}`,
+    tokens: tokens && { text: sql`${tokens.text}`, afterEvents: sql`${tokens.afterEvents}` },
+  });
+}
+
+/**
+ * eventsAfter with its values as statement parts (parameters, or a fixed
+ * statement's slots): the encoded events' JSON, their count and time, the
+ * channel, the origin and the token text among them.
+ */
+export function eventsAfterFrom(
+  source: 'bumped' | 'changed',
+  parts: {
+    json: RawBuilder<unknown>;
+    count: RawBuilder<unknown>;
+    ts: RawBuilder<unknown>;
+    channel: RawBuilder<unknown>;
+    origin: RawBuilder<unknown>;
+    tokens: { text: RawBuilder<unknown>; afterEvents: RawBuilder<unknown> } | undefined;
+  },
+) {
   const from = sql.raw(source);
-  const { encoded } = input;
+  const { tokens } = parts;
   return sql`inserted AS (${insertEvents({
     from,
-    records: sql`${encoded.json}::jsonb`,
-    count: sql`${encoded.count}`,
-    ts: sql`${encoded.ts}::timestamptz`,
+    records: sql`${parts.json}::jsonb`,
+    count: parts.count,
+    ts: sql`${parts.ts}::timestamptz`,
   })}), notified AS (
-      SELECT pg_notify(${EVENTS_CHANNEL}, ${eventsPayload({
+      SELECT pg_notify(${parts.channel}, ${eventsPayload({
         workflowId: sql`${from}.id`,
         lastSeq: sql`${from}.last_seq`,
-        origin: sql`${input.origin}::text`,
-        tokens: input.tokens && {
-          text: sql`${input.tokens.text}::text`,
-          afterSeq: sql`${from}.last_seq - ${encoded.count} + ${input.tokens.afterEvents}`,
+        origin: sql`${parts.origin}::text`,
+        tokens: tokens && {
+          text: sql`${tokens.text}::text`,
+          afterSeq: sql`${from}.last_seq - ${parts.count} + ${tokens.afterEvents}`,
         },
       })}::text)
       FROM ${from}

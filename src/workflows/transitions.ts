@@ -1,7 +1,11 @@
 import { type RawBuilder, sql, type Transaction } from 'kysely';
 import { conflict, notFound } from '../errors.js';
 import { type Db, type DbOrTx, WITHOUT_FLUSH_WAIT } from '../store/database.js';
-import { failStartedAttemptsAfterTransition } from '../store/pipeline-transition-writes.js';
+import { parametersOf, type Slots, statementsByShape } from '../store/fixed-statement.js';
+import {
+  endedAttemptError,
+  failStartedAttemptsAfterTransition,
+} from '../store/pipeline-transition-writes.js';
 import type { Database, WorkflowRow } from '../store/schema.js';
 import {
   endpointsOf,
@@ -10,12 +14,15 @@ import {
   tenantEndpointColumns,
 } from '../store/tenant-endpoints.js';
 import {
+  type EncodedEvents,
+  EVENTS_CHANNEL,
   encodeEvents,
-  eventsAfter,
+  eventsAfterFrom,
   type NewEventRow,
   type TokensAmongEvents,
   type TurnRow,
-  turnsWritten,
+  turnRowsJson,
+  turnsWrittenFrom,
 } from '../store/workflow-events.js';
 import { leaseExpiry, type UsageIncrement } from '../store/workflows.js';
 import { toEvent, toWorkflow } from './rows.js';
@@ -169,57 +176,14 @@ async function compareAndSet(
 ): Promise<TransitionResult | undefined> {
   const now = new Date();
   const effects = transitionEffects(input.to, input.awaitingReason);
-  const from = statusesBefore(input.to);
-  // A transition that leases the workflow to this replica launches its run
-  // here: the run's tools are read in the same statement.
-  const endpoints = input.lease ? tenantEndpointColumns(input.tenantId) : undefined;
   const encoded = encodeEvents(input.events, now);
-  const result = await sql<WorkflowRow & Partial<TenantEndpointsJson>>`
-    WITH changed AS (
-      UPDATE workflows SET
-        status = ${input.to},
-        awaiting_reason = ${effects.awaitingReason},
-        version = version + 1,
-        updated_at = ${now},
-        started_at = ${effects.starts ? sql`coalesce(started_at, ${now})` : sql`started_at`},
-        finished_at = ${effects.finishes ? sql`${now}` : sql`finished_at`},
-        lease_owner = ${input.lease ? sql`${input.lease.owner}` : effects.clearsLease ? sql`NULL` : sql`lease_owner`},
-        lease_expires_at = ${input.lease ? leaseExpiry(input.lease.leaseMs) : effects.clearsLease ? sql`NULL` : sql`lease_expires_at`},
-        kind = ${input.kind ? sql`${input.kind}` : sql`kind`},
-        result = ${input.result ? sql`${JSON.stringify(input.result)}::jsonb` : sql`result`},
-        error = ${input.error ? sql`${JSON.stringify(input.error)}::jsonb` : sql`error`},
-        input_tokens = input_tokens + ${input.usage?.inputTokens ?? 0},
-        output_tokens = output_tokens + ${input.usage?.outputTokens ?? 0},
-        cached_input_tokens = cached_input_tokens + ${input.usage?.cachedInputTokens ?? 0},
-        cost_usd = cost_usd + ${input.usage?.costUsd ?? 0},
-        last_seq = last_seq + ${input.events.length}
-      WHERE id = ${input.workflowId} AND tenant_id = ${input.tenantId}
-        AND status = ANY(${from}::text[])
-        ${input.expectedVersion === undefined ? sql`` : sql`AND version = ${input.expectedVersion}`}
-        ${input.fromAwaiting ? sql`AND awaiting_reason = ANY(${[...input.fromAwaiting]}::text[])` : sql``}
-      RETURNING *
-    ), ${sql.join(
-      [
-        ...turnsWritten(input.turnRows ?? [], 'changed'),
-        ...(input.alsoInStatement ?? []),
-        ...(input.to === 'failed' || input.to === 'cancelled'
-          ? [failStartedAttemptsAfterTransition(input.to)]
-          : []),
-        eventsAfter('changed', { ...input, encoded }),
-      ],
-      sql`, `,
-    )}
-    SELECT changed.*
-      ${
-        endpoints
-          ? sql`, ${endpoints.tenant_http_tools} AS tenant_http_tools,
-              ${endpoints.tenant_mcp_servers} AS tenant_mcp_servers`
-          : sql``
-      }
-      ${input.alsoSelect?.length ? sql`, ${sql.join(input.alsoSelect, sql`, `)}` : sql``}
-    FROM changed, notified${input.durable === false ? sql`, ${WITHOUT_FLUSH_WAIT}` : sql``}`.execute(
-    db,
-  );
+  const shape = shapeOf(input, effects);
+  const values = valuesOf(input, effects, encoded, now);
+  // A review's own writes carry their values in their SQL: built at each run.
+  const result =
+    input.alsoInStatement?.length || input.alsoSelect?.length
+      ? await transitionStatement(shape, parametersOf(values), input).execute(db)
+      : await transitionStatements(db, shape, values);
   const row = result.rows[0];
   if (!row) return undefined;
   const { tenant_http_tools: httpTools, tenant_mcp_servers: mcpServers, ...columns } = row;
@@ -243,6 +207,204 @@ async function compareAndSet(
         }
       : {}),
   };
+}
+
+/**
+ * What the text of a transition's statement depends on: which columns it
+ * sets and how, which checks and writes it makes, whether it reads the
+ * tenant's tools and waits for the WAL flush. The rest are its values.
+ */
+interface TransitionShape {
+  starts: boolean;
+  finishes: boolean;
+  /** The lease taken by this replica (a run starts here), cleared, or left as it is. */
+  lease: 'take' | 'clear' | 'keep';
+  kind: boolean;
+  result: boolean;
+  error: boolean;
+  expectedVersion: boolean;
+  fromAwaiting: boolean;
+  turns: boolean;
+  /** A `failed` or `cancelled` end: the stage attempts still running fail with it. */
+  endsAttempts: boolean;
+  tokens: boolean;
+  durable: boolean;
+}
+
+interface TransitionValues extends Record<string, unknown> {
+  to: WorkflowStatus;
+  awaitingReason: AwaitingReason | null;
+  now: Date;
+  leaseOwner: string | undefined;
+  leaseMs: number | undefined;
+  kind: WorkflowKind | undefined;
+  /** JSON */
+  result: string | undefined;
+  /** JSON */
+  error: string | undefined;
+  inputTokens: number;
+  outputTokens: number;
+  cachedInputTokens: number;
+  costUsd: number;
+  workflowId: string;
+  tenantId: string;
+  from: WorkflowStatus[];
+  expectedVersion: number | undefined;
+  fromAwaiting: AwaitingReason[] | undefined;
+  /** turnRowsJson's text */
+  turns: string | undefined;
+  /** endedAttemptError's JSON */
+  attemptsError: string | undefined;
+  /** encodeEvents' JSON, with their count and time */
+  events: string;
+  eventCount: number;
+  ts: Date;
+  channel: string;
+  origin: string;
+  tokensText: string | undefined;
+  tokensAfter: number | undefined;
+}
+
+type Effects = ReturnType<typeof transitionEffects>;
+
+function shapeOf(input: TransitionInput, effects: Effects): TransitionShape {
+  return {
+    starts: effects.starts,
+    finishes: effects.finishes,
+    lease: input.lease ? 'take' : effects.clearsLease ? 'clear' : 'keep',
+    kind: input.kind !== undefined,
+    result: input.result !== undefined,
+    error: input.error !== undefined,
+    expectedVersion: input.expectedVersion !== undefined,
+    fromAwaiting: input.fromAwaiting !== undefined,
+    turns: (input.turnRows?.length ?? 0) > 0,
+    endsAttempts: input.to === 'failed' || input.to === 'cancelled',
+    tokens: input.tokens !== undefined,
+    durable: input.durable !== false,
+  };
+}
+
+function valuesOf(
+  input: TransitionInput,
+  effects: Effects,
+  encoded: EncodedEvents,
+  now: Date,
+): TransitionValues {
+  return {
+    to: input.to,
+    awaitingReason: effects.awaitingReason,
+    now,
+    leaseOwner: input.lease?.owner,
+    leaseMs: input.lease?.leaseMs,
+    kind: input.kind,
+    result: input.result && JSON.stringify(input.result),
+    error: input.error && JSON.stringify(input.error),
+    inputTokens: input.usage?.inputTokens ?? 0,
+    outputTokens: input.usage?.outputTokens ?? 0,
+    cachedInputTokens: input.usage?.cachedInputTokens ?? 0,
+    costUsd: input.usage?.costUsd ?? 0,
+    workflowId: input.workflowId,
+    tenantId: input.tenantId,
+    from: statusesBefore(input.to),
+    expectedVersion: input.expectedVersion,
+    fromAwaiting: input.fromAwaiting && [...input.fromAwaiting],
+    turns: input.turnRows?.length ? turnRowsJson(input.turnRows) : undefined,
+    attemptsError:
+      input.to === 'failed' || input.to === 'cancelled' ? endedAttemptError(input.to) : undefined,
+    events: encoded.json,
+    eventCount: encoded.count,
+    ts: encoded.ts,
+    channel: EVENTS_CHANNEL,
+    origin: input.origin,
+    tokensText: input.tokens?.text,
+    tokensAfter: input.tokens?.afterEvents,
+  };
+}
+
+type TransitionRow = WorkflowRow & Partial<TenantEndpointsJson>;
+
+/**
+ * A transition's statement of each shape, compiled once: building and
+ * compiling it with kysely took ~40 µs of the service thread at each
+ * transition, two of them on a simple workflow's critical path.
+ */
+const transitionStatements = statementsByShape<TransitionShape, TransitionValues, TransitionRow>({
+  key: (shape) =>
+    [
+      shape.starts,
+      shape.finishes,
+      shape.lease,
+      shape.kind,
+      shape.result,
+      shape.error,
+      shape.expectedVersion,
+      shape.fromAwaiting,
+      shape.turns,
+      shape.endsAttempts,
+      shape.tokens,
+      shape.durable,
+    ].join(),
+  build: (shape, v) => transitionStatement(shape, v),
+});
+
+/** The statement of a transition of `shape`, its values read from `v`, with a review's own writes (`extra`). */
+function transitionStatement(
+  shape: TransitionShape,
+  v: Slots<TransitionValues>,
+  extra?: Pick<TransitionInput, 'alsoInStatement' | 'alsoSelect'>,
+): RawBuilder<TransitionRow> {
+  const endpoints = shape.lease === 'take' ? tenantEndpointColumns(v.tenantId) : undefined;
+  const eventCount = v.eventCount;
+  const alsoSelect = extra?.alsoSelect ?? [];
+  return sql<TransitionRow>`
+    WITH changed AS (
+      UPDATE workflows SET
+        status = ${v.to},
+        awaiting_reason = ${v.awaitingReason},
+        version = version + 1,
+        updated_at = ${v.now},
+        started_at = ${shape.starts ? sql`coalesce(started_at, ${v.now})` : sql`started_at`},
+        finished_at = ${shape.finishes ? sql`${v.now}` : sql`finished_at`},
+        lease_owner = ${shape.lease === 'take' ? sql`${v.leaseOwner}` : shape.lease === 'clear' ? sql`NULL` : sql`lease_owner`},
+        lease_expires_at = ${shape.lease === 'take' ? leaseExpiry(v.leaseMs) : shape.lease === 'clear' ? sql`NULL` : sql`lease_expires_at`},
+        kind = ${shape.kind ? sql`${v.kind}` : sql`kind`},
+        result = ${shape.result ? sql`${v.result}::jsonb` : sql`result`},
+        error = ${shape.error ? sql`${v.error}::jsonb` : sql`error`},
+        input_tokens = input_tokens + ${v.inputTokens},
+        output_tokens = output_tokens + ${v.outputTokens},
+        cached_input_tokens = cached_input_tokens + ${v.cachedInputTokens},
+        cost_usd = cost_usd + ${v.costUsd},
+        last_seq = last_seq + ${eventCount}
+      WHERE id = ${v.workflowId} AND tenant_id = ${v.tenantId}
+        AND status = ANY(${v.from}::text[])
+        ${shape.expectedVersion ? sql`AND version = ${v.expectedVersion}` : sql``}
+        ${shape.fromAwaiting ? sql`AND awaiting_reason = ANY(${v.fromAwaiting}::text[])` : sql``}
+      RETURNING *
+    ), ${sql.join(
+      [
+        ...(shape.turns ? [turnsWrittenFrom('changed', v.turns)] : []),
+        ...(extra?.alsoInStatement ?? []),
+        ...(shape.endsAttempts ? [failStartedAttemptsAfterTransition(v.attemptsError)] : []),
+        eventsAfterFrom('changed', {
+          json: v.events,
+          count: eventCount,
+          ts: v.ts,
+          channel: v.channel,
+          origin: v.origin,
+          tokens: shape.tokens ? { text: v.tokensText, afterEvents: v.tokensAfter } : undefined,
+        }),
+      ],
+      sql`, `,
+    )}
+    SELECT changed.*
+      ${
+        endpoints
+          ? sql`, ${endpoints.tenant_http_tools} AS tenant_http_tools,
+              ${endpoints.tenant_mcp_servers} AS tenant_mcp_servers`
+          : sql``
+      }
+      ${alsoSelect.length > 0 ? sql`, ${sql.join(alsoSelect, sql`, `)}` : sql``}
+    FROM changed, notified${shape.durable ? sql`` : sql`, ${WITHOUT_FLUSH_WAIT}`}`;
 }
 
 /**

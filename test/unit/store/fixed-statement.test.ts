@@ -1,7 +1,11 @@
-import { type CompiledQuery, sql } from 'kysely';
+import { type CompiledQuery, Kysely, PostgresDialect, sql } from 'kysely';
 import { describe, expect, it } from 'vitest';
 import type { DbOrTx } from '../../../src/store/database.js';
-import { fixedStatement } from '../../../src/store/fixed-statement.js';
+import {
+  fixedStatement,
+  parametersOf,
+  statementsByShape,
+} from '../../../src/store/fixed-statement.js';
 
 /** A database that records the queries it is asked to run and answers no rows. */
 function recordingDb(): { db: DbOrTx; queries: CompiledQuery[] } {
@@ -45,5 +49,48 @@ describe('fixedStatement', () => {
         (slot) => sql`SELECT * FROM t WHERE id = ${slot.id} AND kind = ${'inlined'}`,
       ),
     ).toThrow(/a parameter that is not a slot: inlined/);
+  });
+});
+
+describe('statementsByShape', () => {
+  type Values = { id: string; owner: string | null };
+  const build = (shape: { owned: boolean }, slot: { id: unknown; owner: unknown }) =>
+    sql`UPDATE t SET owner = ${shape.owned ? sql`${slot.owner}` : sql`NULL`} WHERE id = ${slot.id}`;
+
+  it('compiles each shape once, the first time it runs, and binds its values by name', async () => {
+    const built: boolean[] = [];
+    const statements = statementsByShape<{ owned: boolean }, Values, unknown>({
+      key: (shape) => String(shape.owned),
+      build: (shape, slot) => {
+        built.push(shape.owned);
+        return build(shape, slot);
+      },
+    });
+    const { db, queries } = recordingDb();
+    await statements(db, { owned: true }, { id: 'a', owner: 'me' });
+    await statements(db, { owned: false }, { id: 'b', owner: 'unused' });
+    await statements(db, { owned: true }, { owner: 'you', id: 'c' });
+    expect(built).toEqual([true, false]);
+    expect(queries.map((query) => query.sql)).toEqual([
+      'UPDATE t SET owner = $1 WHERE id = $2',
+      'UPDATE t SET owner = NULL WHERE id = $1',
+      'UPDATE t SET owner = $1 WHERE id = $2',
+    ]);
+    expect(queries.map((query) => query.parameters)).toEqual([['me', 'a'], ['b'], ['you', 'c']]);
+  });
+
+  it('gives the same text and parameters as the build with parametersOf, compiled at each run', async () => {
+    const statements = statementsByShape<{ owned: boolean }, Values, unknown>({
+      key: (shape) => String(shape.owned),
+      build,
+    });
+    const { db, queries } = recordingDb();
+    const values = { id: 'a', owner: 'me' };
+    await statements(db, { owned: true }, values);
+    const compiled = build({ owned: true }, parametersOf(values)).compile(
+      new Kysely<unknown>({ dialect: new PostgresDialect({ pool: {} as never }) }),
+    );
+    expect(compiled.sql).toBe(queries[0]?.sql);
+    expect(compiled.parameters).toEqual(queries[0]?.parameters);
   });
 });
