@@ -106,12 +106,12 @@ export function createEventHub(options: EventHubOptions) {
 
   function onNotification(message: pg.Notification): void {
     if (message.channel !== EVENTS_CHANNEL || !message.payload) return;
-    const notification = parseNotification(message.payload);
+    const notification = parseNotification(message.payload, options.origin);
+    if (notification === null) return;
     if (!notification) {
       log.warn({ payload: message.payload.slice(0, 200) }, 'ignoring a malformed notification');
       return;
     }
-    if (notification.origin === options.origin) return;
     if (notification.kind === 'principals') {
       options.onPrincipalsChanged?.(notification);
       return;
