@@ -73,6 +73,7 @@ function startRun(options: ExecutorOptions, launch: Launch): void {
       log,
       created: launch.preload.created,
       transitionBatches: options.transitionBatches,
+      returning: 'seq',
     }),
     repository: workflowsRepository(options.db),
     controller: new AbortController(),

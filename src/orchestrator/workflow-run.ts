@@ -57,7 +57,8 @@ export interface Run {
   workflow: Workflow;
   readonly cause: RunCause;
   readonly log: Logger;
-  readonly tracker: WorkflowTracker;
+  /** Its transitions return their events alone: the run needs no workflow row back. */
+  readonly tracker: WorkflowTracker<'seq'>;
   readonly repository: WorkflowsRepository;
   readonly controller: AbortController;
   readonly startedAt: number;

@@ -8,8 +8,9 @@ import {
 import { toEvent } from '../workflows/rows.js';
 import type { TransitionBatches } from '../workflows/transition-batches.js';
 import {
+  type Returning,
   type TransitionInput,
-  type TransitionResult,
+  type TransitionResultOf,
   transitionWorkflow,
 } from '../workflows/transitions.js';
 import type {
@@ -46,7 +47,13 @@ export interface TrackerOptions extends UnitWriterOptions {
   transitionBatches?: TransitionBatches;
 }
 
-export type Transition = Omit<TransitionInput, 'tenantId' | 'workflowId' | 'origin'>;
+/** A tracker's options, with what its transitions return (TransitionInput's `returning`). */
+export type TrackerOptionsFor<R extends Returning> = TrackerOptions & {
+  /** `seq` for a run's own tracker, which needs no workflow back; `workflow` when unset. */
+  returning?: R;
+};
+
+export type Transition = Omit<TransitionInput, 'tenantId' | 'workflowId' | 'origin' | 'returning'>;
 
 /**
  * The WorkflowTracker of one workflow run: the orchestrator reports every
@@ -63,7 +70,9 @@ export type Transition = Omit<TransitionInput, 'tenantId' | 'workflowId' | 'orig
  * once committed; `enqueue` does not wait, and a failure to write what it
  * queued is thrown by the next call that waits.
  */
-export function createWorkflowTracker(options: TrackerOptions) {
+export function createWorkflowTracker<R extends Returning = 'workflow'>(
+  options: TrackerOptionsFor<R>,
+) {
   const { db, tenantId, workflowId } = options;
   const tokenFlushMs = options.tokenFlushMs ?? 50;
   let pendingTokens = '';
@@ -149,28 +158,31 @@ export function createWorkflowTracker(options: TrackerOptions) {
     change: Transition,
     /** See write-queue.ts: a run's start waits for its first turn's statement. */
     deferrable = false,
-  ): Promise<TransitionResult> {
-    let done: Omit<TransitionResult, 'events'> | undefined;
+  ): Promise<TransitionResultOf<R>> {
+    let done: Omit<TransitionResultOf<R>, 'events'> | undefined;
     const committed = await runStatement(async (merged) => {
-      const result = await transitionWorkflow(
+      const input: TransitionInput = {
+        ...change,
+        events: [...merged.events, ...change.events, ...merged.eventsAfter],
+        turnRows: merged.writes,
+        tokens: merged.tokens,
+        tenantId,
+        workflowId,
+        origin: options.origin,
+        returning: options.returning ?? 'workflow',
+      };
+      // With `returning` as R says: the result is the one for R.
+      const result = (await transitionWorkflow(
         db,
-        {
-          ...change,
-          events: [...merged.events, ...change.events, ...merged.eventsAfter],
-          turnRows: merged.writes,
-          tokens: merged.tokens,
-          tenantId,
-          workflowId,
-          origin: options.origin,
-        },
+        input,
         options.transitionBatches,
-      );
+      )) as TransitionResultOf<R>;
       const { events, ...rest } = result;
       done = rest;
       return events;
     }, deferrable);
     if (!done) throw new Error('a transition committed without its workflow');
-    return { ...done, events: committed };
+    return { ...done, events: committed } as TransitionResultOf<R>;
   }
 
   return {
@@ -243,7 +255,7 @@ export function createWorkflowTracker(options: TrackerOptions) {
        * run goes on without waiting for it (write-queue.ts).
        */
       options: { deferred?: boolean } = {},
-    ): Promise<TransitionResult> {
+    ): Promise<TransitionResultOf<R>> {
       return transition(
         {
           to: 'running',
@@ -276,7 +288,7 @@ export function createWorkflowTracker(options: TrackerOptions) {
         usage?: Transition['usage'];
         alsoInTransaction?: Transition['alsoInTransaction'];
       } = {},
-    ): Promise<TransitionResult> {
+    ): Promise<TransitionResultOf<R>> {
       const result: WorkflowResult | undefined =
         outcome.status === 'completed'
           ? { answer: outcome.answer, reason: outcome.reason ?? 'answered' }
@@ -314,4 +326,6 @@ export function createWorkflowTracker(options: TrackerOptions) {
   };
 }
 
-export type WorkflowTracker = ReturnType<typeof createWorkflowTracker>;
+export type WorkflowTracker<R extends Returning = 'workflow'> = ReturnType<
+  typeof createWorkflowTracker<R>
+>;

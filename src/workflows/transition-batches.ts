@@ -13,7 +13,7 @@ import {
 } from '../store/workflow-events.js';
 import { toEvent, toWorkflow } from './rows.js';
 import { statusesBefore, transitionEffects } from './state-machine.js';
-import type { TransitionInput, TransitionResult } from './transitions.js';
+import type { SeqTransitionResult, TransitionInput, TransitionResult } from './transitions.js';
 
 /**
  * The transitions runs make, in batches (store/statement-batches.ts: group
@@ -25,7 +25,10 @@ import type { TransitionInput, TransitionResult } from './transitions.js';
  * would alone.
  */
 
-export type TransitionBatches = StatementBatches<TransitionInput, TransitionResult | undefined>;
+export type TransitionBatches = StatementBatches<
+  TransitionInput,
+  TransitionResult | SeqTransitionResult | undefined
+>;
 
 /**
  * Whether a transition can share a statement: one with writes or checks of
@@ -48,7 +51,7 @@ export function isBatchable(input: TransitionInput): boolean {
 export function createTransitionBatches(options: {
   db: Db;
   /** How one transition is made by itself (transitions.ts: compareAndSet). */
-  alone: (input: TransitionInput) => Promise<TransitionResult | undefined>;
+  alone: (input: TransitionInput) => Promise<TransitionResult | SeqTransitionResult | undefined>;
   maxInFlight: number;
   maxItems: number;
   maxChars: number;

@@ -1,6 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { workflowEventsRepository } from '../../src/store/workflow-events.js';
 import { createEventHub } from '../../src/tracker/event-hub.js';
+import { createWorkflowTracker } from '../../src/tracker/tracker.js';
 import { toEvent } from '../../src/workflows/rows.js';
 import type { WorkflowEvent } from '../../src/workflows/types.js';
 import { silentLog, useTrackerDatabase } from '../support/tracker-database.js';
@@ -47,6 +48,39 @@ describe('WorkflowTracker', () => {
     expect(ended.events).toEqual([
       expect.objectContaining({ seq: 2, type: 'workflow_end', status: 'completed' }),
     ]);
+  });
+
+  it('a run’s tracker (returning seq) gets its events back without the workflow, and the row changes all the same', async () => {
+    const workflowId = await newWorkflow();
+    const tracker = createWorkflowTracker({
+      db: setup.handle.db,
+      hub: setup.hub,
+      tenantId: setup.tenantId,
+      workflowId,
+      origin: 'replica-a',
+      log: silentLog,
+      returning: 'seq',
+    });
+    const begun = await tracker.begin({ mode: 'auto' });
+    expect(begun).not.toHaveProperty('workflow');
+    expect(begun.events).toEqual([
+      expect.objectContaining({ seq: 1, type: 'workflow_start', status: 'started' }),
+    ]);
+    await tracker.emit('warning', null, 'info', { code: 'between' });
+    const ended = await tracker.end({ status: 'completed', answer: 'done' });
+    expect(ended).not.toHaveProperty('workflow');
+    expect(ended.events).toEqual([
+      expect.objectContaining({ seq: 3, type: 'workflow_end', status: 'completed' }),
+    ]);
+    const row = await setup.handle.db
+      .selectFrom('workflows')
+      .select(['status', 'version', 'last_seq', 'result', 'finished_at'])
+      .where('id', '=', workflowId)
+      .executeTakeFirstOrThrow();
+    expect(row).toMatchObject({ status: 'completed', version: 3, last_seq: 3 });
+    expect(row.result).toMatchObject({ answer: 'done' });
+    expect(row.finished_at).toBeInstanceOf(Date);
+    expect(await storedSeqs(workflowId)).toEqual([1, 2, 3]);
   });
 
   it('a transition the state machine forbids is a 409 and appends nothing', async () => {

@@ -5,7 +5,7 @@ import { type DatabaseHandle, openDatabase } from '../../src/store/database.js';
 import { workflowEventsRepository } from '../../src/store/workflow-events.js';
 import { createTenancyService } from '../../src/tenancy/service.js';
 import { createEventHub, type EventHub } from '../../src/tracker/event-hub.js';
-import { createWorkflowTracker } from '../../src/tracker/tracker.js';
+import { createWorkflowTracker, type WorkflowTracker } from '../../src/tracker/tracker.js';
 import { createTestDatabase, type TestDatabase } from './database.js';
 
 export const silentLog = pino({ level: 'silent' });
@@ -22,11 +22,7 @@ export interface TrackerDatabase {
   readonly tenantId: string;
   /** A queued workflow row of the tenant, or of `tenantId`. */
   newWorkflow(tenantId?: string): Promise<string>;
-  trackerFor(
-    workflowId: string,
-    origin?: string,
-    eventHub?: EventHub,
-  ): ReturnType<typeof createWorkflowTracker>;
+  trackerFor(workflowId: string, origin?: string, eventHub?: EventHub): WorkflowTracker;
   /** The stored events' seqs, in order. */
   storedSeqs(workflowId: string): Promise<number[]>;
 }

@@ -1,7 +1,11 @@
 import { sql } from 'kysely';
 import type { NewEventRow } from '../../src/store/workflow-events.js';
 import { createTransitionBatches } from '../../src/workflows/transition-batches.js';
-import { type TransitionInput, transitionWorkflow } from '../../src/workflows/transitions.js';
+import {
+  type TransitionInput,
+  transitionWorkflow,
+  type WorkflowTransitionInput,
+} from '../../src/workflows/transitions.js';
 import type { TrackerDatabase } from './tracker-database.js';
 
 /** What the tests of transition batches (src/workflows/transition-batches.ts) build their transitions and checks from. */
@@ -14,8 +18,8 @@ export function event(type: string, detail: Record<string, unknown> = {}): NewEv
 export function start(
   setup: TrackerDatabase,
   workflowId: string,
-  extra: Partial<TransitionInput> = {},
-): TransitionInput {
+  extra: Partial<WorkflowTransitionInput> = {},
+): WorkflowTransitionInput {
   return {
     tenantId: setup.tenantId,
     workflowId,
@@ -30,7 +34,7 @@ export function start(
 }
 
 /** A workflow's end, as a run makes it. */
-export function end(setup: TrackerDatabase, workflowId: string): TransitionInput {
+export function end(setup: TrackerDatabase, workflowId: string): WorkflowTransitionInput {
   return {
     tenantId: setup.tenantId,
     workflowId,
