@@ -272,7 +272,13 @@ interface TransitionShape {
 interface TransitionValues extends Record<string, unknown> {
   to: WorkflowStatus;
   awaitingReason: AwaitingReason | null;
-  now: Date;
+  /**
+   * The transition's time as ISO 8601 text, read as a timestamptz: what
+   * node-postgres would make of a Date, at a fraction of the cost (it
+   * formats each Date parameter with the local time zone's offset, ~3 µs,
+   * four times a transition).
+   */
+  now: string;
   leaseOwner: string | undefined;
   leaseMs: number | undefined;
   kind: WorkflowKind | undefined;
@@ -296,7 +302,7 @@ interface TransitionValues extends Record<string, unknown> {
   /** encodeEvents' JSON, with their count and time */
   events: string;
   eventCount: number;
-  ts: Date;
+  ts: string;
   channel: string;
   origin: string;
   tokensText: string | undefined;
@@ -329,10 +335,11 @@ function valuesOf(
   encoded: EncodedEvents,
   now: Date,
 ): TransitionValues {
+  const at = now.toISOString();
   return {
     to: input.to,
     awaitingReason: effects.awaitingReason,
-    now,
+    now: at,
     leaseOwner: input.lease?.owner,
     leaseMs: input.lease?.leaseMs,
     kind: input.kind,
@@ -352,7 +359,7 @@ function valuesOf(
       input.to === 'failed' || input.to === 'cancelled' ? endedAttemptError(input.to) : undefined,
     events: encoded.json,
     eventCount: encoded.count,
-    ts: encoded.ts,
+    ts: at,
     channel: EVENTS_CHANNEL,
     origin: input.origin,
     tokensText: input.tokens?.text,
