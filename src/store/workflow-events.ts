@@ -1,6 +1,12 @@
-import { type RawBuilder, sql } from 'kysely';
+import { sql } from 'kysely';
 import { conflict } from '../errors.js';
 import { type DbOrTx, WITHOUT_FLUSH_WAIT } from './database.js';
+import {
+  EVENTS_CHANNEL,
+  encodeEvents,
+  eventsAfter,
+  turnsWritten,
+} from './event-statement-parts.js';
 import type { WorkflowEventRow } from './schema.js';
 
 export interface NewEventRow {
@@ -22,9 +28,6 @@ export interface TokensAmongEvents {
   afterEvents: number;
 }
 
-/** The NOTIFY channel every replica listens on. */
-export const EVENTS_CHANNEL = 'waymark_events';
-
 /**
  * A row written in the statement that appends a batch of events or makes a
  * transition: a tool-loop turn (`workflow_turns`), its state as JSON. It
@@ -37,65 +40,6 @@ export const EVENTS_CHANNEL = 'waymark_events';
 export interface TurnRow {
   turn: number;
   state: string;
-}
-
-/** Turn rows as the JSON array a statement reads them from; their states are JSON already. */
-export function turnRowsJson(rows: TurnRow[]): string {
-  return `[${rows.map((row) => `{"turn":${row.turn},"state":${row.state}}`).join(',')}]`;
-}
-
-/**
- * The INSERT of turn rows read from `records` (a jsonb array of
- * `{turn, state}`), each for the workflow whose row of `from` it is read
- * with. A turn cut off midway runs again (at-least-once), so a second
- * write of the same turn number keeps the first one.
- */
-export function insertTurns(
-  from: RawBuilder<unknown>,
-  records: RawBuilder<unknown>,
-): RawBuilder<unknown> {
-  return sql`INSERT INTO workflow_turns (workflow_id, tenant_id, turn, state)
-      SELECT ${from}.id, ${from}.tenant_id, t.turn, t.state
-      FROM ${from}, jsonb_to_recordset(${records}) AS t(turn integer, state jsonb)
-      ON CONFLICT (workflow_id, turn) DO NOTHING`;
-}
-
-/** `rows` as the CTE `turns_written`, selecting from the CTE named `source`; none without rows. */
-export function turnsWritten(
-  rows: TurnRow[],
-  source: 'bumped' | 'changed' | 'source',
-): RawBuilder<unknown>[] {
-  if (rows.length === 0) return [];
-  return [turnsWrittenFrom(source, sql`${turnRowsJson(rows)}`)];
-}
-
-/** The CTE `turns_written` of the turn rows in `rowsJson` (turnRowsJson's text). */
-export function turnsWrittenFrom(
-  source: 'bumped' | 'changed' | 'source',
-  rowsJson: RawBuilder<unknown>,
-): RawBuilder<unknown> {
-  return sql`turns_written AS (${insertTurns(sql.raw(source), sql`${rowsJson}::jsonb`)})`;
-}
-
-/**
- * The INSERT of a statement's events read from `records` (a jsonb array as
- * encodeEvents makes it), for the workflow whose row of `from` they are
- * read with: their seqs run up to that row's `last_seq`, just raised by
- * `count` under its row lock.
- */
-export function insertEvents(parts: {
-  from: RawBuilder<unknown>;
-  records: RawBuilder<unknown>;
-  count: RawBuilder<unknown>;
-  ts: RawBuilder<unknown>;
-}): RawBuilder<unknown> {
-  const { from } = parts;
-  return sql`INSERT INTO workflow_events
-        (workflow_id, tenant_id, seq, type, step, status, detail, ts, elapsed_ms)
-      SELECT ${from}.id, ${from}.tenant_id, ${from}.last_seq - ${parts.count} + e.i,
-             e.type, e.step, e.status, e.detail, ${parts.ts}, e.elapsed_ms
-      FROM ${from}, jsonb_to_recordset(${parts.records})
-        AS e(i integer, type text, step text, status text, detail jsonb, elapsed_ms integer)`;
 }
 
 export function workflowEventsRepository(db: DbOrTx) {
@@ -291,138 +235,4 @@ async function throwWhyNotAppended(
     .executeTakeFirst();
   if (exists) throw conflict('workflow_finished', `The workflow is already ${exists.status}`);
   throw new Error(`workflow ${input.workflowId} does not exist`);
-}
-
-/**
- * A statement's events as it inserts them: one JSON parameter, with the
- * time they are stored under. The statement returns none of them: once it
- * has said the seqs (its workflow's new `last_seq`), `rows` are the rows it
- * stored, their details read back from the same JSON, so they hold what the
- * store holds (Dates as text, no undefined; jsonb's key order aside) and
- * nothing the caller changes later. Returning them cost PostgreSQL a sort,
- * a json_agg and ~2 KB a statement on the wire, and this side a parse of
- * every column.
- */
-export interface EncodedEvents {
-  count: number;
-  json: string;
-  ts: Date;
-  rows(stored: { workflowId: string; tenantId: string; lastSeq: number }): WorkflowEventRow[];
-}
-
-export function encodeEvents(events: NewEventRow[], ts: Date): EncodedEvents {
-  const json = JSON.stringify(
-    events.map((event, index) => ({
-      i: index + 1,
-      type: event.type,
-      step: event.step,
-      status: event.status,
-      detail: event.detail,
-      elapsed_ms: event.elapsedMs === null ? null : Math.round(event.elapsedMs),
-    })),
-  );
-  return {
-    count: events.length,
-    json,
-    ts,
-    rows({ workflowId, tenantId, lastSeq }) {
-      const records = JSON.parse(json) as EncodedEvent[];
-      return records.map((record) => ({
-        workflow_id: workflowId,
-        tenant_id: tenantId,
-        seq: lastSeq - records.length + record.i,
-        type: record.type,
-        step: record.step,
-        status: record.status,
-        detail: record.detail,
-        ts,
-        elapsed_ms: record.elapsed_ms,
-      }));
-    },
-  };
-}
-
-interface EncodedEvent {
-  i: number;
-  type: string;
-  step: string | null;
-  status: string;
-  detail: Record<string, unknown>;
-  elapsed_ms: number | null;
-}
-
-/**
- * The `inserted` and `notified` CTEs of an append: the encoded events get
- * the seqs up to the `last_seq` that the CTE `source` (a workflows row
- * whose last_seq was just raised by their number, under its row lock)
- * returned, and one NOTIFY says so. The payload is `notificationPayload`'s
- * wire shape (tracker/notification.ts), built here because the seq is
- * known only in SQL.
- */
-export function eventsAfter(
-  source: 'bumped' | 'changed',
-  input: { encoded: EncodedEvents; origin: string; tokens?: TokensAmongEvents },
-) {
-  const { encoded, tokens } = input;
-  return eventsAfterFrom(source, {
-    json: sql`${encoded.json}`,
-    count: sql`${encoded.count}`,
-    ts: sql`${encoded.ts}`,
-    channel: sql`${EVENTS_CHANNEL}`,
-    origin: sql`${input.origin}`,
-    tokens: tokens && { text: sql`${tokens.text}`, afterEvents: sql`${tokens.afterEvents}` },
-  });
-}
-
-/**
- * eventsAfter with its values as statement parts (parameters, or a fixed
- * statement's slots): the encoded events' JSON, their count and time, the
- * channel, the origin and the token text among them.
- */
-export function eventsAfterFrom(
-  source: 'bumped' | 'changed',
-  parts: {
-    json: RawBuilder<unknown>;
-    count: RawBuilder<unknown>;
-    ts: RawBuilder<unknown>;
-    channel: RawBuilder<unknown>;
-    origin: RawBuilder<unknown>;
-    tokens: { text: RawBuilder<unknown>; afterEvents: RawBuilder<unknown> } | undefined;
-  },
-) {
-  const from = sql.raw(source);
-  const { tokens } = parts;
-  return sql`inserted AS (${insertEvents({
-    from,
-    records: sql`${parts.json}::jsonb`,
-    count: parts.count,
-    ts: sql`${parts.ts}::timestamptz`,
-  })}), notified AS (
-      SELECT pg_notify(${parts.channel}, ${eventsPayload({
-        workflowId: sql`${from}.id`,
-        lastSeq: sql`${from}.last_seq`,
-        origin: sql`${parts.origin}::text`,
-        tokens: tokens && {
-          text: sql`${tokens.text}::text`,
-          afterSeq: sql`${from}.last_seq - ${parts.count} + ${tokens.afterEvents}`,
-        },
-      })}::text)
-      FROM ${from}
-    )`;
-}
-
-/**
- * notificationPayload's wire shape (tracker/notification.ts) for an
- * `events` notification, built in SQL from the statement's expressions,
- * because the seq is known only there; the one place that does.
- */
-export function eventsPayload(parts: {
-  workflowId: RawBuilder<unknown>;
-  lastSeq: RawBuilder<unknown>;
-  origin: RawBuilder<unknown>;
-  tokens?: { text: RawBuilder<unknown>; afterSeq: RawBuilder<unknown> } | undefined;
-}): RawBuilder<unknown> {
-  const { tokens } = parts;
-  return sql`json_build_object('k', 'e', 'w', ${parts.workflowId}, 's', ${parts.lastSeq},
-    'o', ${parts.origin}${tokens ? sql`, 't', ${tokens.text}, 'a', ${tokens.afterSeq}` : sql``})`;
 }

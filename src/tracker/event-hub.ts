@@ -1,7 +1,8 @@
 import pg from 'pg';
 import type { Logger } from 'pino';
 import type { Db } from '../store/database.js';
-import { EVENTS_CHANNEL, workflowEventsRepository } from '../store/workflow-events.js';
+import { EVENTS_CHANNEL } from '../store/event-statement-parts.js';
+import { workflowEventsRepository } from '../store/workflow-events.js';
 import { toEvent } from '../workflows/rows.js';
 import type { WorkflowEvent } from '../workflows/types.js';
 import {

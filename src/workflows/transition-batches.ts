@@ -1,8 +1,5 @@
 import { sql } from 'kysely';
 import { type Db, WITHOUT_FLUSH_WAIT } from '../store/database.js';
-import { PLANNED_EACH_RUN } from '../store/prepared-statements.js';
-import type { WorkflowRow } from '../store/schema.js';
-import { createStatementBatches, type StatementBatches } from '../store/statement-batches.js';
 import {
   EVENTS_CHANNEL,
   encodeEvents,
@@ -10,7 +7,10 @@ import {
   insertEvents,
   insertTurns,
   turnRowsJson,
-} from '../store/workflow-events.js';
+} from '../store/event-statement-parts.js';
+import { PLANNED_EACH_RUN } from '../store/prepared-statements.js';
+import type { WorkflowRow } from '../store/schema.js';
+import { createStatementBatches, type StatementBatches } from '../store/statement-batches.js';
 import { toEvent, toWorkflow } from './rows.js';
 import { statusesBefore, transitionEffects } from './state-machine.js';
 import type { SeqTransitionResult, TransitionInput, TransitionResult } from './transitions.js';

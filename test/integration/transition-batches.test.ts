@@ -1,8 +1,8 @@
 import { sql } from 'kysely';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { EVENTS_CHANNEL } from '../../src/store/event-statement-parts.js';
 import { PLANNED_EACH_RUN } from '../../src/store/prepared-statements.js';
-import { EVENTS_CHANNEL } from '../../src/store/workflow-events.js';
 import { createTenancyService } from '../../src/tenancy/service.js';
 import { type Notification, parseNotification } from '../../src/tracker/notification.js';
 import { isBatchable } from '../../src/workflows/transition-batches.js';
