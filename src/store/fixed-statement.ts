@@ -29,10 +29,7 @@ export function fixedStatement<Values extends Record<string, unknown>, Row>(
   build: (slots: Slots<Values>) => RawBuilder<Row>,
 ): (db: DbOrTx, values: Values) => Promise<QueryResult<Row>> {
   const compiled = compile(build);
-  return (db, values) => {
-    const parameters = compiled.order.map((name) => values[name]);
-    return db.executeQuery(CompiledQuery.raw(compiled.sql, parameters) as CompiledQuery<Row>);
-  };
+  return (db, values) => execute(db, compiled, values);
 }
 
 /**
@@ -46,7 +43,7 @@ export function statementsByShape<Shape, Values extends Record<string, unknown>,
   key: (shape: Shape) => string;
   build: (shape: Shape, slots: Slots<Values>) => RawBuilder<Row>;
 }): (db: DbOrTx, shape: Shape, values: Values) => Promise<QueryResult<Row>> {
-  const compiled = new Map<string, { sql: string; order: (keyof Values)[] }>();
+  const compiled = new Map<string, Compiled<Values>>();
   return (db, shape, values) => {
     const key = options.key(shape);
     let statement = compiled.get(key);
@@ -54,9 +51,18 @@ export function statementsByShape<Shape, Values extends Record<string, unknown>,
       statement = compile<Values, Row>((slots) => options.build(shape, slots));
       compiled.set(key, statement);
     }
-    const parameters = statement.order.map((name) => values[name]);
-    return db.executeQuery(CompiledQuery.raw(statement.sql, parameters) as CompiledQuery<Row>);
+    return execute(db, statement, values);
   };
+}
+
+/** A compiled statement run with `values` in its parameters' order. */
+function execute<Values extends Record<string, unknown>, Row>(
+  db: DbOrTx,
+  statement: Compiled<Values>,
+  values: Values,
+): Promise<QueryResult<Row>> {
+  const parameters = statement.order.map((name) => values[name]);
+  return db.executeQuery(CompiledQuery.raw(statement.sql, parameters) as CompiledQuery<Row>);
 }
 
 /**
@@ -74,6 +80,12 @@ export function parametersOf<Values extends Record<string, unknown>>(
   });
 }
 
+/** A statement's text, and the name of the value each of its parameters is, in order. */
+interface Compiled<Values> {
+  sql: string;
+  order: (keyof Values)[];
+}
+
 /** A placeholder for each value of a fixed statement, by name. */
 export type Slots<Values> = { readonly [Name in keyof Values]: RawBuilder<Values[Name]> };
 
@@ -84,7 +96,7 @@ export type Slots<Values> = { readonly [Name in keyof Values]: RawBuilder<Values
  */
 function compile<Values extends Record<string, unknown>, Row>(
   build: (slots: Slots<Values>) => RawBuilder<Row>,
-): { sql: string; order: (keyof Values)[] } {
+): Compiled<Values> {
   const markers = new Map<unknown, keyof Values>();
   const slots = new Proxy({} as Slots<Values>, {
     get(_target, name) {

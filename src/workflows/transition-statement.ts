@@ -80,10 +80,9 @@ export interface TransitionValues extends Record<string, unknown> {
   turns: string | undefined;
   /** endedAttemptError's JSON */
   attemptsError: string | undefined;
-  /** encodeEvents' JSON, with their count and time */
+  /** encodeEvents' JSON, with their count (their time is `now`) */
   events: string;
   eventCount: number;
-  ts: string;
   channel: string;
   origin: string;
   tokensText: string | undefined;
@@ -114,13 +113,11 @@ export function valuesOf(
   input: TransitionInput,
   effects: Effects,
   encoded: EncodedEvents,
-  now: Date,
 ): TransitionValues {
-  const at = now.toISOString();
   return {
     to: input.to,
     awaitingReason: effects.awaitingReason,
-    now: at,
+    now: encoded.ts.toISOString(),
     leaseOwner: input.lease?.owner,
     leaseMs: input.lease?.leaseMs,
     kind: input.kind,
@@ -140,7 +137,6 @@ export function valuesOf(
       input.to === 'failed' || input.to === 'cancelled' ? endedAttemptError(input.to) : undefined,
     events: encoded.json,
     eventCount: encoded.count,
-    ts: at,
     channel: EVENTS_CHANNEL,
     origin: input.origin,
     tokensText: input.tokens?.text,
@@ -220,7 +216,7 @@ export function transitionStatement(
         eventsAfterFrom('changed', {
           json: v.events,
           count: eventCount,
-          ts: v.ts,
+          ts: v.now,
           channel: v.channel,
           origin: v.origin,
           tokens: shape.tokens ? { text: v.tokensText, afterEvents: v.tokensAfter } : undefined,

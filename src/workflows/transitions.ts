@@ -202,7 +202,7 @@ async function compareAndSet(
   const effects = transitionEffects(input.to, input.awaitingReason);
   const encoded = encodeEvents(input.events, now);
   const shape = shapeOf(input, effects);
-  const values = valuesOf(input, effects, encoded, now);
+  const values = valuesOf(input, effects, encoded);
   // A review's own writes carry their values in their SQL: built at each run.
   const answered =
     input.alsoInStatement?.length || input.alsoSelect?.length
