@@ -79,7 +79,11 @@ const insertWorkflow = fixedStatement<
       ${endpoints.tenant_mcp_servers} AS tenant_mcp_servers`;
 });
 
-/** Statuses that need a runner (the workflows_leases index covers the same ones). */
+/**
+ * Statuses that need a runner. The workflows_leases index covers the same
+ * rows, as `awaiting_reason IS NULL AND finished_at IS NULL` (migration
+ * 0013), which a query states for the planner to use it.
+ */
 const LEASABLE = ['queued', 'running'];
 
 /**
@@ -271,6 +275,7 @@ export async function claimExpiredLeases(
     WITH expired AS (
       SELECT id, tenant_id FROM workflows
       WHERE status = ANY(${LEASABLE}::text[])
+        AND awaiting_reason IS NULL AND finished_at IS NULL
         AND (lease_expires_at < now()
           OR (lease_expires_at IS NULL
             AND updated_at < now() - ${input.unclaimedGraceMs}::double precision * interval '1 millisecond'))
