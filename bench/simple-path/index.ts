@@ -70,7 +70,7 @@ import type { ServiceTarget } from './workload.js';
  *                        doing the same work with none of Waymark's code
  *
  *   npm run bench -- simple-path [--workflows-c1 400] [--workflows-c32 3000]
- *     [--warmup 2000] [--model bench] [--provider-port 0] [--provider-host 127.0.0.1]
+ *     [--warmup 2000] [--warmup-c1 400] [--model bench] [--provider-port 0] [--provider-host 127.0.0.1]
  *     [--provider-url URL] [--service-url URL[,URL...] --api-key KEY] [--serve-provider] [--show-sql]
  *     [--synchronous-commit on|off] [--one-loop] [--floor]
  */
@@ -99,6 +99,7 @@ function parsePlan(args: string[]): Plan {
       'workflows-c1': { type: 'string', default: '400' },
       'workflows-c32': { type: 'string', default: '3000' },
       warmup: { type: 'string', default: '2000' },
+      'warmup-c1': { type: 'string', default: '400' },
       model: { type: 'string' },
       'provider-port': { type: 'string', default: '0' },
       'provider-host': { type: 'string', default: '127.0.0.1' },
@@ -132,6 +133,7 @@ function parsePlan(args: string[]): Plan {
     workflowsC1: wholeNumber('--workflows-c1', values['workflows-c1'], 1),
     workflowsC32: wholeNumber('--workflows-c32', values['workflows-c32'], HIGH_CONCURRENCY),
     warmup: wholeNumber('--warmup', values.warmup, 0),
+    warmupC1: wholeNumber('--warmup-c1', values['warmup-c1'], 0),
     model: values.model,
     providerPort: wholeNumber('--provider-port', values['provider-port'], 0),
     providerHost: values['provider-host'],
@@ -204,6 +206,16 @@ async function benchmark(plan: Plan, signal: AbortSignal, cleanups: Cleanup[]): 
   // ms after 2,000), and concurrency 1's overhead p50 read ~1 ms higher
   // (runs alternated, 2026-12-01).
   await phase(plan.warmup, HIGH_CONCURRENCY);
+  // Then at concurrency 1, whose paths concurrency 32 does not take (a
+  // workflow's writes go alone rather than in batches, its run starts
+  // before its insert has answered): after the warm-up at 32 alone, V8
+  // optimised 112 functions during the 400 measured workflows at 1
+  // (`--trace-opt`: compareAndSet, the insert, the statements' execution,
+  // the turn's state among them) against 64 after 400 more at 1; and in
+  // four runs measuring three blocks of 400 in a row, the first read
+  // 3.62, 3.55, 2.94 and 3.54 ms p50, the next two 3.22/3.20, 3.11/3.23,
+  // 2.94/3.10 and 2.95/2.78 (2026-12-02).
+  if (plan.warmupC1 > 0) await phase(plan.warmupC1, 1);
 
   const measure = async (count: number, concurrency: number): Promise<PhaseResult> => {
     if (signal.aborted) throw signal.reason;

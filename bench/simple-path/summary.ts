@@ -14,6 +14,7 @@ export interface Plan {
   workflowsC1: number;
   workflowsC32: number;
   warmup: number;
+  warmupC1: number;
   model: string | undefined;
   providerPort: number;
   providerHost: string;
@@ -113,7 +114,7 @@ export function printSummary(results: Results): void {
   const { plan, c1, c32 } = results;
   const lines = [
     `simple-path: two-turn tool loop (calculator, then the answer) per workflow, POST with Accept: text/event-stream; ` +
-      `${plan.warmup} warm-up workflows; ${results.where}; ${os.cpus().length} CPUs; load average ${round(os.loadavg()[0] ?? Number.NaN, 2)}`,
+      `${plan.warmup} warm-up workflows at concurrency ${HIGH_CONCURRENCY}, then ${plan.warmupC1} at 1; ${results.where}; ${os.cpus().length} CPUs; load average ${round(os.loadavg()[0] ?? Number.NaN, 2)}`,
     ...phaseLines(c1),
     ...phaseLines(c32),
   ];
