@@ -122,6 +122,12 @@ export function createServices(options: {
   const budgetDefaults = configuredBudget(options.config);
   const sessions = createSessionService({ db: database.db });
   const endpointsMemory = createEndpointsMemory();
+  /** A run launched without its tenant's tools reads them; the next workflows start early with them. */
+  const readTenantEndpoints = async (tenantId: string) => {
+    const read = await listTenantEndpoints(database.db, tenantId);
+    endpointsMemory.remember(tenantId, read);
+    return read.endpoints;
+  };
   const httpTools = createHttpToolsService({
     db: database.db,
     policy: {
@@ -162,7 +168,7 @@ export function createServices(options: {
       classifier: classifierSettings(options.config, llm.catalogue),
       builtinTools: builtinTools(options.config),
       tenantTools: async (tenantId, known) => {
-        const endpoints = known ?? (await listTenantEndpoints(database.db, tenantId));
+        const endpoints = known ?? (await readTenantEndpoints(tenantId));
         const http = httpTools.toolsOf(tenantId, endpoints.httpTools);
         const mcp = await mcpServers.toolsOf(tenantId, endpoints.mcpServers);
         return { tools: [...http, ...mcp.tools], unavailable: mcp.unavailable, close: mcp.close };

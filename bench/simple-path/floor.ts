@@ -50,9 +50,7 @@ const NO_ABORT = new AbortController().signal;
 
 const INSERT = `INSERT INTO workflows (id, tenant_id, status, mode, model, input, tools, metadata, lease_owner, lease_expires_at)
   VALUES ($1, $2, 'queued', $3, $4, $5, $6, '{}', $7, now() + interval '30 seconds')
-  RETURNING created_at,
-    (SELECT coalesce(json_agg(h ORDER BY h.name), '[]') FROM http_tools h WHERE h.tenant_id = $2) AS tenant_http_tools,
-    (SELECT coalesce(json_agg(m ORDER BY m.name), '[]') FROM mcp_servers m WHERE m.tenant_id = $2) AS tenant_mcp_servers`;
+  RETURNING created_at, (SELECT endpoints_version FROM tenants WHERE id = $2) AS endpoints_version`;
 
 /** A transition with its turn, its events and the NOTIFY, in one statement, as Waymark's. */
 function transition(end: boolean): string {

@@ -36,6 +36,7 @@ export function apiKeysRepository(db: DbOrTx) {
           't.budget_max_iterations as tenant_budget_max_iterations',
           't.budget_max_tokens as tenant_budget_max_tokens',
           't.budget_max_cost_usd as tenant_budget_max_cost_usd',
+          't.endpoints_version as tenant_endpoints_version',
         ])
         .where('k.key_hash', '=', keyHash)
         .where('k.revoked_at', 'is', null)
@@ -50,6 +51,7 @@ export function apiKeysRepository(db: DbOrTx) {
         tenant_budget_max_iterations,
         tenant_budget_max_tokens,
         tenant_budget_max_cost_usd,
+        tenant_endpoints_version,
         ...key
       } = row;
       return {
@@ -64,6 +66,7 @@ export function apiKeysRepository(db: DbOrTx) {
           budget_max_iterations: tenant_budget_max_iterations,
           budget_max_tokens: tenant_budget_max_tokens,
           budget_max_cost_usd: tenant_budget_max_cost_usd,
+          endpoints_version: tenant_endpoints_version,
         },
       };
     },

@@ -28,6 +28,8 @@ export interface TenantsTable {
   budget_max_iterations: ColumnType<number | null, number | null | undefined, number | null>;
   budget_max_tokens: ColumnType<string | null, number | null | undefined, number | null>;
   budget_max_cost_usd: ColumnType<string | null, number | null | undefined, number | null>;
+  /** Changed by every change to the tenant's HTTP tools or MCP servers (migration 0014); a bigint, as a string. */
+  endpoints_version: ColumnType<string, never, never>;
 }
 
 export interface ApiKeysTable {

@@ -78,8 +78,8 @@ export interface TenantEndpointsJson {
 /**
  * A tenant's HTTP tools and MCP servers as two json columns of any
  * statement (to be named `tenant_http_tools`, `tenant_mcp_servers`), so a
- * statement that runs anyway (a workflow's insert) reads them without a
- * round trip of its own; `endpointsOf` turns them back into rows.
+ * statement that runs anyway (a user's answer or review, which launches
+ * the workflow's run) reads them without a round trip of its own; `endpointsOf` turns them back into rows.
  */
 export function tenantEndpointColumns(tenantId: string | RawBuilder<string>) {
   return {
@@ -99,11 +99,34 @@ export function endpointsOf(row: TenantEndpointsJson | undefined): TenantEndpoin
   };
 }
 
-/** A tenant's endpoints in one statement (one round trip rather than one per table). */
-export async function listTenantEndpoints(db: DbOrTx, tenantId: string): Promise<TenantEndpoints> {
+/**
+ * A tenant's endpoints with the version they were read at: the tenant's
+ * `endpoints_version`, which every change to its HTTP tools or MCP servers
+ * changes in the same transaction (migration 0014). A statement that reads
+ * the same version reads the same endpoints.
+ */
+export interface VersionedEndpoints {
+  /** A bigint, as text. */
+  version: string;
+  endpoints: TenantEndpoints;
+}
+
+/** The tenant's `endpoints_version` as a column of any statement (to be named `endpoints_version`). */
+export function tenantEndpointsVersion(tenantId: string | RawBuilder<string>): RawBuilder<string> {
+  return sql<string>`(SELECT endpoints_version FROM tenants WHERE id = ${tenantId})`;
+}
+
+/** A tenant's endpoints and their version, in one statement (so from one snapshot). */
+export async function listTenantEndpoints(
+  db: DbOrTx,
+  tenantId: string,
+): Promise<VersionedEndpoints> {
   const columns = tenantEndpointColumns(tenantId);
-  const result = await sql<TenantEndpointsJson>`
-    SELECT ${columns.tenant_http_tools} AS tenant_http_tools,
+  const result = await sql<TenantEndpointsJson & { endpoints_version: string }>`
+    SELECT ${tenantEndpointsVersion(tenantId)} AS endpoints_version,
+           ${columns.tenant_http_tools} AS tenant_http_tools,
            ${columns.tenant_mcp_servers} AS tenant_mcp_servers`.execute(db);
-  return endpointsOf(result.rows[0]);
+  const row = result.rows[0];
+  if (!row || row.endpoints_version === null) throw new Error(`no tenant ${tenantId}`);
+  return { version: row.endpoints_version, endpoints: endpointsOf(row) };
 }

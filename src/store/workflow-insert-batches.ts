@@ -2,25 +2,14 @@ import { sql } from 'kysely';
 import type { Db } from './database.js';
 import { PLANNED_EACH_RUN } from './prepared-statements.js';
 import { createStatementBatches, type StatementBatches } from './statement-batches.js';
-import {
-  endpointsOf,
-  type TenantEndpoints,
-  type TenantEndpointsJson,
-  tenantEndpointColumns,
-} from './tenant-endpoints.js';
-import { leaseExpiry, type NewWorkflowRow } from './workflows.js';
-
-/** What a workflow's insert returns: its time, and its tenant's tools read with it. */
-export interface InsertedWorkflow {
-  createdAt: Date;
-  endpoints: TenantEndpoints;
-}
+import { tenantEndpointsVersion } from './tenant-endpoints.js';
+import { type InsertedWorkflow, leaseExpiry, type NewWorkflowRow } from './workflows.js';
 
 export type WorkflowInsertBatches = StatementBatches<NewWorkflowRow, InsertedWorkflow>;
 
 /**
  * New workflows of one tenant inserted together (statement-batches.ts),
- * with the tenant's tools read once for all of them. Each is created
+ * with the version of the tenant's tools read once for all of them. Each is created
  * whole or not at all, as alone. Only workflows without an
  * Idempotency-Key go here: a taken key fails its statement, and the
  * service then replays the workflow that has it (workflows/service.ts).
@@ -49,7 +38,6 @@ export function createWorkflowInsertBatches(options: {
 /** The rows as one statement, planned at each run for the same reason as a batch of transitions. */
 async function insertBatch(db: Db, rows: NewWorkflowRow[]): Promise<InsertedWorkflow[]> {
   const tenantId = (rows[0] as NewWorkflowRow).tenantId;
-  const endpoints = tenantEndpointColumns(tenantId);
   const items = JSON.stringify(
     rows.map((row) => ({
       id: row.id,
@@ -65,9 +53,10 @@ async function insertBatch(db: Db, rows: NewWorkflowRow[]): Promise<InsertedWork
       lease_ms: row.lease?.leaseMs ?? null,
     })),
   );
-  const result = await sql<
-    { inserted: { id: string; created_at: string }[] } & TenantEndpointsJson
-  >`${sql.raw(PLANNED_EACH_RUN)}
+  const result = await sql<{
+    inserted: { id: string; created_at: string }[];
+    endpoints_version: string;
+  }>`${sql.raw(PLANNED_EACH_RUN)}
     WITH inserted AS (
       INSERT INTO workflows (id, tenant_id, session_id, status, mode, model, input, tools,
         metadata, budget, request_hash, lease_owner, lease_expires_at)
@@ -78,16 +67,17 @@ async function insertBatch(db: Db, rows: NewWorkflowRow[]): Promise<InsertedWork
         lease_owner text, lease_ms double precision)
       RETURNING id, created_at
     )
-    -- One row: the tenant's tools once, not once per workflow.
+    -- One row: the version of the tenant's tools once, not once per workflow.
     SELECT (SELECT json_agg(json_build_object('id', id, 'created_at', created_at)) FROM inserted)
         AS inserted,
-      ${endpoints.tenant_http_tools} AS tenant_http_tools,
-      ${endpoints.tenant_mcp_servers} AS tenant_mcp_servers`.execute(db);
+      ${tenantEndpointsVersion(tenantId)} AS endpoints_version`.execute(db);
   const row = result.rows[0];
   if (!row || row.inserted.length !== rows.length) {
     throw new Error(`a batch of ${rows.length} inserts wrote ${row?.inserted.length ?? 0}`);
   }
   const createdAt = new Map(row.inserted.map((one) => [one.id, new Date(one.created_at)]));
-  const read = endpointsOf(row);
-  return rows.map((one) => ({ createdAt: createdAt.get(one.id) as Date, endpoints: read }));
+  return rows.map((one) => ({
+    createdAt: createdAt.get(one.id) as Date,
+    endpointsVersion: row.endpoints_version,
+  }));
 }

@@ -2,12 +2,7 @@ import { type RawBuilder, sql } from 'kysely';
 import type { DbOrTx } from './database.js';
 import { fixedStatement } from './fixed-statement.js';
 import type { WorkflowRow } from './schema.js';
-import {
-  endpointsOf,
-  type TenantEndpoints,
-  type TenantEndpointsJson,
-  tenantEndpointColumns,
-} from './tenant-endpoints.js';
+import { tenantEndpointsVersion } from './tenant-endpoints.js';
 
 export interface NewWorkflowRow {
   id: string;
@@ -67,17 +62,25 @@ const insertWorkflow = fixedStatement<
     leaseOwner: string | null;
     leaseMs: number | null;
   },
-  { created_at: Date } & TenantEndpointsJson
->((slot) => {
-  const endpoints = tenantEndpointColumns(slot.tenantId);
-  return sql`INSERT INTO workflows (id, tenant_id, session_id, status, mode, model, input, tools,
+  { created_at: Date; endpoints_version: string }
+>(
+  (slot) => sql`INSERT INTO workflows (id, tenant_id, session_id, status, mode, model, input, tools,
       metadata, budget, idempotency_key, request_hash, lease_owner, lease_expires_at)
     VALUES (${slot.id}, ${slot.tenantId}, ${slot.sessionId}, 'queued', ${slot.mode}, ${slot.model},
       ${slot.input}, ${slot.tools}, ${slot.metadata}, ${slot.budget}, ${slot.idempotencyKey},
       ${slot.requestHash}, ${slot.leaseOwner}, ${leaseExpiry(slot.leaseMs)})
-    RETURNING created_at, ${endpoints.tenant_http_tools} AS tenant_http_tools,
-      ${endpoints.tenant_mcp_servers} AS tenant_mcp_servers`;
-});
+    RETURNING created_at, ${tenantEndpointsVersion(slot.tenantId)} AS endpoints_version`,
+);
+
+/**
+ * What a workflow's insert returns: its time, and the version of its
+ * tenant's tools (tenant-endpoints.ts `VersionedEndpoints`) as the insert
+ * saw them.
+ */
+export interface InsertedWorkflow {
+  createdAt: Date;
+  endpointsVersion: string;
+}
 
 /**
  * Statuses that need a runner. The workflows_leases index covers the same
@@ -93,14 +96,15 @@ const LEASABLE = ['queued', 'running'];
 export function workflowsRepository(db: DbOrTx) {
   return {
     /**
-     * Inserts a workflow; the same statement reads its tenant's HTTP tools
-     * and MCP servers, which its run (launched at once) offers the model:
-     * one round trip fewer for every workflow. It returns the row's time,
-     * the one column the caller cannot know (workflows/early-start.ts
-     * `workflowAsInserted` has the rest), not the row: ~30 columns parsed
-     * for nothing on every create.
+     * Inserts a workflow; the same statement reads the version of its
+     * tenant's HTTP tools and MCP servers, which tells whether the tools
+     * this replica remembers for the tenant are still its tools (its run,
+     * launched at once, offers them to the model; workflows/early-start.ts).
+     * It returns the row's time, the one column the caller cannot know
+     * (`workflowAsInserted` there has the rest), not the row: ~30 columns
+     * parsed for nothing on every create.
      */
-    async insert(row: NewWorkflowRow): Promise<{ createdAt: Date; endpoints: TenantEndpoints }> {
+    async insert(row: NewWorkflowRow): Promise<InsertedWorkflow> {
       const { rows } = await insertWorkflow(db, {
         id: row.id,
         tenantId: row.tenantId,
@@ -118,7 +122,7 @@ export function workflowsRepository(db: DbOrTx) {
       });
       const inserted = rows[0];
       if (!inserted) throw new Error(`the insert of workflow ${row.id} returned no row`);
-      return { createdAt: inserted.created_at, endpoints: endpointsOf(inserted) };
+      return { createdAt: inserted.created_at, endpointsVersion: inserted.endpoints_version };
     },
 
     async findById(tenantId: string, id: string): Promise<WorkflowRow | undefined> {

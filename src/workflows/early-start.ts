@@ -1,5 +1,5 @@
-import type { TenantEndpoints } from '../store/tenant-endpoints.js';
-import type { NewWorkflowRow } from '../store/workflows.js';
+import type { VersionedEndpoints } from '../store/tenant-endpoints.js';
+import type { InsertedWorkflow, NewWorkflowRow } from '../store/workflows.js';
 import type { RunPreload } from './service.js';
 import type { Workflow, WorkflowBudget, WorkflowMode } from './types.js';
 
@@ -15,14 +15,16 @@ import type { Workflow, WorkflowBudget, WorkflowMode } from './types.js';
  * exists for a workflow that does not.
  *
  * The run needs the tenant's HTTP tools and MCP servers for its first
- * request, which the insert itself reads. It starts with those the
- * tenant's previous insert on this replica read; when the insert reads
- * other ones (a tool registered or removed meanwhile), the early run is
- * superseded and a run with the tools just read replaces it (its request
+ * request. It starts with those this replica read for the tenant last,
+ * remembered with their version (store/tenant-endpoints.ts
+ * `VersionedEndpoints`), and the insert reads the tenant's version: when
+ * it is another (a tool registered or removed meanwhile), the early run
+ * is superseded and a run that reads the tools replaces it (its request
  * is wasted, its reply never read), as it does when the insert fails. A
  * tool registered or removed on this replica makes the tenant's next
  * workflow start after its insert, as does a tenant's first workflow here
- * and every workflow with an Idempotency-Key.
+ * and every workflow with an Idempotency-Key. A run launched without the
+ * tools reads them (with their version, which the replica then remembers).
  */
 
 /**
@@ -39,19 +41,21 @@ export const EARLY_START_MAX_RUNS = 4;
 /**
  * Inserts a new workflow and launches its run: while the insert is in
  * flight (`early`) when the tenant's tools are remembered, after it
- * otherwise or when the early run is superseded. Throws what the insert
- * threw, the early run superseded.
+ * otherwise or when the early run is superseded, with the tools
+ * remembered when the insert saw their version, else to read them. Throws
+ * what the insert threw, the early run superseded.
  */
 export async function insertAndLaunch(options: {
   row: NewWorkflowRow;
-  insert: (row: NewWorkflowRow) => Promise<{ createdAt: Date; endpoints: TenantEndpoints }>;
+  insert: (row: NewWorkflowRow) => Promise<InsertedWorkflow>;
   endpointsMemory: EndpointsMemory;
   launch: (workflow: Workflow, cause: 'created', preload: RunPreload) => void;
   early: boolean;
 }): Promise<Workflow> {
   const { row, endpointsMemory, launch } = options;
   const inserting = options.insert(row);
-  const started = options.early ? endpointsMemory.get(row.tenantId) : undefined;
+  const remembered = endpointsMemory.get(row.tenantId);
+  const started = options.early ? remembered : undefined;
   let outcome: InsertOutcome | undefined;
   if (started) {
     outcome = insertOutcome();
@@ -60,7 +64,7 @@ export async function insertAndLaunch(options: {
       created: outcome.committed,
     });
   }
-  let inserted: Awaited<typeof inserting>;
+  let inserted: InsertedWorkflow;
   try {
     inserted = await inserting;
   } catch (error) {
@@ -68,12 +72,12 @@ export async function insertAndLaunch(options: {
     throw error;
   }
   const workflow = workflowAsInserted(row, inserted.createdAt);
-  const read = endpointsMemory.remember(row.tenantId, inserted.endpoints);
-  if (outcome && started?.json === read.json) {
+  const current = remembered?.version === inserted.endpointsVersion ? remembered : undefined;
+  if (outcome && current) {
     outcome.resolve();
   } else {
     outcome?.reject(new EarlyStartSuperseded('endpoints_changed'));
-    launch(workflow, 'created', { endpoints: inserted.endpoints });
+    launch(workflow, 'created', current ? { endpoints: current.endpoints } : {});
   }
   return workflow;
 }
@@ -136,29 +140,21 @@ export function workflowAsInserted(row: NewWorkflowRow, now: Date): Workflow {
   };
 }
 
-/** What a tenant's insert read, and as JSON, to compare with what another read. */
-export interface RememberedEndpoints {
-  endpoints: TenantEndpoints;
-  json: string;
-}
-
 /**
- * What each tenant's latest insert on this replica read. At most `limit`
- * tenants, the one whose workflow was created longest ago dropped first.
+ * The tools this replica read last for each tenant, with their version. At
+ * most `limit` tenants, the one read longest ago dropped first.
  */
 export function createEndpointsMemory(limit = 1_000) {
-  const remembered = new Map<string, RememberedEndpoints>();
+  const remembered = new Map<string, VersionedEndpoints>();
   return {
-    get: (tenantId: string): RememberedEndpoints | undefined => remembered.get(tenantId),
-    remember(tenantId: string, endpoints: TenantEndpoints): RememberedEndpoints {
-      const entry = { endpoints, json: JSON.stringify(endpoints) };
+    get: (tenantId: string): VersionedEndpoints | undefined => remembered.get(tenantId),
+    remember(tenantId: string, read: VersionedEndpoints): void {
       remembered.delete(tenantId);
-      remembered.set(tenantId, entry);
+      remembered.set(tenantId, read);
       if (remembered.size > limit) {
         const oldest = remembered.keys().next().value;
         if (oldest !== undefined) remembered.delete(oldest);
       }
-      return entry;
     },
     /** A tool of the tenant was registered or removed here: its next workflow starts after its insert. */
     forget(tenantId: string): void {

@@ -28,9 +28,9 @@ import type {
 } from './types.js';
 
 /**
- * What the statement that made a workflow runnable read for its run, so
- * the run need not read it again: the tenant's tools (a create, a
- * resume), the pipeline's rows as a review left them.
+ * What the run need not read again: the tenant's tools (remembered, for
+ * a create whose insert saw their version; read by a resume's statement),
+ * the pipeline's rows as a review left them.
  */
 export interface RunPreload {
   endpoints?: TenantEndpoints;
@@ -96,7 +96,7 @@ export interface WorkflowServiceOptions {
   stopLocalRun: (workflowId: string) => void;
   /** The configured budget (BUDGET_MAX_*), for tenants without overrides. */
   budgetDefaults: WorkflowBudget;
-  /** What each tenant's latest insert read, for the runs that start before theirs answers. */
+  /** The tools this replica read last for each tenant, for the runs that start before their insert answers. */
   endpointsMemory: EndpointsMemory;
   /** Workflow runs in progress on this replica: few enough, a new one starts early. */
   runsInFlight: () => number;

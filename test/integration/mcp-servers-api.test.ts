@@ -7,7 +7,7 @@ import { type McpTestServer, startMcpTestServer } from '../support/mcp-server.js
 
 /** The tenant's MCP tools as a workflow run gets them: its rows read as a run reads them. */
 async function mcpToolsOf(app: TestApp, tenantId: string) {
-  const endpoints = await listTenantEndpoints(app.services.database.db, tenantId);
+  const { endpoints } = await listTenantEndpoints(app.services.database.db, tenantId);
   return app.services.mcpServers.toolsOf(tenantId, endpoints.mcpServers);
 }
 

@@ -7,7 +7,7 @@ import { SECRET, toolsApiHelpers, weatherParameters } from '../support/tools-api
 
 /** The tenant's HTTP tools as a workflow run gets them: its rows read as a run reads them. */
 async function httpToolsOf(app: TestApp, tenantId: string) {
-  const endpoints = await listTenantEndpoints(app.services.database.db, tenantId);
+  const { endpoints } = await listTenantEndpoints(app.services.database.db, tenantId);
   return app.services.httpTools.toolsOf(tenantId, endpoints.httpTools);
 }
 

@@ -21,7 +21,7 @@ import {
 
 /**
  * A new workflow's run starts while its insert is in flight, with the tools
- * the tenant's previous insert read (src/workflows/early-start.ts). The
+ * this replica read for the tenant before (src/workflows/early-start.ts). The
  * insert is held back by a lock a second connection takes on the tenant's
  * row (the insert's foreign-key check waits for it).
  */
@@ -44,7 +44,7 @@ const ONE_TURN_EVENTS = [
   'workflow_end',
 ];
 
-/** A workflow of the tenant run to its end, so its insert's tools are remembered. */
+/** A workflow of the tenant run to its end, so the tenant's tools are remembered. */
 async function rememberTenantTools(harness = h): Promise<void> {
   harness.provider.enqueue(answer('Remembered.'));
   const { workflow } = await harness.run('A first question');
