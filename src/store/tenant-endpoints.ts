@@ -79,7 +79,8 @@ export interface TenantEndpointsJson {
  * A tenant's HTTP tools and MCP servers as two json columns of any
  * statement (to be named `tenant_http_tools`, `tenant_mcp_servers`), so a
  * statement that runs anyway (a user's answer or review, which launches
- * the workflow's run) reads them without a round trip of its own; `endpointsOf` turns them back into rows.
+ * the workflow's run) reads them without a round trip of its own;
+ * `endpointsOf` turns them back into rows.
  */
 export function tenantEndpointColumns(tenantId: string | RawBuilder<string>) {
   return {

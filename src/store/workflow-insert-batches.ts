@@ -9,8 +9,8 @@ export type WorkflowInsertBatches = StatementBatches<NewWorkflowRow, InsertedWor
 
 /**
  * New workflows of one tenant inserted together (statement-batches.ts),
- * with the version of the tenant's tools read once for all of them. Each is created
- * whole or not at all, as alone. Only workflows without an
+ * with the version of the tenant's tools read once for all of them. Each
+ * is created whole or not at all, as alone. Only workflows without an
  * Idempotency-Key go here: a taken key fails its statement, and the
  * service then replays the workflow that has it (workflows/service.ts).
  */
