@@ -123,7 +123,8 @@ export async function listTenantEndpoints(
   tenantId: string,
 ): Promise<VersionedEndpoints> {
   const columns = tenantEndpointColumns(tenantId);
-  const result = await sql<TenantEndpointsJson & { endpoints_version: string }>`
+  // Null when there is no such tenant.
+  const result = await sql<TenantEndpointsJson & { endpoints_version: string | null }>`
     SELECT ${tenantEndpointsVersion(tenantId)} AS endpoints_version,
            ${columns.tenant_http_tools} AS tenant_http_tools,
            ${columns.tenant_mcp_servers} AS tenant_mcp_servers`.execute(db);
