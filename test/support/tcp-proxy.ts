@@ -7,7 +7,7 @@ import net from 'node:net';
  * the port); restored, it listens again on the same port.
  */
 export interface TcpProxy {
-  /** `url` with its host and port replaced by the proxy's. */
+  /** `url` with its host and port replaced by the proxy's (and no socket folder in `host`). */
   through(url: string): string;
   cut(): Promise<void>;
   restore(): Promise<void>;
@@ -50,6 +50,8 @@ export async function startTcpProxy(target: { host: string; port: number }): Pro
       const proxied = new URL(url);
       proxied.hostname = '127.0.0.1';
       proxied.port = String(port);
+      // The embedded server's URL names its Unix-domain socket, which would pass the proxy by.
+      proxied.searchParams.delete('host');
       return proxied.toString();
     },
     cut,
