@@ -4,7 +4,8 @@ import type { RouterEvent } from '../llm/router/types.js';
 import type { Message } from '../llm/types.js';
 import type { PipelineRows } from '../store/pipeline-rows.js';
 import type { Database } from '../store/schema.js';
-import { type NewEventRow, workflowEventsRepository } from '../store/workflow-events.js';
+import type { NewEventRow } from '../store/workflow-events.js';
+import { endingsOfOpenCalls, INTERRUPTED_CALLS } from '../workflows/open-calls.js';
 import type { AwaitingReason, CompletionReason, WorkflowUsage } from '../workflows/types.js';
 import { createAgentContext } from './agent-context.js';
 import { answerWorkflow, type TenantToolset } from './answer-workflow.js';
@@ -153,38 +154,21 @@ async function resumePointOf(run: Run, firstRun: boolean): Promise<LoopResume | 
 /**
  * A runner that crashed or handed the workflow over mid-call wrote the
  * call's `started` event and never its end (a stopped run writes no more
- * events). So that every started `llm_call` and `tool_call` ends in the
- * log (a client showing calls in progress would otherwise show these
- * forever), each gets a `failed` event with `interrupted`, written with
- * the `resumed` event. What the model sees is the persisted turns': a turn
- * cut off by a crash runs again, with new calls; a tool call a hand-over
- * interrupted went into its turn with an interrupted result. Returns how
- * many.
+ * events): each gets a `failed` event with `interrupted`, written with the
+ * `resumed` event (open-calls.ts). What the model sees is the persisted
+ * turns': a turn cut off by a crash runs again, with new calls; a tool
+ * call a hand-over interrupted went into its turn with an interrupted
+ * result. Returns how many.
  */
 async function closeInterruptedCalls(
   run: Run,
   key: { tenantId: string; workflowId: string },
 ): Promise<number> {
-  const open = await workflowEventsRepository(run.options.db).listOpenCalls(key);
-  for (const call of open) {
-    if (call.type === 'tool_call') {
-      run.tracker.enqueue('tool_call', call.step, 'failed', {
-        tool: call.detail.tool,
-        callId: call.detail.callId,
-        error: 'interrupted',
-      });
-    } else {
-      run.tracker.enqueue('llm_call', call.step, 'failed', {
-        ...(call.detail.model === undefined ? {} : { model: call.detail.model }),
-        error: { code: 'interrupted', message: INTERRUPTED_CALL_MESSAGE },
-      });
-    }
-  }
-  return open.length;
+  const endings = await endingsOfOpenCalls(run.options.db, key, INTERRUPTED_CALLS);
+  for (const event of endings)
+    run.tracker.enqueue(event.type, event.step, event.status, event.detail);
+  return endings.length;
 }
-
-const INTERRUPTED_CALL_MESSAGE =
-  'The run making this call stopped (its replica crashed or shut down) before the call ended; the workflow was taken over and the turn runs again.';
 
 /** running -> awaiting_input (checkpoint or stage_failed), with the event the user acts on. */
 async function pausePipeline(run: Run, pause: PipelinePause): Promise<void> {

@@ -287,6 +287,8 @@ export function createWorkflowTracker<R extends Returning = 'workflow'>(
         /** The run's usage, added to the workflow's totals with the end. */
         usage?: Transition['usage'];
         alsoInTransaction?: Transition['alsoInTransaction'];
+        /** Events found under the row lock, before the others (TransitionInput's `eventsUnderLock`). */
+        eventsUnderLock?: Transition['eventsUnderLock'];
       } = {},
     ): Promise<TransitionResultOf<R>> {
       const result: WorkflowResult | undefined =
@@ -315,6 +317,7 @@ export function createWorkflowTracker<R extends Returning = 'workflow'>(
         ],
         ...(options.usage ? { usage: options.usage } : {}),
         alsoInTransaction: options.alsoInTransaction,
+        eventsUnderLock: options.eventsUnderLock,
       });
     },
 

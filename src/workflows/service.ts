@@ -17,6 +17,7 @@ import { isEmptyBudget, type RequestedBudget, resolveBudget } from './budget.js'
 import { checkAnswer } from './clarification.js';
 import { decodeCursor, encodeCursor } from './cursor.js';
 import { EARLY_START_MAX_RUNS, type EndpointsMemory, insertAndLaunch } from './early-start.js';
+import { CANCELLED_CALLS, endingsOfOpenCalls } from './open-calls.js';
 import { toWorkflow } from './rows.js';
 import { assertAwaiting, type TransitionInput } from './transitions.js';
 import type {
@@ -341,17 +342,23 @@ export function createWorkflowService(options: WorkflowServiceOptions) {
 
     /**
      * Cancels an unfinished workflow: one transaction moves it to
-     * `cancelled` with its workflow_end event (409 when it is finished
-     * already). A run on this replica is stopped at once; a run on another
-     * replica stops when that event reaches its event hub.
+     * `cancelled` with its workflow_end event, after a `failed` event
+     * (`cancelled`) for each model and tool call its run had in flight
+     * (409 when it is finished already). A run on this replica is stopped
+     * at once; a run on another replica stops when that event reaches its
+     * event hub. Either way its aborted calls write nothing more: nothing
+     * is appended after workflow_end.
      */
     async cancel(tenantId: string, id: string): Promise<Workflow> {
       const tracker = trackerFor(tenantId, id);
       try {
-        const { workflow } = await tracker.end({
-          status: 'cancelled',
-          reason: 'cancelled by request',
-        });
+        const { workflow } = await tracker.end(
+          { status: 'cancelled', reason: 'cancelled by request' },
+          {
+            eventsUnderLock: (tx) =>
+              endingsOfOpenCalls(tx, { tenantId, workflowId: id }, CANCELLED_CALLS),
+          },
+        );
         options.stopLocalRun(id);
         return workflow;
       } finally {

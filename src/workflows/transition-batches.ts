@@ -38,6 +38,7 @@ export type TransitionBatches = StatementBatches<
 export function isBatchable(input: TransitionInput): boolean {
   return (
     !input.alsoInTransaction &&
+    !input.eventsUnderLock &&
     !input.alsoInStatement?.length &&
     !input.alsoSelect?.length &&
     !input.lease &&

@@ -58,6 +58,13 @@ export interface TransitionInput {
    */
   alsoInTransaction?: (tx: Transaction<Database>) => Promise<void>;
   /**
+   * Events read under the row lock once the checks passed, written before
+   * `events` (the `failed` ends of the calls a cancel leaves open): what
+   * the workflow's runs wrote before is committed then, and nothing they
+   * write after is accepted.
+   */
+  eventsUnderLock?: (tx: Transaction<Database>) => Promise<NewEventRow[]>;
+  /**
    * Writes made in the transition's own statement: data-modifying CTEs that
    * select `FROM changed` (the workflow row as updated), so they happen if
    * and only if the transition does (a review's stage-attempt rows).
@@ -126,8 +133,8 @@ export type TransitionResultOf<R extends Returning> = R extends 'seq'
  * attempts still running. Two concurrent transitions on one workflow queue
  * on the row lock; the second re-checks against the first's result and is
  * refused if it no longer applies, so two `continue`s never both succeed. A
- * refusal, or writes that need their own statements (`alsoInTransaction`),
- * take the locked path: lock, check (throwing the 404 or 409 that says
+ * refusal, writes that need their own statements (`alsoInTransaction`) or
+ * events read under the lock (`eventsUnderLock`) take the locked path: lock, check (throwing the 404 or 409 that says
  * why), write, then the same compare-and-set. With `batches`, a transition
  * that can share its statement goes in a batch (transition-batches.ts).
  */
@@ -151,7 +158,7 @@ export async function transitionWorkflow(
   input: TransitionInput,
   batches?: TransitionBatches,
 ): Promise<TransitionResult | SeqTransitionResult> {
-  if (!input.alsoInTransaction) {
+  if (!input.alsoInTransaction && !input.eventsUnderLock) {
     const done =
       batches && isBatchable(input) ? await batches.run(input) : await compareAndSet(db, input);
     if (done) return done;
@@ -176,12 +183,25 @@ export async function transitionWorkflow(
       );
     }
     await input.alsoInTransaction?.(tx);
+    const found = (await input.eventsUnderLock?.(tx)) ?? [];
     // Under the lock with the checks passed, the compare-and-set cannot be refused.
-    const done = await compareAndSet(tx, input);
+    const done = await compareAndSet(tx, withEventsFirst(input, found));
     if (!done)
       throw new Error(`the transition of workflow ${input.workflowId} was refused under its lock`);
     return done;
   });
+}
+
+/** `input` with `events` before its own; tokens among them keep their place after the same events. */
+function withEventsFirst(input: TransitionInput, events: NewEventRow[]): TransitionInput {
+  if (events.length === 0) return input;
+  return {
+    ...input,
+    events: [...events, ...input.events],
+    ...(input.tokens
+      ? { tokens: { ...input.tokens, afterEvents: input.tokens.afterEvents + events.length } }
+      : {}),
+  };
 }
 
 /**

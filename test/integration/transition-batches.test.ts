@@ -1,10 +1,8 @@
 import { sql } from 'kysely';
 import pg from 'pg';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { EVENTS_CHANNEL } from '../../src/store/event-statement-parts.js';
+import { describe, expect, it } from 'vitest';
 import { PLANNED_EACH_RUN } from '../../src/store/prepared-statements.js';
 import { createTenancyService } from '../../src/tenancy/service.js';
-import { type Notification, parseNotification } from '../../src/tracker/notification.js';
 import { isBatchable } from '../../src/workflows/transition-batches.js';
 import {
   createReplicaTransitionBatches,
@@ -12,7 +10,7 @@ import {
   transitionWorkflow,
 } from '../../src/workflows/transitions.js';
 import type { WorkflowKind } from '../../src/workflows/types.js';
-import { useTrackerDatabase } from '../support/tracker-database.js';
+import { useEventNotifications, useTrackerDatabase } from '../support/tracker-database.js';
 import { end, event, spiedBatches, start, writers } from '../support/transition-batches.js';
 
 /**
@@ -24,21 +22,7 @@ import { end, event, spiedBatches, start, writers } from '../support/transition-
  */
 
 const setup = useTrackerDatabase();
-const notifications: Notification[] = [];
-let listener: pg.Client;
-
-beforeAll(async () => {
-  listener = new pg.Client({ connectionString: setup.database.url });
-  await listener.connect();
-  listener.on('notification', (message) => {
-    const parsed = message.payload ? parseNotification(message.payload) : undefined;
-    if (parsed) notifications.push(parsed);
-  });
-  await listener.query(`LISTEN ${EVENTS_CHANNEL}`);
-});
-afterAll(async () => {
-  await listener?.end();
-});
+const { received: notifications, waitFor: waitForNotifications } = useEventNotifications(setup);
 
 function batches() {
   return createReplicaTransitionBatches(setup.handle.db, {
@@ -46,12 +30,6 @@ function batches() {
     maxItems: 64,
     maxChars: 1_000_000,
   });
-}
-
-async function waitForNotifications(count: number): Promise<void> {
-  for (let tries = 0; notifications.length < count && tries < 100; tries += 1) {
-    await new Promise((resolve) => setTimeout(resolve, 20));
-  }
 }
 
 /**

@@ -71,7 +71,7 @@ function expectGapFree(events: { seq: number }[]): void {
 }
 
 describe('cancel', () => {
-  it('a running workflow ends cancelled within a second, its model call aborted and the text streamed so far kept', async () => {
+  it('a running workflow ends cancelled within a second, its model call aborted, ended as cancelled in the log, and the text streamed so far kept', async () => {
     const id = await startStreaming(testApp, tenant.key);
     const asked = performance.now();
     const response = await cancelWorkflow(testApp, tenant.key, id);
@@ -100,8 +100,15 @@ describe('cancel', () => {
       ['workflow_start', 'started'],
       ['classification', 'completed'],
       ['llm_call', 'started'],
+      ['llm_call', 'failed'],
       ['workflow_end', 'cancelled'],
     ]);
+    // The call in flight ends with the cancel, in its step, written by the cancel's transaction.
+    const [started, ended] = events.filter((event) => event.type === 'llm_call');
+    expect(ended).toMatchObject({
+      step: started?.step,
+      detail: { error: { code: 'cancelled', message: expect.stringMatching(/cancelled/) } },
+    });
   });
 
   it('a finished workflow answers 409 workflow_finished', async () => {

@@ -1,10 +1,13 @@
 import { randomUUID } from 'node:crypto';
+import pg from 'pg';
 import pino from 'pino';
 import { afterAll, beforeAll } from 'vitest';
 import { type DatabaseHandle, openDatabase } from '../../src/store/database.js';
+import { EVENTS_CHANNEL } from '../../src/store/event-statement-parts.js';
 import { workflowEventsRepository } from '../../src/store/workflow-events.js';
 import { createTenancyService } from '../../src/tenancy/service.js';
 import { createEventHub, type EventHub } from '../../src/tracker/event-hub.js';
+import { type Notification, parseNotification } from '../../src/tracker/notification.js';
 import { createWorkflowTracker, type WorkflowTracker } from '../../src/tracker/tracker.js';
 import { createTestDatabase, type TestDatabase } from './database.js';
 
@@ -106,4 +109,35 @@ export function useTrackerDatabase(): TrackerDatabase {
     },
   };
   return context;
+}
+
+/**
+ * The events channel's notifications, as parsed, in the order they came:
+ * a LISTEN connection of its own, opened before the file's tests (after
+ * `useTrackerDatabase`'s set-up) and closed after them.
+ */
+export function useEventNotifications(setup: TrackerDatabase) {
+  const received: Notification[] = [];
+  let listener: pg.Client | undefined;
+  beforeAll(async () => {
+    listener = new pg.Client({ connectionString: setup.database.url });
+    await listener.connect();
+    listener.on('notification', (message) => {
+      const parsed = message.payload ? parseNotification(message.payload) : undefined;
+      if (parsed) received.push(parsed);
+    });
+    await listener.query(`LISTEN ${EVENTS_CHANNEL}`);
+  });
+  afterAll(async () => {
+    await listener?.end();
+  });
+  return {
+    received,
+    /** Waits (two seconds at most) until `count` have come in all. */
+    async waitFor(count: number): Promise<void> {
+      for (let tries = 0; received.length < count && tries < 100; tries += 1) {
+        await new Promise((resolve) => setTimeout(resolve, 20));
+      }
+    },
+  };
 }

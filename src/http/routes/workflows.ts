@@ -113,8 +113,9 @@ export const workflowRoutes: FastifyPluginAsyncZod<{ workflows: WorkflowService 
         tags: ['workflows'],
         summary: 'Cancel a workflow',
         description:
-          'Ends the workflow `cancelled` and stops its run, wherever it runs. A finished ' +
-          'workflow answers 409 `workflow_finished`.',
+          'Ends the workflow `cancelled` and stops its run, wherever it runs; the model and ' +
+          'tool calls it had in flight are aborted and end `failed` (`cancelled`) in its ' +
+          'events, before `workflow_end`. A finished workflow answers 409 `workflow_finished`.',
         params: idParamsSchema,
         response: { 202: workflowSchema, ...problemResponses(400, 401, 403, 404, 409, 429) },
       },

@@ -176,7 +176,7 @@ describe.each(['gpt', 'claude'])('the tool loop on %s', (model) => {
     expect(toolResultsOf(requests.at(-1))[0]?.content).toMatch(/status="error"/);
   });
 
-  it('a cancel while a tool runs aborts the tool’s request at once; no turn with an unanswered call is kept and the model is not called again', async () => {
+  it('a cancel while a tool runs aborts the tool’s request at once and ends the call as cancelled in the log; no turn with an unanswered call is kept and the model is not called again', async () => {
     const hanging = await h.registerTool('/hang', { timeoutMs: 60_000 });
     h.timings.delete('/hang');
     const hangsBefore = h.tools.calls.filter((call) => call.path === '/hang').length;
@@ -191,6 +191,16 @@ describe.each(['gpt', 'claude'])('the tool loop on %s', (model) => {
     await vi.waitFor(
       () =>
         expect(h.tools.calls.filter((call) => call.path === '/hang')).toHaveLength(hangsBefore + 1),
+      { timeout: 10_000 },
+    );
+    // Its start is in the log (progress is written in batches), so the cancel finds it open.
+    await vi.waitFor(
+      async () =>
+        expect(
+          (await storedEvents(h.testApp, id)).some(
+            (event) => event.type === 'tool_call' && event.detail.callId === 'call_hang',
+          ),
+        ).toBe(true),
       { timeout: 10_000 },
     );
     const cancelled = await cancelWorkflow(h.testApp, h.tenant.key, id);
@@ -208,6 +218,21 @@ describe.each(['gpt', 'claude'])('the tool loop on %s', (model) => {
     expect(rows).toEqual([]);
     const events = await storedEvents(h.testApp, id);
     expect(events.at(-1)).toMatchObject({ type: 'workflow_end', status: 'cancelled' });
+    // The hanging call, started in the log, ends there with the cancel: every call in the log ends once.
+    const toolEvents = events.filter((event) => event.type === 'tool_call');
+    for (const callId of new Set(toolEvents.map((event) => event.detail.callId))) {
+      const statuses = toolEvents
+        .filter((event) => event.detail.callId === callId)
+        .map((event) => event.status);
+      expect(statuses).toHaveLength(2);
+      expect(statuses[0]).toBe('started');
+      expect(['completed', 'failed']).toContain(statuses[1]);
+    }
+    expect(events.at(-2)).toMatchObject({
+      type: 'tool_call',
+      status: 'failed',
+      detail: { callId: 'call_hang', tool: hanging, error: 'cancelled' },
+    });
     expect((await getWorkflow(h.testApp, h.tenant.key, id)).status).toBe('cancelled');
   });
 

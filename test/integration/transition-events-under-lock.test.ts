@@ -1,0 +1,139 @@
+import { sql } from 'kysely';
+import { describe, expect, it } from 'vitest';
+import type { NewEventRow } from '../../src/store/workflow-events.js';
+import { workflowEventsRepository } from '../../src/store/workflow-events.js';
+import { CANCELLED_CALLS, endingsOfOpenCalls } from '../../src/workflows/open-calls.js';
+import { isBatchable } from '../../src/workflows/transition-batches.js';
+import { transitionWorkflow } from '../../src/workflows/transitions.js';
+import { useEventNotifications, useTrackerDatabase } from '../support/tracker-database.js';
+import { event, start } from '../support/transition-batches.js';
+
+/**
+ * Transitions with events read under the workflow row's lock
+ * (TransitionInput's `eventsUnderLock`), as a cancel ends the calls its
+ * workflow's run left open, against a real PostgreSQL.
+ */
+
+const setup = useTrackerDatabase();
+const notifications = useEventNotifications(setup);
+
+function started(type: 'llm_call' | 'tool_call', detail: Record<string, unknown>): NewEventRow {
+  return { type, step: 'turn-1', status: 'started', detail, elapsedMs: null };
+}
+
+function cancel(workflowId: string) {
+  const key = { tenantId: setup.tenantId, workflowId };
+  return transitionWorkflow(setup.handle.db, {
+    ...key,
+    to: 'cancelled',
+    events: [{ ...event('workflow_end'), status: 'cancelled' }],
+    eventsUnderLock: (tx) => endingsOfOpenCalls(tx, key, CANCELLED_CALLS),
+    origin: 'replica-b',
+  });
+}
+
+async function append(workflowId: string, events: NewEventRow[]): Promise<void> {
+  await workflowEventsRepository(setup.handle.db).appendNotified({
+    workflowId,
+    tenantId: setup.tenantId,
+    events,
+    origin: 'replica-a',
+  });
+}
+
+/** Waits until some backend waits for a row lock (the cancel, queued behind a writer). */
+async function lockWaiter(): Promise<void> {
+  for (let tries = 0; tries < 250; tries += 1) {
+    const { rows } = await sql<{ pid: number }>`
+      SELECT pid FROM pg_stat_activity WHERE wait_event_type = 'Lock'`.execute(setup.handle.db);
+    if (rows.length > 0) return;
+    await new Promise((resolve) => setTimeout(resolve, 20));
+  }
+  throw new Error('nothing waited for the row lock');
+}
+
+describe('events under the row lock', () => {
+  it('go before the transition’s own, and token text keeps its place after the same event', async () => {
+    const id = await setup.newWorkflow();
+    const input = start(setup, id, {
+      eventsUnderLock: async () => [event('warning')],
+      tokens: { text: 'Hello', afterEvents: 1 },
+    });
+    expect(isBatchable(input)).toBe(false);
+    const before = notifications.received.length;
+    const result = await transitionWorkflow(setup.handle.db, input);
+    expect(result.events.map((stored) => [stored.seq, stored.type])).toEqual([
+      [1, 'warning'],
+      [2, 'workflow_start'],
+      [3, 'classification'],
+    ]);
+    await notifications.waitFor(before + 1);
+    // After workflow_start (seq 2), as it was after the first of the transition's own events.
+    expect(notifications.received.slice(before)).toContainEqual({
+      kind: 'events',
+      workflowId: id,
+      lastSeq: 3,
+      origin: 'replica-a',
+      tokens: { text: 'Hello', afterSeq: 2 },
+    });
+  });
+
+  it('a cancel ends each call left open, model and tool, before workflow_end; ended ones are left alone', async () => {
+    const id = await setup.newWorkflow();
+    await transitionWorkflow(setup.handle.db, start(setup, id));
+    await append(id, [
+      started('llm_call', { model: 'bench' }),
+      started('tool_call', { tool: 'calculator', callId: 'call_1' }),
+      started('tool_call', { tool: 'http_fetch', callId: 'call_2' }),
+      { ...started('tool_call', { tool: 'calculator', callId: 'call_1' }), status: 'completed' },
+    ]);
+    const { events } = await cancel(id);
+    expect(events.map((stored) => [stored.type, stored.status, stored.step])).toEqual([
+      ['llm_call', 'failed', 'turn-1'],
+      ['tool_call', 'failed', 'turn-1'],
+      ['workflow_end', 'cancelled', null],
+    ]);
+    expect(events[0]?.detail).toEqual({
+      model: 'bench',
+      error: { code: 'cancelled', message: CANCELLED_CALLS.message },
+    });
+    expect(events[1]?.detail).toEqual({ tool: 'http_fetch', callId: 'call_2', error: 'cancelled' });
+  });
+
+  it('a call ended by a write that held the row lock when the cancel came is not ended again', async () => {
+    const id = await setup.newWorkflow();
+    await transitionWorkflow(setup.handle.db, start(setup, id));
+    await append(id, [started('tool_call', { tool: 'calculator', callId: 'call_1' })]);
+    // The run's write of the call's end holds the row lock while the cancel comes.
+    let cancelled: ReturnType<typeof cancel> | undefined;
+    await setup.handle.db.transaction().execute(async (tx) => {
+      await workflowEventsRepository(tx).appendNotified({
+        workflowId: id,
+        tenantId: setup.tenantId,
+        events: [
+          {
+            ...started('tool_call', { tool: 'calculator', callId: 'call_1' }),
+            status: 'completed',
+          },
+        ],
+        origin: 'replica-a',
+      });
+      cancelled = cancel(id);
+      await lockWaiter();
+    });
+    const { events } = await (cancelled as ReturnType<typeof cancel>);
+    expect(events.map((stored) => stored.type)).toEqual(['workflow_end']);
+    const stored = await workflowEventsRepository(setup.handle.db).listAfter({
+      workflowId: id,
+      afterSeq: 0,
+      limit: 100,
+    });
+    expect(stored.map((row) => [row.type, row.status])).toEqual([
+      ['workflow_start', 'completed'],
+      ['classification', 'completed'],
+      ['tool_call', 'started'],
+      ['tool_call', 'completed'],
+      ['workflow_end', 'cancelled'],
+    ]);
+  });
+});
