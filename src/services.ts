@@ -21,6 +21,7 @@ import { createTenancyService, type TenancyService } from './tenancy/service.js'
 import { createHttpToolsService, type HttpToolsService } from './tools/http-tools-service.js';
 import { createMcpServersService, type McpServersService } from './tools/mcp-servers-service.js';
 import { builtinTools } from './tools/registry.js';
+import { createToolNameCheck } from './tools/tool-names.js';
 import { createEventHub, type EventHub } from './tracker/event-hub.js';
 import { configuredBudget } from './workflows/budget.js';
 import { createEndpointsMemory } from './workflows/early-start.js';
@@ -122,6 +123,7 @@ export function createServices(options: {
   const budgetDefaults = configuredBudget(options.config);
   const sessions = createSessionService({ db: database.db });
   const endpointsMemory = createEndpointsMemory();
+  const builtins = builtinTools(options.config);
   /** A run launched without its tenant's tools reads them; the next workflows start early with them. */
   const readTenantEndpoints = async (tenantId: string) => {
     const read = await listTenantEndpoints(database.db, tenantId);
@@ -166,7 +168,7 @@ export function createServices(options: {
     },
     orchestrator: {
       classifier: classifierSettings(options.config, llm.catalogue),
-      builtinTools: builtinTools(options.config),
+      builtinTools: builtins,
       tenantTools: async (tenantId, known) => {
         const endpoints = known ?? (await readTenantEndpoints(tenantId));
         const http = httpTools.toolsOf(tenantId, endpoints.httpTools);
@@ -186,6 +188,11 @@ export function createServices(options: {
   });
   const workflows = createWorkflowService({
     endpointsMemory,
+    unknownToolNames: createToolNameCheck({
+      builtins: builtins.map((tool) => tool.name),
+      remembered: (tenantId) => endpointsMemory.get(tenantId)?.endpoints,
+      read: readTenantEndpoints,
+    }),
     insertBatches: createWorkflowInsertBatches({
       ...batchLimits,
       db: database.db,

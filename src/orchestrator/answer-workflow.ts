@@ -94,6 +94,15 @@ export async function answerWorkflow(input: AnswerWorkflowInput): Promise<LoopOu
     });
   }
   const available = workflowTools(settings.builtinTools, toolset.tools, context.tools, input.log);
+  // Checked at the create; gone since (removed, or not listed by their MCP server now).
+  const missing = context.tools.filter((name) => !available.some((tool) => tool.name === name));
+  if (missing.length > 0) {
+    context.tracker.enqueue('warning', null, 'info', {
+      code: 'requested_tools_unavailable',
+      message: `Tools the workflow asked for are not available to this run: ${missing.join(', ')}`,
+      tools: missing,
+    });
+  }
   const tools = createToolRegistry(available);
   const system = buildSystemPrompt({
     tools: tools.definitions(),

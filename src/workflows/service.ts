@@ -83,6 +83,8 @@ export interface WorkflowServiceOptions {
   hub: EventHub;
   /** Checks that a workflow's sessionId names a session of its tenant. */
   sessions: Pick<SessionService, 'exists'>;
+  /** The tool names a workflow asks for that name no tool of its tenant (tools/tool-names.ts). */
+  unknownToolNames: (tenantId: string, requested: readonly string[]) => Promise<string[]>;
   /** This replica's id: the NOTIFY origin of the transitions made here, and the lease owner of what it creates. */
   replicaId: string;
   /** How long the lease of a workflow created here lasts before its run renews it (WORKFLOW_LEASE_MS). */
@@ -186,6 +188,19 @@ export function createWorkflowService(options: WorkflowServiceOptions) {
             message: 'unknown session; create one with POST /v1/sessions',
           },
         ]);
+      }
+      const unknownTools = await options.unknownToolNames(tenantId, input.tools ?? []);
+      if (unknownTools.length > 0) {
+        throw badRequest(
+          'unknown_tool',
+          `The tools field names tools this tenant does not have: ${unknownTools.join(', ')}`,
+          [
+            {
+              field: 'body.tools',
+              message: `unknown tools: ${unknownTools.join(', ')}; the tenant's are listed by GET /v1/tools and GET /v1/mcp-servers (as server__tool)`,
+            },
+          ],
+        );
       }
       const row: NewWorkflowRow = {
         id: randomUUID(),

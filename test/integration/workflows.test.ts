@@ -157,13 +157,13 @@ describe('creating a workflow', () => {
       input: 'hello',
       sessionId,
       mode: 'simple',
-      tools: ['web_search'],
+      tools: ['calculator'],
       metadata: { origin: 'test', nested: { n: 1 } },
     });
     expect(await getWorkflow(app(), tenant.key, id)).toMatchObject({
       sessionId,
       mode: 'simple',
-      tools: ['web_search'],
+      tools: ['calculator'],
       metadata: { origin: 'test', nested: { n: 1 } },
     });
   });

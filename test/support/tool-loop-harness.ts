@@ -101,6 +101,17 @@ export async function startToolLoopHarness(options: ToolLoopHarnessOptions = {})
     return name;
   }
 
+  /** Registers an MCP server (a test server at `url`) for the tenant under `name`. */
+  async function registerMcpServer(name: string, url: string): Promise<void> {
+    const response = await testApp.app.inject({
+      method: 'POST',
+      url: '/v1/mcp-servers',
+      headers: bearer(tenant.key),
+      payload: { name, url },
+    });
+    expect(response.statusCode, response.body).toBe(201);
+  }
+
   return {
     provider,
     tools,
@@ -110,6 +121,7 @@ export async function startToolLoopHarness(options: ToolLoopHarnessOptions = {})
     timings,
 
     registerTool,
+    registerMcpServer,
 
     /**
      * Another replica on the same database, with the same models and

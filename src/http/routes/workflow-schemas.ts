@@ -56,7 +56,11 @@ export const createWorkflowBody = z
       .array(z.string().regex(/^[A-Za-z0-9_.:-]{1,64}$/, 'a tool name'))
       .max(64)
       .optional()
-      .describe('Names of the tools the workflow may use'),
+      .describe(
+        'Names of the tools the workflow may use (all of the tenant’s when absent): built-ins, ' +
+          'HTTP tools, `<server>__<tool>` of MCP servers; a name the tenant has no tool of ' +
+          'answers 400 `unknown_tool`',
+      ),
     metadata: z
       .record(z.string(), z.unknown())
       .refine(

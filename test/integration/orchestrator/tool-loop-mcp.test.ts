@@ -1,5 +1,4 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { bearer } from '../../support/app.js';
 import { type McpTestServer, startMcpTestServer } from '../../support/mcp-server.js';
 import {
   answer,
@@ -17,13 +16,7 @@ let mcp: McpTestServer;
 beforeAll(async () => {
   h = await startToolLoopHarness();
   mcp = await startMcpTestServer({ stateful: true });
-  const registered = await h.testApp.app.inject({
-    method: 'POST',
-    url: '/v1/mcp-servers',
-    headers: bearer(h.tenant.key),
-    payload: { name: 'calc', url: mcp.url },
-  });
-  expect(registered.statusCode, registered.body).toBe(201);
+  await h.registerMcpServer('calc', mcp.url);
 });
 afterAll(async () => {
   await h?.close();
@@ -53,13 +46,7 @@ describe.each(['gpt', 'claude'])('MCP tools in the tool loop on %s', (model) => 
 describe('MCP servers that cannot be reached', () => {
   it('a server that cannot be reached is a warning, not a failed workflow', async () => {
     const down = await startMcpTestServer();
-    const registered = await h.testApp.app.inject({
-      method: 'POST',
-      url: '/v1/mcp-servers',
-      headers: bearer(h.tenant.key),
-      payload: { name: 'gone', url: down.url },
-    });
-    expect(registered.statusCode, registered.body).toBe(201);
+    await h.registerMcpServer('gone', down.url);
     await down.close();
     h.provider.enqueue(answer('Fine without it.'));
     const { workflow, events } = await h.run('Hello there');
