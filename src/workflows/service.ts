@@ -1,4 +1,4 @@
-import { createHash, randomUUID } from 'node:crypto';
+import { randomUUID } from 'node:crypto';
 import type { Logger } from 'pino';
 import { badRequest, conflict, notFound } from '../errors.js';
 import type { Catalogue } from '../llm/catalogue.js';
@@ -13,10 +13,11 @@ import { type NewWorkflowRow, workflowsRepository } from '../store/workflows.js'
 import type { Principal } from '../tenancy/types.js';
 import type { EventHub } from '../tracker/event-hub.js';
 import { createWorkflowTracker } from '../tracker/tracker.js';
-import { isEmptyBudget, type RequestedBudget, resolveBudget } from './budget.js';
+import { type RequestedBudget, resolveBudget } from './budget.js';
 import { checkAnswer } from './clarification.js';
 import { decodeCursor, encodeCursor } from './cursor.js';
 import { EARLY_START_MAX_RUNS, type EndpointsMemory, insertAndLaunch } from './early-start.js';
+import { hashRequest, isIdempotencyKeyTaken } from './idempotency.js';
 import { CANCELLED_CALLS, endingsOfOpenCalls } from './open-calls.js';
 import { toWorkflow } from './rows.js';
 import { assertAwaiting, type TransitionInput } from './transitions.js';
@@ -106,10 +107,6 @@ export interface WorkflowServiceOptions {
   /** Where inserts without an Idempotency-Key share statements (group commit); each alone when unset. */
   insertBatches?: WorkflowInsertBatches;
 }
-
-/** The Postgres error code of a unique violation, and the index that makes keys unique per tenant. */
-const UNIQUE_VIOLATION = '23505';
-const IDEMPOTENCY_INDEX = 'workflows_idempotency';
 
 /**
  * Workflows as the API sees them: create (idempotently), read, list,
@@ -384,39 +381,3 @@ export function createWorkflowService(options: WorkflowServiceOptions) {
 }
 
 export type WorkflowService = ReturnType<typeof createWorkflowService>;
-
-/**
- * SHA-256 of the request as validated (defaults applied, object keys
- * sorted), so that a retry whose JSON differs only in key order or in
- * spelling out a default counts as the same request.
- */
-export function hashRequest(input: NewWorkflow): string {
-  const canonical = canonicalJson({
-    input: input.input,
-    sessionId: input.sessionId ?? null,
-    mode: input.mode,
-    model: input.model ?? null,
-    tools: input.tools ?? [],
-    metadata: input.metadata ?? {},
-    // Left out when it asks for nothing, so a request without caps hashes as it did before budgets.
-    budget: isEmptyBudget(input.budget) ? undefined : input.budget,
-  });
-  return createHash('sha256').update(canonical).digest('hex');
-}
-
-function canonicalJson(value: unknown): string {
-  if (Array.isArray(value)) return `[${value.map(canonicalJson).join(',')}]`;
-  if (value !== null && typeof value === 'object') {
-    const entries = Object.entries(value as Record<string, unknown>)
-      .filter(([, item]) => item !== undefined)
-      .sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0));
-    return `{${entries.map(([key, item]) => `${JSON.stringify(key)}:${canonicalJson(item)}`).join(',')}}`;
-  }
-  return JSON.stringify(value) ?? 'null';
-}
-
-function isIdempotencyKeyTaken(error: unknown): boolean {
-  if (typeof error !== 'object' || error === null) return false;
-  const { code, constraint } = error as { code?: unknown; constraint?: unknown };
-  return code === UNIQUE_VIOLATION && constraint === IDEMPOTENCY_INDEX;
-}

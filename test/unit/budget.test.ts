@@ -4,7 +4,7 @@ import { AppError } from '../../src/errors.js';
 import { reachedCap } from '../../src/orchestrator/tool-loop/budget.js';
 import type { TenantBudget } from '../../src/tenancy/types.js';
 import { configuredBudget, resolveBudget } from '../../src/workflows/budget.js';
-import { hashRequest } from '../../src/workflows/service.js';
+import { hashRequest } from '../../src/workflows/idempotency.js';
 import type { WorkflowBudget } from '../../src/workflows/types.js';
 
 const defaults: WorkflowBudget = { maxIterations: 10, maxTokens: 50_000, maxCostUsd: null };
