@@ -1,4 +1,5 @@
 import { createHash } from 'node:crypto';
+import { stableJson } from '../stable-json.js';
 import { isEmptyBudget } from './budget.js';
 import type { NewWorkflow } from './service.js';
 
@@ -18,7 +19,7 @@ const IDEMPOTENCY_INDEX = 'workflows_idempotency';
  * spelling out a default counts as the same request.
  */
 export function hashRequest(input: NewWorkflow): string {
-  const canonical = canonicalJson({
+  const canonical = stableJson({
     input: input.input,
     sessionId: input.sessionId ?? null,
     mode: input.mode,
@@ -29,17 +30,6 @@ export function hashRequest(input: NewWorkflow): string {
     budget: isEmptyBudget(input.budget) ? undefined : input.budget,
   });
   return createHash('sha256').update(canonical).digest('hex');
-}
-
-function canonicalJson(value: unknown): string {
-  if (Array.isArray(value)) return `[${value.map(canonicalJson).join(',')}]`;
-  if (value !== null && typeof value === 'object') {
-    const entries = Object.entries(value as Record<string, unknown>)
-      .filter(([, item]) => item !== undefined)
-      .sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0));
-    return `{${entries.map(([key, item]) => `${JSON.stringify(key)}:${canonicalJson(item)}`).join(',')}}`;
-  }
-  return JSON.stringify(value) ?? 'null';
 }
 
 export function isIdempotencyKeyTaken(error: unknown): boolean {

@@ -1,3 +1,5 @@
+import { stableJson } from '../../stable-json.js';
+
 /**
  * The repeat-fail guard: a call (same tool, same arguments) that failed
  * with the same error twice gets a warning appended to its result, and a
@@ -42,15 +44,4 @@ export function createRepeatFailGuard(): RepeatFailGuard {
 /** Tool name and arguments as JSON with sorted keys: `{a,b}` and `{b,a}` are one call. */
 export function callKey(tool: string, args: unknown): string {
   return `${tool}\u0000${stableJson(args)}`;
-}
-
-export function stableJson(value: unknown): string {
-  if (Array.isArray(value)) return `[${value.map(stableJson).join(',')}]`;
-  if (value !== null && typeof value === 'object') {
-    const entries = Object.entries(value as Record<string, unknown>)
-      .filter(([, item]) => item !== undefined)
-      .sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0));
-    return `{${entries.map(([key, item]) => `${JSON.stringify(key)}:${stableJson(item)}`).join(',')}}`;
-  }
-  return JSON.stringify(value) ?? 'null';
 }
