@@ -3,7 +3,7 @@ import type { ApiKey, IssuedApiKey, Tenant } from '../../tenancy/types.js';
 import { SCOPES } from '../../tenancy/types.js';
 import { tenantBudgetSchema } from './budget-schemas.js';
 
-/** Wire shapes shared by the tenancy routes; the OpenAPI document names them. */
+/** Wire shapes shared by the routes (the tenancy routes' own among them); the OpenAPI document names them. */
 
 /**
  * A short human-given name. Control characters are refused: they have no
@@ -15,6 +15,25 @@ export const nameSchema = z
   .min(1)
   .max(200)
   .regex(/^[^\p{Cc}]*$/u, 'must not contain control characters');
+
+const MAX_METADATA_BYTES = 16 * 1024;
+
+/** The client data a request may keep with what it creates (`kept with`: the workflow, the session). */
+export function metadataSchema(keptWith: string) {
+  return z
+    .record(z.string(), z.unknown())
+    .refine(
+      (metadata) => Buffer.byteLength(JSON.stringify(metadata)) <= MAX_METADATA_BYTES,
+      `must be at most ${MAX_METADATA_BYTES} bytes as JSON`,
+    )
+    .refine(
+      // PostgreSQL rejects NUL in jsonb strings; refusing it here makes it a 400, not a 500.
+      (metadata) => !JSON.stringify(metadata).includes('\\u0000'),
+      'must not contain NUL characters',
+    )
+    .optional()
+    .describe(`Client data kept with ${keptWith}, at most 16 KiB as JSON`);
+}
 
 export const scopeSchema = z.enum(SCOPES).meta({ id: 'Scope' });
 

@@ -1,28 +1,14 @@
 import { z } from 'zod';
 import type { SessionWithMessages } from '../../sessions/service.js';
 import { SESSION_ROLES, type Session } from '../../sessions/types.js';
-import { nameSchema } from './schemas.js';
+import { metadataSchema, nameSchema } from './schemas.js';
 
 /** Wire shapes of the session routes; the OpenAPI document names them. */
-
-const MAX_METADATA_BYTES = 16 * 1024;
 
 export const createSessionBody = z
   .object({
     title: nameSchema.optional().describe('A name for people, at most 200 characters'),
-    metadata: z
-      .record(z.string(), z.unknown())
-      .refine(
-        (metadata) => Buffer.byteLength(JSON.stringify(metadata)) <= MAX_METADATA_BYTES,
-        `must be at most ${MAX_METADATA_BYTES} bytes as JSON`,
-      )
-      .refine(
-        // PostgreSQL rejects NUL in jsonb strings; refusing it here makes it a 400, not a 500.
-        (metadata) => !JSON.stringify(metadata).includes('\\u0000'),
-        'must not contain NUL characters',
-      )
-      .optional()
-      .describe('Client data kept with the session, at most 16 KiB as JSON'),
+    metadata: metadataSchema('the session'),
   })
   .strict();
 

@@ -7,11 +7,11 @@ import {
   type Workflow,
 } from '../../workflows/types.js';
 import { requestedBudgetSchema, workflowBudgetSchema } from './budget-schemas.js';
+import { metadataSchema } from './schemas.js';
 
 /** Wire shapes of the workflow routes; the OpenAPI document names them. */
 
 const MAX_INPUT_CHARS = 100_000;
-const MAX_METADATA_BYTES = 16 * 1024;
 
 /** PostgreSQL rejects NUL in text and in jsonb strings; refusing it here makes it a 400, not a 500. */
 const hasNoNul = (text: string) => !text.includes('\u0000');
@@ -61,18 +61,7 @@ export const createWorkflowBody = z
           'HTTP tools, `<server>__<tool>` of MCP servers; a name the tenant has no tool of ' +
           'answers 400 `unknown_tool`',
       ),
-    metadata: z
-      .record(z.string(), z.unknown())
-      .refine(
-        (metadata) => Buffer.byteLength(JSON.stringify(metadata)) <= MAX_METADATA_BYTES,
-        `must be at most ${MAX_METADATA_BYTES} bytes as JSON`,
-      )
-      .refine(
-        (metadata) => !JSON.stringify(metadata).includes('\\u0000'),
-        'must not contain NUL characters',
-      )
-      .optional()
-      .describe('Client data kept with the workflow, at most 16 KiB as JSON'),
+    metadata: metadataSchema('the workflow'),
     budget: requestedBudgetSchema.optional(),
   })
   .strict();
