@@ -130,7 +130,8 @@ export function createServices(options: {
     endpointsMemory.remember(tenantId, read);
     return read.endpoints;
   };
-  const httpTools = createHttpToolsService({
+  /** HTTP tools and MCP servers: one address policy, and a change makes the tenant's next workflow read them. */
+  const endpointServices = {
     db: database.db,
     policy: {
       allowedHosts: options.config.HTTP_TOOLS_ALLOWED_HOSTS,
@@ -138,16 +139,9 @@ export function createServices(options: {
     },
     log: options.log,
     onChanged: endpointsMemory.forget,
-  });
-  const mcpServers = createMcpServersService({
-    db: database.db,
-    policy: {
-      allowedHosts: options.config.HTTP_TOOLS_ALLOWED_HOSTS,
-      allowPrivate: options.config.HTTP_TOOLS_ALLOW_PRIVATE,
-    },
-    log: options.log,
-    onChanged: endpointsMemory.forget,
-  });
+  };
+  const httpTools = createHttpToolsService(endpointServices);
+  const mcpServers = createMcpServersService(endpointServices);
   const pipelineSettings: PipelineSettings = {
     maxStages: options.config.PIPELINE_MAX_STAGES,
     maxValidationRetries: options.config.PIPELINE_STAGE_RETRIES,
