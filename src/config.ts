@@ -259,6 +259,11 @@ export const configSchema = z.object({
     .describe(
       'Let HTTP tools call loopback and private addresses (a tool server beside the service).',
     ),
+  MCP_TOOLS_CACHE_MS: integer(0, 86_400_000)
+    .default(0)
+    .describe(
+      'How long a run reuses the tools an MCP server listed for an earlier run on this replica, connecting to the server only when the model calls one of them; 0: every run connects to each server and lists its tools before its first model call.',
+    ),
   HTTP_FETCH_ALLOWED_HOSTS: hostPatterns.describe(
     'Hosts the built-in http_fetch tool may fetch, comma-separated; `*.example.com` matches its subdomains. Empty: the tool is not offered.',
   ),

@@ -20,6 +20,7 @@ import { createPrincipalCache, type PrincipalCache } from './tenancy/principal-c
 import { createTenancyService, type TenancyService } from './tenancy/service.js';
 import { createHttpToolsService, type HttpToolsService } from './tools/http-tools-service.js';
 import { createMcpServersService, type McpServersService } from './tools/mcp-servers-service.js';
+import { createMcpToolLists } from './tools/mcp-tool-lists.js';
 import { builtinTools } from './tools/registry.js';
 import { createToolNameCheck } from './tools/tool-names.js';
 import { createEventHub, type EventHub } from './tracker/event-hub.js';
@@ -141,7 +142,12 @@ export function createServices(options: {
     onChanged: endpointsMemory.forget,
   };
   const httpTools = createHttpToolsService(endpointServices);
-  const mcpServers = createMcpServersService(endpointServices);
+  const mcpServers = createMcpServersService({
+    ...endpointServices,
+    ...(options.config.MCP_TOOLS_CACHE_MS > 0 && {
+      toolLists: createMcpToolLists({ ttlMs: options.config.MCP_TOOLS_CACHE_MS }),
+    }),
+  });
   const pipelineSettings: PipelineSettings = {
     maxStages: options.config.PIPELINE_MAX_STAGES,
     maxValidationRetries: options.config.PIPELINE_STAGE_RETRIES,

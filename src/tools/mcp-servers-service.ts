@@ -7,6 +7,7 @@ import { tenantEndpointsRepository } from '../store/tenant-endpoints.js';
 import type { HttpToolPolicy } from './http-tool.js';
 import { checkDestination } from './http-tools-service.js';
 import type { JsonSchemaObject } from './json-schema-parameters.js';
+import type { McpToolLists } from './mcp-tool-lists.js';
 import {
   connectMcpServer,
   connectMcpTools,
@@ -23,8 +24,10 @@ import {
  *
  * The listing shows the tools as listed at registration, stored with the
  * server: listing the servers must not depend on every server being up,
- * nor cost a connection to each. Workflows always list the tools live, so a
- * server that changed its tools since is seen as it is now.
+ * nor cost a connection to each. Workflows list the tools live, so a
+ * server that changed its tools since is seen as it is now (with
+ * MCP_TOOLS_CACHE_MS, as a run on this replica listed them within that
+ * time).
  */
 
 export interface NewMcpServer {
@@ -63,6 +66,8 @@ export function createMcpServersService(options: {
   log: Logger;
   /** Told once one of a tenant's MCP servers was registered or removed (see workflows/early-start.ts). */
   onChanged: (tenantId: string) => void;
+  /** Servers' tools as runs on this replica listed them (MCP_TOOLS_CACHE_MS); listed by every run when unset. */
+  toolLists?: McpToolLists;
 }) {
   const { db, policy, log } = options;
   return {
@@ -98,6 +103,8 @@ export function createMcpServersService(options: {
           `The tenant already has an MCP server named "${input.name}"`,
         );
       }
+      // Listed just now: this replica's next runs need not list them again.
+      options.toolLists?.remember(row.id, tools);
       options.onChanged(tenantId);
       return toInfo(row);
     },
@@ -121,7 +128,11 @@ export function createMcpServersService(options: {
      * rather than failing the workflow.
      */
     toolsOf(tenantId: string, servers: McpServerRow[]): Promise<McpToolset> {
-      return connectMcpTools(servers, { policy, log: log.child({ tenantId }) });
+      return connectMcpTools(servers, {
+        policy,
+        log: log.child({ tenantId }),
+        lists: options.toolLists,
+      });
     },
   };
 }

@@ -7,6 +7,7 @@ import type { McpServerRow, McpToolSnapshot } from '../store/schema.js';
 import { createGuardedFetch } from './guarded-fetch.js';
 import { type HttpToolPolicy, isHostAllowed } from './http-tool.js';
 import { InvalidParametersSchema, parametersFromJsonSchema } from './json-schema-parameters.js';
+import type { McpToolLists } from './mcp-tool-lists.js';
 import { BlockedAddressError } from './network-guard.js';
 import { TOOL_NAME } from './registry.js';
 import type { Tool, ToolContext, ToolResult } from './types.js';
@@ -22,8 +23,10 @@ import type { Tool, ToolContext, ToolResult } from './types.js';
  * previous call did), so runs must not see each other's session; and a
  * connection that lives as long as the run needs no pool, no reconnect
  * policy and no eviction. The cost is an initialize round trip (plus
- * `tools/list`) per server at the start of every run, which is small next
- * to one model call.
+ * `tools/list`) per server at the start of every run, before its first
+ * model call; with MCP_TOOLS_CACHE_MS a run offers the tools a server
+ * listed for an earlier run instead, and connects to it only when one of
+ * them is called (mcp-tool-lists.ts).
  */
 
 /** Bytes of one MCP response (a tool result or a listing); past them the call fails. */
@@ -60,7 +63,11 @@ export interface McpConnection {
  */
 export async function connectMcpServer(
   server: Pick<McpServerRow, 'name' | 'url' | 'headers' | 'timeout_ms'>,
-  options: McpConnectOptions & { signal?: AbortSignal },
+  options: McpConnectOptions & {
+    signal?: AbortSignal;
+    /** False: connect only (the run knows the tools already); `tools` is then empty. */
+    list?: boolean;
+  },
 ): Promise<McpConnection> {
   const url = new URL(server.url);
   // Checked again at each run: the allowlist may have shrunk since registration.
@@ -79,40 +86,61 @@ export async function connectMcpServer(
   const requestOptions = { timeout: server.timeout_ms, signal: options.signal };
   try {
     await client.connect(transport, requestOptions);
-    const listed: McpToolSnapshot[] = [];
-    let cursor: string | undefined;
-    do {
-      const page = await client.listTools(cursor ? { cursor } : undefined, requestOptions);
-      for (const tool of page.tools) {
-        listed.push({
-          name: tool.name,
-          ...(tool.description ? { description: tool.description } : {}),
-          inputSchema: tool.inputSchema,
-        });
-      }
-      cursor = page.nextCursor;
-    } while (cursor);
-    return { client, tools: listed, close: () => closeConnection(client, transport, options.log) };
+    const tools = options.list === false ? [] : await listTools(client, requestOptions);
+    return { client, tools, close: () => closeConnection(client, transport, options.log) };
   } catch (error) {
     await closeConnection(client, transport, options.log);
     throw new McpUnreachable(describeFailure(error, url), { cause: error });
   }
 }
 
-/** The tenant's servers connected and their tools exposed, for one workflow run. */
+/** Every page of the server's `tools/list`. */
+async function listTools(
+  client: Client,
+  requestOptions: { timeout: number; signal: AbortSignal | undefined },
+): Promise<McpToolSnapshot[]> {
+  const listed: McpToolSnapshot[] = [];
+  let cursor: string | undefined;
+  do {
+    const page = await client.listTools(cursor ? { cursor } : undefined, requestOptions);
+    for (const tool of page.tools) {
+      listed.push({
+        name: tool.name,
+        ...(tool.description ? { description: tool.description } : {}),
+        inputSchema: tool.inputSchema,
+      });
+    }
+    cursor = page.nextCursor;
+  } while (cursor);
+  return listed;
+}
+
+/**
+ * The tenant's servers and their tools exposed, for one workflow run. A
+ * server whose tools `lists` holds (MCP_TOOLS_CACHE_MS) is connected only
+ * when the model first calls one of them (lazyConnection); the others are
+ * connected and listed now, and their lists remembered there.
+ */
 export async function connectMcpTools(
   servers: McpServerRow[],
-  options: McpConnectOptions,
+  options: McpConnectOptions & { lists?: McpToolLists },
 ): Promise<McpToolset> {
   const settled = await Promise.allSettled(
-    servers.map(async (server) => ({
-      server,
-      connection: await connectMcpServer(server, options),
-    })),
+    servers.map(async (server): Promise<ServerTools> => {
+      const remembered = options.lists?.fresh(server.id);
+      if (remembered) return { tools: remembered, ...lazyConnection(server, options) };
+      const connection = await connectMcpServer(server, options);
+      options.lists?.remember(server.id, connection.tools);
+      return {
+        tools: connection.tools,
+        client: async () => connection.client,
+        close: connection.close,
+      };
+    }),
   );
   const tools: Tool[] = [];
   const unavailable: McpToolset['unavailable'] = [];
-  const connections: McpConnection[] = [];
+  const opened: ServerTools[] = [];
   const names = new Set<string>();
   settled.forEach((outcome, index) => {
     const server = servers[index] as McpServerRow;
@@ -122,10 +150,10 @@ export async function connectMcpTools(
       unavailable.push({ server: server.name, reason });
       return;
     }
-    const { connection } = outcome.value;
-    connections.push(connection);
-    for (const snapshot of connection.tools) {
-      const exposed = exposeMcpTool(server, snapshot, connection.client);
+    const serverTools = outcome.value;
+    opened.push(serverTools);
+    for (const snapshot of serverTools.tools) {
+      const exposed = exposeMcpTool(server, snapshot, serverTools.client);
       // `a` + `_b` and `a_` + `b` make the same name: the first server (by name) keeps it.
       if (exposed.ok && names.has(exposed.tool.name)) {
         options.log.warn(
@@ -147,7 +175,48 @@ export async function connectMcpTools(
     tools,
     unavailable,
     close: async () => {
-      await Promise.all(connections.map((connection) => connection.close()));
+      await Promise.all(opened.map((serverTools) => serverTools.close()));
+    },
+  };
+}
+
+/** One server's tools for a run, and the run's connection that their calls go over. */
+interface ServerTools {
+  tools: McpToolSnapshot[];
+  client(): Promise<Client>;
+  /** Ends the connection, if one was opened. Never throws. */
+  close(): Promise<void>;
+}
+
+/**
+ * The run's connection to a server whose tools were remembered: opened by
+ * the first call that needs it and shared by the run's later calls. A
+ * failure to connect is that call's error result; the next call tries
+ * again. Nothing is opened once the run has ended.
+ */
+function lazyConnection(
+  server: McpServerRow,
+  options: McpConnectOptions,
+): Omit<ServerTools, 'tools'> {
+  let opening: Promise<McpConnection> | undefined;
+  let ended = false;
+  return {
+    client() {
+      if (ended) return Promise.reject(new McpUnreachable('the run has ended'));
+      const attempt = opening ?? connectMcpServer(server, { ...options, list: false });
+      opening = attempt;
+      return attempt.then(
+        (connection) => connection.client,
+        (error: unknown) => {
+          if (opening === attempt) opening = undefined;
+          throw error;
+        },
+      );
+    },
+    async close() {
+      ended = true;
+      const connection = await opening?.catch(() => undefined);
+      await connection?.close();
     },
   };
 }
@@ -179,7 +248,11 @@ export function mcpToolProblem(serverName: string, snapshot: McpToolSnapshot): s
 
 type Exposed = { ok: true; tool: Tool } | { ok: false; reason: string };
 
-function exposeMcpTool(server: McpServerRow, snapshot: McpToolSnapshot, client: Client): Exposed {
+function exposeMcpTool(
+  server: McpServerRow,
+  snapshot: McpToolSnapshot,
+  client: () => Promise<Client>,
+): Exposed {
   const problem = mcpToolProblem(server.name, snapshot);
   if (problem !== undefined) return { ok: false, reason: problem };
   const description = (
@@ -200,7 +273,7 @@ function exposeMcpTool(server: McpServerRow, snapshot: McpToolSnapshot, client: 
 }
 
 async function callMcpTool(call: {
-  client: Client;
+  client: () => Promise<Client>;
   server: McpServerRow;
   toolName: string;
   args: object;
@@ -208,7 +281,8 @@ async function callMcpTool(call: {
 }): Promise<ToolResult> {
   const { server, ctx } = call;
   try {
-    const result = await call.client.callTool(
+    const client = await call.client();
+    const result = await client.callTool(
       { name: call.toolName, arguments: call.args as Record<string, unknown> },
       undefined,
       { signal: ctx.signal, timeout: server.timeout_ms },
@@ -216,6 +290,9 @@ async function callMcpTool(call: {
     return toolResultFromMcp(result as CallToolResult);
   } catch (error) {
     if (ctx.signal.aborted) return failed('the call was cancelled');
+    if (error instanceof McpUnreachable) {
+      return failed(`the ${server.name} MCP server could not be reached: ${error.message}`);
+    }
     if (isTimeout(error)) return failed(`the tool did not answer within ${server.timeout_ms} ms`);
     return failed(`the ${server.name} MCP server failed: ${(error as Error).message}`);
   }

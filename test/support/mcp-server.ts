@@ -22,6 +22,8 @@ export interface McpTestServer {
   url: string;
   /** Every HTTP request received. */
   requests: { method: string; headers: IncomingHttpHeaders }[];
+  /** The JSON-RPC method of every message POSTed (`initialize`, `tools/list`, `tools/call`, …). */
+  rpcMethods: string[];
   /** Sessions open now (stateful only). */
   openSessions(): number;
   close(): Promise<void>;
@@ -66,10 +68,15 @@ export async function startMcpTestServer(
   options: { stateful?: boolean } = {},
 ): Promise<McpTestServer> {
   const requests: McpTestServer['requests'] = [];
+  const rpcMethods: string[] = [];
   const sessions = new Map<string, StreamableHTTPServerTransport>();
   const http = createServer(async (request, response) => {
     requests.push({ method: request.method ?? '', headers: request.headers });
     const body = request.method === 'POST' ? await readJson(request) : undefined;
+    for (const message of Array.isArray(body) ? body : [body]) {
+      const method = (message as { method?: unknown } | undefined)?.method;
+      if (typeof method === 'string') rpcMethods.push(method);
+    }
     if (options.stateful) {
       const sessionId = request.headers['mcp-session-id'];
       const existing = typeof sessionId === 'string' ? sessions.get(sessionId) : undefined;
@@ -107,6 +114,7 @@ export async function startMcpTestServer(
   return {
     url: `http://127.0.0.1:${port}/mcp`,
     requests,
+    rpcMethods,
     openSessions: () => sessions.size,
     async close() {
       http.closeAllConnections();

@@ -56,3 +56,71 @@ describe('MCP servers that cannot be reached', () => {
     });
   });
 });
+
+describe('MCP tools remembered across runs (MCP_TOOLS_CACHE_MS)', () => {
+  // A run offers what an earlier listing found and connects to a server only to call one of its tools.
+  let cached: ToolLoopHarness;
+  let server: McpTestServer;
+  beforeAll(async () => {
+    cached = await startToolLoopHarness({ env: { MCP_TOOLS_CACHE_MS: '60000' } });
+    server = await startMcpTestServer({ stateful: true });
+    await cached.registerMcpServer('calc', server.url);
+  });
+  afterAll(async () => {
+    await cached?.close();
+    await server?.close();
+  });
+
+  it('a run that calls none of the server’s tools offers them without connecting to it', async () => {
+    const before = server.rpcMethods.length;
+    cached.provider.enqueue(answer('Nothing to add.'));
+    const { workflow, requests } = await cached.run('Hello');
+    expect(workflow.status).toBe('completed');
+    expect(offeredToolsOf(requests[0])).toEqual(
+      expect.arrayContaining(['calc__add', 'calc__lookup']),
+    );
+    expect(server.rpcMethods.slice(before)).toEqual([]);
+  });
+
+  it('a run connects when the model calls one of them, without listing them, and ends its session', async () => {
+    const before = server.rpcMethods.length;
+    cached.provider.enqueue(
+      callsTo(
+        { name: 'calc__add', arguments: { a: 20, b: 22 } },
+        { name: 'calc__add', arguments: { a: 1, b: 2 } },
+      ),
+      answer('42 and 3.'),
+    );
+    const { workflow, requests } = await cached.run('Add twice');
+    expect(workflow.status).toBe('completed');
+    const [first, second] = toolResultsOf(requests[1]).map((result) => result.content);
+    expect(first).toMatch(/\n42\n/);
+    expect(second).toMatch(/\n3\n/);
+    // One connection for both calls, made in parallel.
+    expect(server.rpcMethods.slice(before)).toEqual([
+      'initialize',
+      'notifications/initialized',
+      'tools/call',
+      'tools/call',
+    ]);
+    await expect.poll(() => server.openSessions()).toBe(0);
+  });
+
+  it('a remembered server that is down fails the call with an error result naming it; the workflow goes on', async () => {
+    const down = await startMcpTestServer();
+    await cached.registerMcpServer('gone', down.url);
+    await down.close();
+    cached.provider.enqueue(
+      callsTo({ name: 'gone__add', arguments: { a: 1, b: 1 } }),
+      answer('It could not be added.'),
+    );
+    const { workflow, events, requests } = await cached.run('Add one and one');
+    expect(workflow).toMatchObject({ status: 'completed' });
+    expect(toolResultsOf(requests[1])[0]?.content).toMatch(
+      /the gone MCP server could not be reached/,
+    );
+    expect(
+      events.filter((event) => event.type === 'tool_call').map((event) => event.status),
+    ).toEqual(['started', 'failed']);
+  });
+});
