@@ -102,6 +102,7 @@ export async function answerWithToolLoop(
       { status: 'failed', error: outcome.failure },
       { elapsedMs: performance.now() - run.startedAt, events: usageEvents, usage: usage?.totals },
     );
+    logRunOutcome(run, { status: 'failed', code: outcome.failure.code });
     return;
   }
   await tracker.end(
@@ -125,6 +126,31 @@ export async function answerWithToolLoop(
         ? { alsoInTransaction: (tx: Transaction<Database>) => appendToSession(run, tx) }
         : {}),
     },
+  );
+  logRunOutcome(run, { status: 'completed', reason: outcome.reason });
+}
+
+/**
+ * One line per run that ends or pauses its workflow, for operators reading
+ * the logs: how it ended, how long the run took, what its model calls
+ * used. Runs stopped otherwise (a cancel, a shutdown, a lost lease) say
+ * so where they stop (executor.ts).
+ */
+function logRunOutcome(
+  run: Run,
+  outcome: { status: 'completed' | 'failed' | 'awaiting_input'; reason?: string; code?: string },
+): void {
+  run.log.info(
+    {
+      ...outcome,
+      tenantId: run.workflow.tenantId,
+      model: run.model,
+      elapsedMs: Math.round(performance.now() - run.startedAt),
+      inputTokens: run.usage?.inputTokens ?? 0,
+      outputTokens: run.usage?.outputTokens ?? 0,
+      costUsd: run.costUsd,
+    },
+    outcome.status === 'awaiting_input' ? 'workflow run paused' : 'workflow run ended',
   );
 }
 
@@ -190,6 +216,7 @@ async function pauseWith(
     events: [pause.event, ...(usage ? [usage.event] : [])],
     ...(usage ? { usage: usage.totals } : {}),
   });
+  logRunOutcome(run, { status: 'awaiting_input', reason: pause.reason });
 }
 
 /** running -> awaiting_input (clarification), with the `clarification_request` event. */

@@ -1,5 +1,5 @@
 import type { FastifyInstance } from 'fastify';
-import pino from 'pino';
+import pino, { type Logger } from 'pino';
 import { loadConfig } from '../../src/config.js';
 import { buildApp } from '../../src/http/app.js';
 import { closeServices, createServices, type Services } from '../../src/services.js';
@@ -33,11 +33,13 @@ export async function startTestApp(env: Record<string, string> = {}): Promise<Te
 export async function startTestAppOn(
   database: TestDatabase,
   env: Record<string, string> = {},
+  /** Where its logs go; nowhere (TEST_LOG_LEVEL aside) unless given. */
+  log: Logger = pino({ level: process.env.TEST_LOG_LEVEL ?? 'silent' }),
 ): Promise<TestApp> {
   const config = loadConfig({ LOG_LEVEL: 'silent', ...env });
   const services = createServices({
     config,
-    log: pino({ level: process.env.TEST_LOG_LEVEL ?? 'silent' }),
+    log,
     databaseUrl: database.url,
     migrations: await readMigrations(),
   });
