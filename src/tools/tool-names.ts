@@ -4,9 +4,10 @@ import { MCP_TOOL_NAME_SEPARATOR } from './mcp-tools.js';
 /**
  * The names among `requested` that no tool of `endpoints` answers to: not
  * one of the tenant's HTTP tools, and not `<server>__<tool>` of one of its
- * MCP servers. An MCP server's tools are listed live by each run, so any
- * tool name under a registered server counts; whether the server offers
- * it is known when the run lists them.
+ * MCP servers. An MCP server's tools are known when a run lists them (or
+ * reuses a recent listing, MCP_TOOLS_CACHE_MS), so any tool name under a
+ * registered server counts here; one the server does not offer is left
+ * out by the run, with a warning.
  */
 export function namesWithoutTool(
   requested: readonly string[],
