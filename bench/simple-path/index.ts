@@ -1,3 +1,4 @@
+import { randomUUID } from 'node:crypto';
 import { performance } from 'node:perf_hooks';
 import { parseArgs } from 'node:util';
 import { commaList } from '../../src/config-values.js';
@@ -68,11 +69,13 @@ import type { ServiceTarget } from './workload.js';
  *   --floor              measure floor.ts instead of Waymark: the required parts
  *                        (Fastify, the OpenAI SDK, the same three statements)
  *                        doing the same work with none of Waymark's code
+ *   --idempotency-keys   every create carries an Idempotency-Key (unique per
+ *                        workflow), as a client that retries safely sends it
  *
  *   npm run bench -- simple-path [--workflows-c1 400] [--workflows-c32 3000]
  *     [--warmup 2000] [--warmup-c1 400] [--model bench] [--provider-port 0] [--provider-host 127.0.0.1]
  *     [--provider-url URL] [--service-url URL[,URL...] --api-key KEY] [--serve-provider] [--show-sql]
- *     [--synchronous-commit on|off] [--one-loop] [--floor]
+ *     [--synchronous-commit on|off] [--one-loop] [--floor] [--idempotency-keys]
  */
 
 export async function run(args: string[]): Promise<void> {
@@ -111,6 +114,7 @@ function parsePlan(args: string[]): Plan {
       'synchronous-commit': { type: 'string', default: 'on' },
       'one-loop': { type: 'boolean', default: false },
       floor: { type: 'boolean', default: false },
+      'idempotency-keys': { type: 'boolean', default: false },
     },
   });
   const serviceUrls = commaList(values['service-url'] ?? '');
@@ -119,9 +123,12 @@ function parsePlan(args: string[]): Plan {
   if (synchronousCommit !== 'on' && synchronousCommit !== 'off') {
     throw new Error(`--synchronous-commit must be on or off, got "${synchronousCommit}"`);
   }
-  if (values.floor && (serviceUrls.length > 0 || synchronousCommit === 'off')) {
+  if (
+    values.floor &&
+    (serviceUrls.length > 0 || synchronousCommit === 'off' || values['idempotency-keys'])
+  ) {
     throw new Error(
-      '--floor runs in-process with its own commits: no --service-url or --synchronous-commit',
+      '--floor runs in-process with its own commits and no idempotency: no --service-url, --synchronous-commit or --idempotency-keys',
     );
   }
   if (serviceUrls.length > 0 && !apiKey) {
@@ -144,6 +151,7 @@ function parsePlan(args: string[]): Plan {
     synchronousCommit,
     oneLoop: values['one-loop'],
     floor: values.floor,
+    idempotencyKeys: values['idempotency-keys'],
   };
 }
 
@@ -185,6 +193,8 @@ async function benchmark(plan: Plan, signal: AbortSignal, cleanups: Cleanup[]): 
     const installed = counter;
     cleanups.push(async () => installed.restore());
   }
+  // Unique to this run, so a service that outlives it never replays an earlier run's workflow.
+  if (plan.idempotencyKeys) target = { ...target, idempotencyKeyPrefix: randomUUID() };
   // Pushed last, so run first: idle keep-alive sockets would otherwise hold app.close().
   cleanups.push(() => load.close());
 

@@ -28,6 +28,8 @@ export interface Plan {
   oneLoop: boolean;
   /** floor.ts in place of Waymark: what the required parts cost alone. */
   floor: boolean;
+  /** Every create with an Idempotency-Key of its own. */
+  idempotencyKeys: boolean;
 }
 
 export interface PhaseResult {
@@ -113,7 +115,7 @@ function cpuLine(parts: CpuParts, workflows: number): string {
 export function printSummary(results: Results): void {
   const { plan, c1, c32 } = results;
   const lines = [
-    `simple-path: two-turn tool loop (calculator, then the answer) per workflow, POST with Accept: text/event-stream; ` +
+    `simple-path: two-turn tool loop (calculator, then the answer) per workflow, POST with Accept: text/event-stream${plan.idempotencyKeys ? ' and an Idempotency-Key' : ''}; ` +
       `${plan.warmup} warm-up workflows at concurrency ${HIGH_CONCURRENCY}, then ${plan.warmupC1} at 1; ${results.where}; ${os.cpus().length} CPUs; load average ${round(os.loadavg()[0] ?? Number.NaN, 2)}`,
     ...phaseLines(c1),
     ...phaseLines(c32),

@@ -17,6 +17,8 @@ export interface ServiceTarget {
   apiKey: string;
   /** Catalogue name the workflows ask for; undefined leaves the choice to the service. */
   model: string | undefined;
+  /** Set: each workflow's POST carries `Idempotency-Key: <prefix>-<n>` (`--idempotency-keys`). */
+  idempotencyKeyPrefix?: string;
 }
 
 export interface WorkflowRun {
@@ -98,6 +100,9 @@ function runWorkflow(
           accept: 'text/event-stream',
           'content-type': 'application/json',
           'content-length': Buffer.byteLength(body),
+          ...(target.idempotencyKeyPrefix === undefined
+            ? {}
+            : { 'idempotency-key': `${target.idempotencyKeyPrefix}-${n}` }),
         },
       },
       (response) => {

@@ -10,9 +10,12 @@ export type WorkflowInsertBatches = StatementBatches<NewWorkflowRow, InsertedWor
 /**
  * New workflows of one tenant inserted together (statement-batches.ts),
  * with the version of the tenant's tools read once for all of them. Each
- * is created whole or not at all, as alone. Only workflows without an
- * Idempotency-Key go here: a taken key fails its statement, and the
- * service then replays the workflow that has it (workflows/service.ts).
+ * is created whole or not at all, as alone. A taken Idempotency-Key fails
+ * the batch's statement, whose writes are then made again alone, so only
+ * its own fails, and the service replays the workflow that has the key
+ * (workflows/service.ts): a rare retry costs its batch a second try,
+ * where keeping keyed creates out of batches cost every one of them its
+ * own statement.
  */
 export function createWorkflowInsertBatches(options: {
   db: Db;
@@ -48,6 +51,7 @@ async function insertBatch(db: Db, rows: NewWorkflowRow[]): Promise<InsertedWork
       tools: row.tools,
       metadata: row.metadata,
       budget: row.budget ?? null,
+      idempotency_key: row.idempotencyKey,
       request_hash: row.requestHash,
       lease_owner: row.lease?.owner ?? null,
       lease_ms: row.lease?.leaseMs ?? null,
@@ -59,12 +63,13 @@ async function insertBatch(db: Db, rows: NewWorkflowRow[]): Promise<InsertedWork
   }>`${sql.raw(PLANNED_EACH_RUN)}
     WITH inserted AS (
       INSERT INTO workflows (id, tenant_id, session_id, status, mode, model, input, tools,
-        metadata, budget, request_hash, lease_owner, lease_expires_at)
+        metadata, budget, idempotency_key, request_hash, lease_owner, lease_expires_at)
       SELECT i.id, ${tenantId}, i.session_id, 'queued', i.mode, i.model, i.input, i.tools,
-        i.metadata, i.budget, i.request_hash, i.lease_owner, ${leaseExpiry(sql`i.lease_ms`)}
+        i.metadata, i.budget, i.idempotency_key, i.request_hash, i.lease_owner,
+        ${leaseExpiry(sql`i.lease_ms`)}
       FROM jsonb_to_recordset(${items}::jsonb) AS i(id uuid, session_id text, mode text,
-        model text, input text, tools text[], metadata jsonb, budget jsonb, request_hash text,
-        lease_owner text, lease_ms double precision)
+        model text, input text, tools text[], metadata jsonb, budget jsonb,
+        idempotency_key text, request_hash text, lease_owner text, lease_ms double precision)
       RETURNING id, created_at
     )
     -- One row: the version of the tenant's tools once, not once per workflow.

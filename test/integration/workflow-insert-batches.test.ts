@@ -113,6 +113,34 @@ describe('workflow insert batches', () => {
     );
   });
 
+  it('keyed workflows share statements with their keys; a taken key fails its own insert alone, with the unique violation the create replays on', async () => {
+    const taken = `key-${randomUUID()}`;
+    await workflowsRepository(setup.handle.db).insert(
+      newRow({ idempotencyKey: taken, requestHash: 'h0' }),
+    );
+    const alone: NewWorkflowRow[] = [];
+    const shared = batches(alone);
+    const keyed = (key: string) => newRow({ idempotencyKey: key, requestHash: `h-${key}` });
+    // The first goes alone; the next three would share a statement, which the taken key breaks.
+    const rows = [keyed(`a-${randomUUID()}`), keyed(`b-${randomUUID()}`), keyed(taken), newRow()];
+    const outcomes = await Promise.allSettled(rows.map((row) => shared.run(row)));
+    const failed = outcomes.flatMap((outcome, index) =>
+      outcome.status === 'rejected'
+        ? [{ index, reason: outcome.reason as { code?: string; constraint?: string } }]
+        : [],
+    );
+    expect(failed.map(({ index, reason }) => [index, reason.code, reason.constraint])).toEqual([
+      [2, '23505', 'workflows_idempotency'],
+    ]);
+    const { rows: keys } = await sql<{ id: string; idempotency_key: string | null }>`
+      SELECT id, idempotency_key FROM workflows WHERE id = ANY(${rows.map((row) => row.id)}::uuid[])`.execute(
+      setup.handle.db,
+    );
+    expect(new Map(keys.map((row) => [row.id, row.idempotency_key]))).toEqual(
+      new Map([rows[0], rows[1], rows[3]].map((row) => [row?.id, row?.idempotencyKey ?? null])),
+    );
+  });
+
   it('a workflow without a lease is stored without one', async () => {
     const alone: NewWorkflowRow[] = [];
     const shared = batches(alone);

@@ -282,6 +282,31 @@ describe('idempotent create', () => {
     expect(starts).toHaveLength(1);
   });
 
+  it('a retry answers with the workflow the key made even when the request would be refused now (its model no longer allowed)', async () => {
+    const tenant = await newTenant('changed since', { allowedModels: ['scripted', 'slow'] });
+    const headers = { 'idempotency-key': 'before-the-change' };
+    const body = { input: 'slowly', model: 'slow' };
+    const first = await postWorkflow(app(), tenant.key, body, headers);
+    expect(first.statusCode, first.body).toBe(202);
+    await app().services.tenancy.updateTenant(tenant.id, { allowedModels: ['scripted'] });
+    // A request without the key is refused now...
+    const fresh = await postWorkflow(app(), tenant.key, body);
+    expect(fresh.json().code).toBe('model_not_allowed');
+    // ...while the retry of the accepted one answers as it did.
+    const retried = await postWorkflow(app(), tenant.key, body, headers);
+    expect(retried.statusCode, retried.body).toBe(200);
+    expect(retried.headers['idempotent-replayed']).toBe('true');
+    expect(retried.json().id).toBe(first.json().id);
+    // A new key for the same request is a new request, and refused.
+    const other = await postWorkflow(app(), tenant.key, body, { 'idempotency-key': 'after' });
+    expect(other.json().code).toBe('model_not_allowed');
+    await app().app.inject({
+      method: 'POST',
+      url: `/v1/workflows/${first.json().id}/cancel`,
+      headers: bearer(tenant.key),
+    });
+  });
+
   it('keys are per tenant: another tenant’s same key makes its own workflow', async () => {
     const a = await newTenant('key owner a');
     const b = await newTenant('key owner b');
