@@ -175,7 +175,7 @@ export function createWorkflowService(options: WorkflowServiceOptions) {
         row = await newWorkflowRow(principal, input);
       } catch (error) {
         // A retry of a request accepted before answers as it did then, whatever
-        // changed since (its session deleted, its model no longer allowed).
+        // changed since (its model no longer allowed, one of its tools removed).
         const replayed = await replay();
         if (replayed) return replayed;
         throw error;
