@@ -1,3 +1,4 @@
+import { setNewest } from '../bounded-map.js';
 import type { McpToolSnapshot } from '../store/schema.js';
 
 /**
@@ -34,12 +35,7 @@ export function createMcpToolLists(options: {
       return undefined;
     },
     remember(serverId, tools) {
-      lists.delete(serverId);
-      lists.set(serverId, { tools, listedAt: now() });
-      if (lists.size > limit) {
-        const oldest = lists.keys().next().value;
-        if (oldest !== undefined) lists.delete(oldest);
-      }
+      setNewest(lists, serverId, { tools, listedAt: now() }, limit);
     },
   };
 }

@@ -1,3 +1,4 @@
+import { setNewest } from '../bounded-map.js';
 import type { VersionedEndpoints } from '../store/tenant-endpoints.js';
 import type { InsertedWorkflow, NewWorkflowRow } from '../store/workflows.js';
 import type { RunPreload } from './service.js';
@@ -149,12 +150,7 @@ export function createEndpointsMemory(limit = 1_000) {
   return {
     get: (tenantId: string): VersionedEndpoints | undefined => remembered.get(tenantId),
     remember(tenantId: string, read: VersionedEndpoints): void {
-      remembered.delete(tenantId);
-      remembered.set(tenantId, read);
-      if (remembered.size > limit) {
-        const oldest = remembered.keys().next().value;
-        if (oldest !== undefined) remembered.delete(oldest);
-      }
+      setNewest(remembered, tenantId, read, limit);
     },
     /** A tool of the tenant was registered or removed here: its next workflow starts after its insert. */
     forget(tenantId: string): void {

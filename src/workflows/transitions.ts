@@ -134,9 +134,10 @@ export type TransitionResultOf<R extends Returning> = R extends 'seq'
  * on the row lock; the second re-checks against the first's result and is
  * refused if it no longer applies, so two `continue`s never both succeed. A
  * refusal, writes that need their own statements (`alsoInTransaction`) or
- * events read under the lock (`eventsUnderLock`) take the locked path: lock, check (throwing the 404 or 409 that says
- * why), write, then the same compare-and-set. With `batches`, a transition
- * that can share its statement goes in a batch (transition-batches.ts).
+ * events read under the lock (`eventsUnderLock`) take the locked path:
+ * lock, check (throwing the 404 or 409 that says why), write, then the
+ * same compare-and-set. With `batches`, a transition that can share its
+ * statement goes in a batch (transition-batches.ts).
  */
 export async function transitionWorkflow(
   db: Db,
