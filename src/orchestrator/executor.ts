@@ -2,6 +2,7 @@ import { AppError } from '../errors.js';
 import { isDatabaseUnavailable } from '../store/database.js';
 import { workflowsRepository } from '../store/workflows.js';
 import { createWorkflowTracker } from '../tracker/tracker.js';
+import { endingsOfOpenWork, FAILED_AFTER_TAKEOVERS_WORK } from '../workflows/open-work.js';
 import type { RunPreload } from '../workflows/service.js';
 import type { Workflow, WorkflowError } from '../workflows/types.js';
 import type { TenantToolset } from './answer-workflow.js';
@@ -224,14 +225,22 @@ function takeoversExhausted(run: Run, preload: RunPreload): WorkflowError | unde
   };
 }
 
-/** Ends a workflow taken over too many times without progress, without running anything of it. */
+/**
+ * Ends a workflow taken over too many times without progress, without
+ * running anything of it; what its last run left open ends with it
+ * (open-work.ts).
+ */
 async function failAfterTakeovers(run: Run, error: WorkflowError): Promise<void> {
   run.log.error(
     { code: error.code },
     'the workflow was taken over too often without progress (WORKFLOW_MAX_TAKEOVERS); it is failed',
   );
+  const key = { tenantId: run.workflow.tenantId, workflowId: run.workflow.id };
   try {
-    await run.tracker.end({ status: 'failed', error });
+    await run.tracker.end(
+      { status: 'failed', error },
+      { eventsUnderLock: (tx) => endingsOfOpenWork(tx, key, FAILED_AFTER_TAKEOVERS_WORK) },
+    );
   } catch (endError) {
     // Left leased: the next sweep after its expiry tries again (a cancel meanwhile ended it anyway).
     logSettleFailure(run, endError);

@@ -5,7 +5,7 @@ import type { Message } from '../llm/types.js';
 import type { PipelineRows } from '../store/pipeline-rows.js';
 import type { Database } from '../store/schema.js';
 import type { NewEventRow } from '../store/workflow-events.js';
-import { endingsOfOpenCalls, INTERRUPTED_CALLS } from '../workflows/open-calls.js';
+import { endingsOfOpenWork, INTERRUPTED_WORK } from '../workflows/open-work.js';
 import type { AwaitingReason, CompletionReason, WorkflowUsage } from '../workflows/types.js';
 import { createAgentContext } from './agent-context.js';
 import { answerWorkflow, type TenantToolset } from './answer-workflow.js';
@@ -158,8 +158,8 @@ function logRunOutcome(
  * A workflow that ran before (it was answered or reviewed, or is taken
  * over from another runner) continues from what it persisted: a tool loop
  * from its turns (a pipeline reads its stage rows itself). One taken over
- * says so with a `resumed` event, after ending the calls its last runner
- * left open (closeInterruptedCalls).
+ * says so with a `resumed` event, after ending the calls and the stage
+ * attempt its last runner left open (closeInterruptedWork).
  */
 async function resumePointOf(run: Run, firstRun: boolean): Promise<LoopResume | undefined> {
   if (firstRun) return undefined;
@@ -167,7 +167,7 @@ async function resumePointOf(run: Run, firstRun: boolean): Promise<LoopResume | 
   const resume =
     run.workflow.kind === 'complex' ? undefined : await loadLoopResume(run.options.db, key);
   if (run.cause === 'reclaimed') {
-    const interrupted = await closeInterruptedCalls(run, key);
+    const interrupted = await closeInterruptedWork(run, key);
     await run.tracker.emit('resumed', null, 'info', {
       replica: run.options.replicaId,
       ...(resume ? { turns: resume.turns.length } : {}),
@@ -181,19 +181,28 @@ async function resumePointOf(run: Run, firstRun: boolean): Promise<LoopResume | 
  * A runner that crashed or handed the workflow over mid-call wrote the
  * call's `started` event and never its end (a stopped run writes no more
  * events): each gets a `failed` event with `interrupted`, written with the
- * `resumed` event (open-calls.ts). What the model sees is the persisted
+ * `resumed` event (open-work.ts). What the model sees is the persisted
  * turns': a turn cut off by a crash runs again, with new calls; a tool
  * call a hand-over interrupted went into its turn with an interrupted
- * result. Returns how many.
+ * result. A stage attempt cut off ends the same way (this run fails its
+ * row as interrupted before it runs the stage again), or as its row says
+ * when the runner had ended it but not yet written its event. Returns how
+ * many calls.
  */
-async function closeInterruptedCalls(
+async function closeInterruptedWork(
   run: Run,
   key: { tenantId: string; workflowId: string },
 ): Promise<number> {
-  const endings = await endingsOfOpenCalls(run.options.db, key, INTERRUPTED_CALLS);
+  const endings = await endingsOfOpenWork(run.options.db, key, INTERRUPTED_WORK);
   for (const event of endings)
-    run.tracker.enqueue(event.type, event.step, event.status, event.detail);
-  return endings.length;
+    run.tracker.enqueue(
+      event.type,
+      event.step,
+      event.status,
+      event.detail,
+      event.elapsedMs ?? undefined,
+    );
+  return endings.filter((event) => event.type !== 'stage').length;
 }
 
 /** running -> awaiting_input (checkpoint or stage_failed), with the event the user acts on. */

@@ -1,5 +1,5 @@
 import { type RawBuilder, sql } from 'kysely';
-import type { AttemptReason, WorkflowKey } from './pipelines.js';
+import type { AttemptError, AttemptReason, WorkflowKey } from './pipelines.js';
 
 /**
  * Stage-attempt and plan writes made inside a workflow's transition
@@ -87,15 +87,15 @@ export function failStartedAttemptsAfterTransition(
   )`;
 }
 
-/** The error, as JSON, of the attempts still running when their workflow ends `ended`. */
-export function endedAttemptError(ended: 'failed' | 'cancelled'): string {
-  return JSON.stringify({
+/** The error of the attempts still running when their workflow ends `ended`. */
+export function endedAttemptError(ended: 'failed' | 'cancelled'): AttemptError {
+  return {
     code: WORKFLOW_ENDED,
     message:
       ended === 'cancelled'
         ? 'The workflow was cancelled during this attempt'
         : 'The workflow failed during this attempt',
-  });
+  };
 }
 
 /** `revised`: the next plan revision (a `modify` with a plan patch). */

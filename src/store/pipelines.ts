@@ -99,6 +99,12 @@ interface AttemptOutcome {
 /** The code of the error an attempt cut off by a crash is failed with. */
 export const INTERRUPTED = 'interrupted';
 
+/** The error of an attempt cut off by a crash, as the run that takes the workflow over fails it. */
+export const INTERRUPTED_ATTEMPT: Readonly<AttemptError> = {
+  code: INTERRUPTED,
+  message: 'The run was cut off during this attempt',
+};
+
 const validationV1 = z.object({
   schemaVersion: z.literal(1),
   passed: z.boolean(),

@@ -182,22 +182,28 @@ export function workflowEventsRepository(db: DbOrTx) {
     },
 
     /**
-     * The model and tool calls the workflow started and never ended, in
-     * seq order: each `llm_call` step and each `tool_call` (step and call
-     * id) whose latest event is `started`. What a run cut off by a crash
-     * or a hand-over left open; read by the run that takes the workflow over.
+     * The model calls, tool calls and stage attempts the workflow started
+     * and never ended, in seq order: each `llm_call` step, each `tool_call`
+     * (step and call id) and each `stage` attempt (step and attempt number)
+     * whose latest event is `started`. What a run cut off by a crash or a
+     * hand-over left open, or a cancel interrupts; read by the run that
+     * takes the workflow over, or under the workflow row's lock.
      */
-    async listOpenCalls(input: {
+    async listOpenWork(input: {
       tenantId: string;
       workflowId: string;
     }): Promise<Pick<WorkflowEventRow, 'type' | 'step' | 'detail'>[]> {
       const { rows } = await sql<Pick<WorkflowEventRow, 'type' | 'step' | 'detail'>>`
         SELECT type, step, detail FROM (
-          SELECT DISTINCT ON (type, step, detail->>'callId') seq, type, step, status, detail
-          FROM workflow_events
+          SELECT DISTINCT ON (type, step, item) seq, type, step, status, detail
+          FROM workflow_events,
+            LATERAL (SELECT CASE type
+              WHEN 'tool_call' THEN detail->>'callId'
+              WHEN 'stage' THEN detail->>'attempt'
+            END AS item) of_type
           WHERE workflow_id = ${input.workflowId} AND tenant_id = ${input.tenantId}
-            AND type IN ('llm_call', 'tool_call')
-          ORDER BY type, step, detail->>'callId', seq DESC
+            AND type IN ('llm_call', 'tool_call', 'stage')
+          ORDER BY type, step, item, seq DESC
         ) latest
         WHERE status = 'started'
         ORDER BY seq`.execute(db);

@@ -17,7 +17,7 @@ import { decodeCursor, encodeCursor } from './cursor.js';
 import { EARLY_START_MAX_RUNS, type EndpointsMemory, insertAndLaunch } from './early-start.js';
 import { hashRequest, isIdempotencyKeyTaken } from './idempotency.js';
 import { checkedWorkflowRows } from './new-workflow-row.js';
-import { CANCELLED_CALLS, endingsOfOpenCalls } from './open-calls.js';
+import { CANCELLED_WORK, endingsOfOpenWork } from './open-work.js';
 import { toWorkflow } from './rows.js';
 import { assertAwaiting, type TransitionInput } from './transitions.js';
 import type {
@@ -317,12 +317,12 @@ export function createWorkflowService(options: WorkflowServiceOptions) {
 
     /**
      * Cancels an unfinished workflow: one transaction moves it to
-     * `cancelled` with its workflow_end event, after a `failed` event
-     * (`cancelled`) for each model and tool call its run had in flight
-     * (409 when it is finished already). A run on this replica is stopped
-     * at once; a run on another replica stops when that event reaches its
-     * event hub. Either way its aborted calls write nothing more: nothing
-     * is appended after workflow_end.
+     * `cancelled` with its workflow_end event, after a `failed` event for
+     * each model and tool call its run had in flight and for the stage
+     * attempt it was running (409 when it is finished already). A run on
+     * this replica is stopped at once; a run on another replica stops when
+     * that event reaches its event hub. Either way its aborted calls write
+     * nothing more: nothing is appended after workflow_end.
      */
     async cancel(tenantId: string, id: string): Promise<Workflow> {
       const tracker = trackerFor(tenantId, id);
@@ -331,7 +331,7 @@ export function createWorkflowService(options: WorkflowServiceOptions) {
           { status: 'cancelled', reason: 'cancelled by request' },
           {
             eventsUnderLock: (tx) =>
-              endingsOfOpenCalls(tx, { tenantId, workflowId: id }, CANCELLED_CALLS),
+              endingsOfOpenWork(tx, { tenantId, workflowId: id }, CANCELLED_WORK),
           },
         );
         options.stopLocalRun(id);

@@ -78,7 +78,7 @@ export interface TransitionValues extends Record<string, unknown> {
   fromAwaiting: AwaitingReason[] | undefined;
   /** turnRowsJson's text */
   turns: string | undefined;
-  /** endedAttemptError's JSON */
+  /** endedAttemptError's, as JSON */
   attemptsError: string | undefined;
   /** encodeEvents' JSON, with their count (their time is `now`) */
   events: string;
@@ -134,7 +134,9 @@ export function valuesOf(
     fromAwaiting: input.fromAwaiting && [...input.fromAwaiting],
     turns: input.turnRows?.length ? turnRowsJson(input.turnRows) : undefined,
     attemptsError:
-      input.to === 'failed' || input.to === 'cancelled' ? endedAttemptError(input.to) : undefined,
+      input.to === 'failed' || input.to === 'cancelled'
+        ? JSON.stringify(endedAttemptError(input.to))
+        : undefined,
     events: encoded.json,
     eventCount: encoded.count,
     channel: EVENTS_CHANNEL,

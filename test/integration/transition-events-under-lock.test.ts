@@ -1,8 +1,11 @@
 import { sql } from 'kysely';
 import { describe, expect, it } from 'vitest';
+import { loadPipelineRows } from '../../src/store/pipeline-rows.js';
+import { endedAttemptError } from '../../src/store/pipeline-transition-writes.js';
+import { pipelinesRepository } from '../../src/store/pipelines.js';
 import type { NewEventRow } from '../../src/store/workflow-events.js';
 import { workflowEventsRepository } from '../../src/store/workflow-events.js';
-import { CANCELLED_CALLS, endingsOfOpenCalls } from '../../src/workflows/open-calls.js';
+import { CANCELLED_WORK, endingsOfOpenWork } from '../../src/workflows/open-work.js';
 import { isBatchable } from '../../src/workflows/transition-batches.js';
 import { transitionWorkflow } from '../../src/workflows/transitions.js';
 import { useEventNotifications, useTrackerDatabase } from '../support/tracker-database.js';
@@ -21,13 +24,23 @@ function started(type: 'llm_call' | 'tool_call', detail: Record<string, unknown>
   return { type, step: 'turn-1', status: 'started', detail, elapsedMs: null };
 }
 
+function stageStarted(attempt: number): NewEventRow {
+  return {
+    type: 'stage',
+    step: 'stage-1',
+    status: 'started',
+    detail: { stage: 'stage-1', title: 'Gather', attempt, reason: 'first' },
+    elapsedMs: null,
+  };
+}
+
 function cancel(workflowId: string) {
   const key = { tenantId: setup.tenantId, workflowId };
   return transitionWorkflow(setup.handle.db, {
     ...key,
     to: 'cancelled',
     events: [{ ...event('workflow_end'), status: 'cancelled' }],
-    eventsUnderLock: (tx) => endingsOfOpenCalls(tx, key, CANCELLED_CALLS),
+    eventsUnderLock: (tx) => endingsOfOpenWork(tx, key, CANCELLED_WORK),
     origin: 'replica-b',
   });
 }
@@ -95,9 +108,81 @@ describe('events under the row lock', () => {
     ]);
     expect(events[0]?.detail).toEqual({
       model: 'bench',
-      error: { code: 'cancelled', message: CANCELLED_CALLS.message },
+      error: { code: 'cancelled', message: CANCELLED_WORK.calls.message },
     });
     expect(events[1]?.detail).toEqual({ tool: 'http_fetch', callId: 'call_2', error: 'cancelled' });
+  });
+
+  it('a cancel ends the stage attempt running, after its calls, as the attempt’s row is failed', async () => {
+    const id = await setup.newWorkflow();
+    await transitionWorkflow(setup.handle.db, start(setup, id));
+    const attempt = { tenantId: setup.tenantId, workflowId: id, stageId: 'stage-1', attempt: 1 };
+    await pipelinesRepository(setup.handle.db).startAttempt({
+      ...attempt,
+      planRevision: 1,
+      reason: 'first',
+      feedback: null,
+    });
+    await append(id, [
+      stageStarted(1),
+      { ...started('llm_call', { model: 'bench' }), step: 'stage-1/turn-1' },
+    ]);
+    const { events } = await cancel(id);
+    expect(events.map((stored) => [stored.type, stored.status, stored.step])).toEqual([
+      ['llm_call', 'failed', 'stage-1/turn-1'],
+      ['stage', 'failed', 'stage-1'],
+      ['workflow_end', 'cancelled', null],
+    ]);
+    expect(events[1]?.detail).toEqual({
+      stage: 'stage-1',
+      title: 'Gather',
+      attempt: 1,
+      error: endedAttemptError('cancelled'),
+    });
+    const { attempts } = await loadPipelineRows(setup.handle.db, attempt);
+    expect(attempts[0]).toMatchObject({ status: 'failed', error: endedAttemptError('cancelled') });
+  });
+
+  it('an attempt its run ended before writing the end’s event gets the event its row says', async () => {
+    const id = await setup.newWorkflow();
+    await transitionWorkflow(setup.handle.db, start(setup, id));
+    const pipelines = pipelinesRepository(setup.handle.db);
+    const key = { tenantId: setup.tenantId, workflowId: id, stageId: 'stage-1' };
+    const begin = (attempt: number) =>
+      pipelines.startAttempt({ ...key, attempt, planRevision: 1, reason: 'first', feedback: null });
+    await begin(1);
+    await begin(2);
+    await append(id, [stageStarted(1), stageStarted(2)]);
+    // The run ended both (rows written), and was cancelled before their events were.
+    const validation = { passed: false, findings: ['The result is empty.'] };
+    await pipelines.failAttempt({ ...key, attempt: 1, result: '', validation });
+    const completed = await pipelines.completeAttempt({
+      ...key,
+      attempt: 2,
+      result: 'Found it.',
+      validation: { passed: true, findings: [] },
+    });
+    const { events } = await cancel(id);
+    expect(events.map((stored) => [stored.type, stored.status, stored.detail.attempt])).toEqual([
+      ['stage', 'failed', 1],
+      ['stage', 'completed', 2],
+      ['workflow_end', 'cancelled', undefined],
+    ]);
+    expect(events[0]?.detail).toEqual({
+      stage: 'stage-1',
+      title: 'Gather',
+      attempt: 1,
+      validation,
+    });
+    expect(events[1]?.detail).toEqual({
+      stage: 'stage-1',
+      title: 'Gather',
+      attempt: 2,
+      validation: { passed: true, findings: [] },
+    });
+    expect(events[1]?.elapsedMs).toBe(completed?.elapsedMs);
+    const { attempts } = await loadPipelineRows(setup.handle.db, key);
+    expect(attempts.map((row) => row.status)).toEqual(['failed', 'completed']);
   });
 
   it('a call ended by a write that held the row lock when the cancel came is not ended again', async () => {

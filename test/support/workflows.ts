@@ -172,6 +172,48 @@ export async function storedEvents(testApp: TestApp, workflowId: string): Promis
   return rows;
 }
 
+/** As at shutdown: the workflow's run on this app stops and hands its lease over; resolves once it has stopped. */
+export async function handOver(testApp: TestApp, id: string): Promise<void> {
+  testApp.services.executions.stop(id, 'shutdown');
+  await waitFor(
+    () => (testApp.services.executions.isRunning(id) ? undefined : true),
+    `the run of ${id} to stop`,
+  );
+}
+
+/** One sweep by this app, which must take the workflow over; resolves with the workflow once it has ended. */
+export async function takeOverToEnd(
+  testApp: TestApp,
+  key: string,
+  id: string,
+): Promise<Record<string, unknown>> {
+  const taken = await testApp.services.reclaimer.sweepOnce();
+  expect(taken.map((workflow) => workflow.id)).toContain(id);
+  return waitForStatus(testApp, key, id, ['completed', 'failed']);
+}
+
+/**
+ * The `llm_call` steps, `tool_call` ids and `stage` attempts whose last
+ * event is `started`: what a client reading the events would show as
+ * still in progress.
+ */
+export function openWork(events: StoredEvent[]): string[] {
+  const last = new Map<string, string>();
+  for (const event of events) {
+    const item =
+      event.type === 'tool_call'
+        ? event.detail.callId
+        : event.type === 'stage'
+          ? event.detail.attempt
+          : event.type === 'llm_call'
+            ? ''
+            : undefined;
+    if (item === undefined) continue;
+    last.set(`${event.type} ${event.step} ${String(item)}`.trimEnd(), event.status);
+  }
+  return [...last].filter(([, status]) => status === 'started').map(([work]) => work);
+}
+
 /**
  * A running workflow whose runner died holding its lease, as a sweep finds
  * it: written straight to the store, nothing of it run here.

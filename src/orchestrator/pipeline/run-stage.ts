@@ -1,6 +1,6 @@
 import {
   type AttemptUsage,
-  INTERRUPTED,
+  INTERRUPTED_ATTEMPT,
   pipelinesRepository,
   type StageAttempt,
 } from '../../store/pipelines.js';
@@ -39,7 +39,7 @@ export async function runStage(
       await pipelines.failAttempt({
         ...key,
         attempt: action.interruptedAttempt,
-        error: { code: INTERRUPTED, message: 'The run was cut off during this attempt' },
+        error: INTERRUPTED_ATTEMPT,
       }),
     );
   }

@@ -7,7 +7,15 @@ import {
   systemTextOf,
   type ToolLoopHarness,
 } from '../../support/tool-loop-harness.js';
-import { startWorkflow, storedEvents, waitFor, waitForStatus } from '../../support/workflows.js';
+import {
+  handOver,
+  openWork,
+  startWorkflow,
+  storedEvents,
+  takeOverToEnd,
+  waitFor,
+  waitForStatus,
+} from '../../support/workflows.js';
 
 /**
  * The complex path over HTTP against the fake provider: plan, stages,
@@ -222,6 +230,77 @@ describe('the pipeline', () => {
       error: { code: 'workflow_ended', message: 'The workflow was cancelled during this attempt' },
     });
     expect(view.stages[0].attempts[0].finishedAt).not.toBeNull();
+    // The stream ends the stage it started, as the row says (and the model call, when it was written).
+    const events = await storedEvents(h.testApp, id);
+    expect(
+      events.filter((e) => e.type === 'stage' || e.type === 'workflow_end').slice(-2),
+    ).toMatchObject([
+      {
+        type: 'stage',
+        step: 'a',
+        status: 'failed',
+        detail: {
+          stage: 'a',
+          title: 'Stage a',
+          attempt: 1,
+          error: {
+            code: 'workflow_ended',
+            message: 'The workflow was cancelled during this attempt',
+          },
+        },
+      },
+      { type: 'workflow_end', status: 'cancelled' },
+    ]);
+    expect(openWork(events)).toEqual([]);
+  });
+
+  it('handed over during a stage: the run taking over ends the attempt as interrupted, then runs the stage again', async () => {
+    h.provider.enqueue(planReply(stage('a'), stage('b')), { kind: 'stall' });
+    const id = await startWorkflow(h.testApp, h.tenant.key, {
+      input: 'Compare, then hand over',
+      mode: 'complex',
+    });
+    await waitFor(async () => {
+      const events = await storedEvents(h.testApp, id);
+      return events.some((e) => e.type === 'llm_call' && e.step === 'a/turn-1') ? true : undefined;
+    }, 'stage a to call the model');
+    await handOver(h.testApp, id);
+    h.provider.enqueue(answer('Result of a.'), answer('Result of b.'), answer('Both done.'));
+    const done = await takeOverToEnd(h.testApp, h.tenant.key, id);
+    expect(done).toMatchObject({ status: 'completed', result: { answer: 'Both done.' } });
+
+    const events = await storedEvents(h.testApp, id);
+    const resumedAt = events.findIndex((e) => e.type === 'resumed');
+    expect(events.slice(resumedAt - 2, resumedAt + 2)).toMatchObject([
+      {
+        type: 'llm_call',
+        step: 'a/turn-1',
+        status: 'failed',
+        detail: { error: { code: 'interrupted' } },
+      },
+      {
+        type: 'stage',
+        step: 'a',
+        status: 'failed',
+        detail: {
+          stage: 'a',
+          attempt: 1,
+          error: { code: 'interrupted', message: 'The run was cut off during this attempt' },
+        },
+      },
+      { type: 'resumed', detail: { interruptedCalls: 1 } },
+      { type: 'stage', step: 'a', status: 'started', detail: { attempt: 2, reason: 'resumed' } },
+    ]);
+    expect(openWork(events)).toEqual([]);
+    const view = await pipelineOf(id);
+    expect(view.stages[0].attempts.map((a: { status: string }) => a.status)).toEqual([
+      'failed',
+      'completed',
+    ]);
+    expect(view.stages[0].attempts[0].error).toEqual({
+      code: 'interrupted',
+      message: 'The run was cut off during this attempt',
+    });
   });
 
   it('continue at a checkpoint on the last stage goes to the synthesis: no stage is begun', async () => {

@@ -1,6 +1,9 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { TurnState } from '../../../src/orchestrator/tool-loop/state.js';
 import { turnWrite } from '../../../src/orchestrator/tool-loop/turns-repository.js';
+import { loadPipelineRows } from '../../../src/store/pipeline-rows.js';
+import { endedAttemptError } from '../../../src/store/pipeline-transition-writes.js';
+import { pipelinesRepository } from '../../../src/store/pipelines.js';
 import { workflowEventsRepository } from '../../../src/store/workflow-events.js';
 import { claimExpiredLeases, workflowsRepository } from '../../../src/store/workflows.js';
 import {
@@ -8,7 +11,12 @@ import {
   startToolLoopHarness,
   type ToolLoopHarness,
 } from '../../support/tool-loop-harness.js';
-import { orphanedWorkflow, storedEvents, waitForStatus } from '../../support/workflows.js';
+import {
+  openWork,
+  orphanedWorkflow,
+  storedEvents,
+  waitForStatus,
+} from '../../support/workflows.js';
 
 /**
  * A workflow taken over again and again with nothing completed in between
@@ -184,5 +192,51 @@ describe('a workflow that keeps stopping at the same point', () => {
       [id],
     );
     expect(rows[0]).toEqual({ lease_owner: null, lease_expires_at: null });
+  });
+
+  it('failed so, the calls and the stage attempt its last run left open end with it', async () => {
+    const id = await orphaned({ count: MAX_TAKEOVERS, progress: 0 });
+    const db = h.testApp.services.database.db;
+    const attempt = { tenantId: h.tenant.id, workflowId: id, stageId: 'gather', attempt: 1 };
+    await pipelinesRepository(db).startAttempt({
+      ...attempt,
+      planRevision: 1,
+      reason: 'first',
+      feedback: null,
+    });
+    await workflowEventsRepository(db).appendNotified({
+      tenantId: h.tenant.id,
+      workflowId: id,
+      events: [
+        {
+          type: 'stage',
+          step: 'gather',
+          status: 'started',
+          detail: { stage: 'gather', title: 'Gather', attempt: 1, reason: 'first' },
+          elapsedMs: null,
+        },
+        {
+          type: 'tool_call',
+          step: 'gather/turn-1',
+          status: 'started',
+          detail: { tool: 'calculator', callId: 'call_1' },
+          elapsedMs: null,
+        },
+      ],
+      origin: 'dead-replica',
+    });
+    await h.testApp.services.reclaimer.sweepOnce();
+    await waitForStatus(h.testApp, h.tenant.key, id, ['failed']);
+    const events = await storedEvents(h.testApp, id);
+    expect(events.map((event) => [event.type, event.status, event.detail.error])).toEqual([
+      ['stage', 'started', undefined],
+      ['tool_call', 'started', undefined],
+      ['tool_call', 'failed', 'interrupted'],
+      ['stage', 'failed', endedAttemptError('failed')],
+      ['workflow_end', 'failed', expect.objectContaining({ code: 'too_many_takeovers' })],
+    ]);
+    expect(openWork(events)).toEqual([]);
+    const { attempts } = await loadPipelineRows(db, attempt);
+    expect(attempts[0]).toMatchObject({ status: 'failed', error: endedAttemptError('failed') });
   });
 });

@@ -13,10 +13,12 @@ import {
   toolResultsOf,
 } from '../../support/tool-loop-harness.js';
 import {
+  handOver,
+  openWork,
   orphanedWorkflow,
-  type StoredEvent,
   startWorkflow,
   storedEvents,
+  takeOverToEnd,
   waitForStatus,
 } from '../../support/workflows.js';
 
@@ -257,17 +259,11 @@ describe('taking over a workflow whose runner is gone', () => {
         expect(h.tools.calls.filter((call) => call.path === '/hang')).toHaveLength(hangsBefore + 1),
       { timeout: 10_000 },
     );
-    // As at shutdown: the run stops and hands its lease over.
-    h.testApp.services.executions.stop(id, 'shutdown');
-    await vi.waitFor(() => expect(h.testApp.services.executions.isRunning(id)).toBe(false), {
-      timeout: 10_000,
-    });
+    await handOver(h.testApp, id);
 
     const requestsBefore = h.provider.requests.length;
     h.provider.enqueue(answer('Two, after the takeover.'));
-    const taken = await h.testApp.services.reclaimer.sweepOnce();
-    expect(taken.map((workflow) => workflow.id)).toContain(id);
-    const done = await waitForStatus(h.testApp, h.tenant.key, id, ['completed', 'failed']);
+    const done = await takeOverToEnd(h.testApp, h.tenant.key, id);
     expect(done).toMatchObject({ result: { answer: 'Two, after the takeover.' } });
 
     const events = await storedEvents(h.testApp, id);
@@ -283,7 +279,7 @@ describe('taking over a workflow whose runner is gone', () => {
       // The turn was persisted with the interrupted call's result at the hand-over.
       { type: 'llm_call', step: 'turn-2', status: 'started' },
     ]);
-    expect(openCalls(events)).toEqual([]);
+    expect(openWork(events)).toEqual([]);
     const [resumedRequest] = h.provider.requests.slice(requestsBefore);
     expect(toolResultsOf(resumedRequest)).toEqual([
       { callId: 'call_hang', content: expect.stringContaining('interrupted before it finished') },
@@ -366,13 +362,3 @@ describe('taking over a workflow whose runner is gone', () => {
     );
   });
 });
-
-/** The `llm_call` steps and `tool_call` ids whose last event is `started`. */
-function openCalls(events: StoredEvent[]): string[] {
-  const last = new Map<string, string>();
-  for (const event of events) {
-    if (event.type !== 'llm_call' && event.type !== 'tool_call') continue;
-    last.set(`${event.type} ${event.step} ${event.detail.callId ?? ''}`, event.status);
-  }
-  return [...last].filter(([, status]) => status === 'started').map(([call]) => call);
-}
