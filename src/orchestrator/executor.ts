@@ -2,7 +2,11 @@ import { AppError } from '../errors.js';
 import { isDatabaseUnavailable } from '../store/database.js';
 import { workflowsRepository } from '../store/workflows.js';
 import { createWorkflowTracker } from '../tracker/tracker.js';
-import { endingsOfOpenWork, FAILED_AFTER_TAKEOVERS_WORK } from '../workflows/open-work.js';
+import {
+  endingsOfOpenWork,
+  FAILED_AFTER_TAKEOVERS_WORK,
+  FAILED_WORK,
+} from '../workflows/open-work.js';
 import type { RunPreload } from '../workflows/service.js';
 import type { Workflow, WorkflowError } from '../workflows/types.js';
 import type { TenantToolset } from './answer-workflow.js';
@@ -235,11 +239,10 @@ async function failAfterTakeovers(run: Run, error: WorkflowError): Promise<void>
     { code: error.code },
     'the workflow was taken over too often without progress (WORKFLOW_MAX_TAKEOVERS); it is failed',
   );
-  const key = { tenantId: run.workflow.tenantId, workflowId: run.workflow.id };
   try {
     await run.tracker.end(
       { status: 'failed', error },
-      { eventsUnderLock: (tx) => endingsOfOpenWork(tx, key, FAILED_AFTER_TAKEOVERS_WORK) },
+      { eventsUnderLock: (tx) => endingsOfOpenWork(tx, keyOf(run), FAILED_AFTER_TAKEOVERS_WORK) },
     );
   } catch (endError) {
     // Left leased: the next sweep after its expiry tries again (a cancel meanwhile ended it anyway).
@@ -286,7 +289,9 @@ function leaseMsOf(options: ExecutorOptions): number {
  * makes no transition of its own unless it was stopped by a shutdown: a
  * cancel has ended the workflow already, and a lost lease means another
  * runner owns it now. A run failed by its database going away hands the
- * workflow over, as a shutdown does, rather than failing it.
+ * workflow over, as a shutdown does, rather than failing it. Any other
+ * error fails the workflow, ending the calls and the stage attempt the run
+ * had started (open-work.ts), after what it queued.
  */
 async function settleAfterError(run: Run, error: unknown): Promise<void> {
   // What the run queued is written first: nothing it reported may follow what ends or hands it over.
@@ -340,7 +345,10 @@ async function settleAfterError(run: Run, error: unknown): Promise<void> {
           return;
         }
         run.log.error({ err: error }, 'the workflow run failed');
-        await run.tracker.end({ status: 'failed', error: INTERNAL_ERROR });
+        await run.tracker.end(
+          { status: 'failed', error: INTERNAL_ERROR },
+          { eventsUnderLock: (tx) => endingsOfOpenWork(tx, keyOf(run), FAILED_WORK) },
+        );
         return;
     }
   } catch (settleError) {
@@ -371,4 +379,8 @@ function isFinishedConflict(error: unknown): error is AppError {
     error instanceof AppError &&
     (error.code === 'workflow_finished' || error.code === 'invalid_transition')
   );
+}
+
+function keyOf(run: Run): { tenantId: string; workflowId: string } {
+  return { tenantId: run.workflow.tenantId, workflowId: run.workflow.id };
 }

@@ -39,6 +39,15 @@ export const CANCELLED_WORK: WorkEnding = {
 };
 
 /**
+ * A run that failed its workflow on an unexpected error: what it had
+ * started and not ended (its queued events written first) ends with it.
+ */
+export const FAILED_WORK: WorkEnding = {
+  calls: { code: 'workflow_failed', message: 'The workflow failed during this call.' },
+  attempts: endedAttemptError('failed'),
+};
+
+/**
  * A workflow failed without running (taken over too often): its last run
  * was cut off, and the end fails its attempts.
  */
