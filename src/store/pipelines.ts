@@ -1,5 +1,6 @@
 import { type Selectable, sql } from 'kysely';
 import { z } from 'zod';
+import { conflict } from '../errors.js';
 import { type DbOrTx, WITHOUT_FLUSH_WAIT } from './database.js';
 import {
   acceptAfterTransition,
@@ -180,49 +181,48 @@ export function pipelinesRepository(db: DbOrTx) {
      * reviewed then and not yet resumed may still have one). `feedback` is
      * what the attempt runs with (next-action.ts carries a modify's
      * feedback forward).
-     * Undefined when the attempt exists and is not pending: another run
-     * started it, so this one must not run the stage a second time.
+     * Undefined when the attempt exists and is not pending (another run
+     * started it, so this one must not run the stage a second time), or
+     * when the tenant has no such workflow. A finished workflow starts
+     * nothing (409 `workflow_finished`): the statement holds a share lock
+     * on the workflow row, so a cancel either comes after it, and fails the
+     * attempt with the workflow, or before it, and the attempt is not
+     * written (a row left `started` on a cancelled workflow would show its
+     * stage running forever).
      */
     async startAttempt(
       input: AttemptKey & { planRevision: number; reason: AttemptReason; feedback: string | null },
     ): Promise<StageAttempt | undefined> {
       // Not waiting for the WAL flush: a start lost to a PostgreSQL crash
       // only means the stage starts again (how it ends is written durably).
-      const startedAt = sql<Date>`(SELECT clock_timestamp() FROM ${WITHOUT_FLUSH_WAIT})`;
-      const row = await db
-        .insertInto('workflow_stage_attempts')
-        .values({
-          workflow_id: input.workflowId,
-          stage_id: input.stageId,
-          attempt: input.attempt,
-          tenant_id: input.tenantId,
-          plan_revision: input.planRevision,
-          status: 'started',
-          reason: input.reason,
-          feedback: input.feedback,
-          result: null,
-          validation: null,
-          error: null,
-          accepted_at: null,
-          started_at: startedAt,
-          finished_at: null,
-          elapsed_ms: null,
-        })
-        .onConflict((conflict) =>
-          conflict
-            .columns(['workflow_id', 'stage_id', 'attempt'])
-            .doUpdateSet({
-              status: 'started',
-              plan_revision: input.planRevision,
-              feedback: input.feedback,
-              started_at: startedAt,
-            })
-            .where('workflow_stage_attempts.status', '=', 'pending')
-            .where('workflow_stage_attempts.tenant_id', '=', input.tenantId),
-        )
-        .returningAll()
+      const started = await sql<Selectable<WorkflowStageAttemptsTable>>`
+        INSERT INTO workflow_stage_attempts AS a
+          (workflow_id, stage_id, attempt, tenant_id, plan_revision, status, reason, feedback, started_at)
+        SELECT w.id, ${input.stageId}, ${input.attempt}, w.tenant_id, ${input.planRevision},
+               'started', ${input.reason}, ${input.feedback}, clock_timestamp()
+        FROM workflows w, ${WITHOUT_FLUSH_WAIT}
+        WHERE w.id = ${input.workflowId} AND w.tenant_id = ${input.tenantId}
+          AND w.status NOT IN ('completed', 'failed', 'cancelled')
+        FOR SHARE OF w
+        ON CONFLICT (workflow_id, stage_id, attempt) DO UPDATE SET
+          status = 'started',
+          plan_revision = excluded.plan_revision,
+          feedback = excluded.feedback,
+          started_at = excluded.started_at
+        WHERE a.status = 'pending' AND a.tenant_id = ${input.tenantId}
+        RETURNING a.*`.execute(db);
+      const row = started.rows[0];
+      if (row) return toStageAttempt(row);
+      const workflow = await db
+        .selectFrom('workflows')
+        .select('status')
+        .where('id', '=', input.workflowId)
+        .where('tenant_id', '=', input.tenantId)
         .executeTakeFirst();
-      return row && toStageAttempt(row);
+      if (workflow && ['completed', 'failed', 'cancelled'].includes(workflow.status)) {
+        throw conflict('workflow_finished', `The workflow is already ${workflow.status}`);
+      }
+      return undefined;
     },
 
     /** Ends a started attempt whose result passed validation; undefined when it is not started (any more). */

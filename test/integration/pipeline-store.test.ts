@@ -10,10 +10,12 @@ import {
   parseStoredPlan,
   toStoredPlan,
 } from '../../src/orchestrator/pipeline/plan.js';
-import type { DatabaseHandle } from '../../src/store/database.js';
+import type { DatabaseHandle, DbOrTx } from '../../src/store/database.js';
 import { loadPipelineRows } from '../../src/store/pipeline-rows.js';
-import { INTERRUPTED } from '../../src/store/pipelines.js';
+import { INTERRUPTED, pipelinesRepository, type WorkflowKey } from '../../src/store/pipelines.js';
 import { tenantsRepository } from '../../src/store/tenants.js';
+import { transitionWorkflow } from '../../src/workflows/transitions.js';
+import { lockWaiter } from '../support/database.js';
 import { pipelineFixtures, plan, usage } from '../support/pipeline-store.js';
 import { createTenantDatabase, type TenantDatabase } from '../support/tenant-database.js';
 
@@ -34,6 +36,15 @@ afterAll(async () => testDb?.close());
 const { pipelines, newWorkflow, start, gathered } = pipelineFixtures(() => testDb);
 
 const policy = { maxValidationRetries: 1 };
+
+/** The workflow's row as a cancel leaves it (the cancel's other writes aside). */
+async function cancelWorkflow(db: DbOrTx, key: WorkflowKey): Promise<void> {
+  await db
+    .updateTable('workflows')
+    .set({ status: 'cancelled', finished_at: new Date() })
+    .where('id', '=', key.workflowId)
+    .execute();
+}
 
 describe('plans', () => {
   it('a modify appends a revision; the current plan is the latest; another tenant sees none', async () => {
@@ -216,6 +227,54 @@ describe('stage attempts', () => {
       attempt: 2,
       status: 'started',
     });
+  });
+
+  it('a finished workflow starts no attempt: 409 workflow_finished, and no row is written', async () => {
+    const key = await newWorkflow();
+    await cancelWorkflow(handle.db, key);
+    await expect(start(key, 'gather', 1)).rejects.toMatchObject({ code: 'workflow_finished' });
+    expect((await loadPipelineRows(handle.db, key)).attempts).toEqual([]);
+  });
+
+  it('a start that waited on a cancel’s row lock writes nothing once the cancel commits', async () => {
+    const key = await newWorkflow();
+    const attempts = () => loadPipelineRows(handle.db, key).then((rows) => rows.attempts);
+    let starting: ReturnType<typeof start> | undefined;
+    await handle.db.transaction().execute(async (tx) => {
+      await cancelWorkflow(tx, key);
+      starting = start(key, 'gather', 1);
+      // Refused only if it is waiting for the cancel: it must not have written its row meanwhile.
+      await lockWaiter(handle.pool);
+    });
+    await expect(starting).rejects.toMatchObject({ code: 'workflow_finished' });
+    expect(await attempts()).toEqual([]);
+  });
+
+  it('a cancel that waited on a start’s row lock fails the attempt the start wrote', async () => {
+    const key = await newWorkflow();
+    let cancelling: Promise<void> | undefined;
+    await handle.db.transaction().execute(async (tx) => {
+      await pipelinesRepository(tx).startAttempt({
+        ...key,
+        stageId: 'gather',
+        attempt: 1,
+        planRevision: 1,
+        reason: 'first',
+        feedback: null,
+      });
+      cancelling = transitionWorkflow(handle.db, {
+        ...key,
+        to: 'cancelled',
+        events: [],
+        eventsUnderLock: async () => [],
+        origin: 'test',
+      }).then(() => undefined);
+      await lockWaiter(handle.pool);
+    });
+    await cancelling;
+    expect((await loadPipelineRows(handle.db, key)).attempts).toMatchObject([
+      { stageId: 'gather', status: 'failed', error: { code: 'workflow_ended' } },
+    ]);
   });
 
   it('is scoped by tenant: another tenant can neither read nor change the attempts', async () => {

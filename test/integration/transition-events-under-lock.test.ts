@@ -1,4 +1,3 @@
-import { sql } from 'kysely';
 import { describe, expect, it } from 'vitest';
 import { loadPipelineRows } from '../../src/store/pipeline-rows.js';
 import { endedAttemptError } from '../../src/store/pipeline-transition-writes.js';
@@ -8,6 +7,7 @@ import { workflowEventsRepository } from '../../src/store/workflow-events.js';
 import { CANCELLED_WORK, endingsOfOpenWork } from '../../src/workflows/open-work.js';
 import { isBatchable } from '../../src/workflows/transition-batches.js';
 import { transitionWorkflow } from '../../src/workflows/transitions.js';
+import { lockWaiter } from '../support/database.js';
 import { useEventNotifications, useTrackerDatabase } from '../support/tracker-database.js';
 import { event, start } from '../support/transition-batches.js';
 
@@ -52,17 +52,6 @@ async function append(workflowId: string, events: NewEventRow[]): Promise<void> 
     events,
     origin: 'replica-a',
   });
-}
-
-/** Waits until some backend waits for a row lock (the cancel, queued behind a writer). */
-async function lockWaiter(): Promise<void> {
-  for (let tries = 0; tries < 250; tries += 1) {
-    const { rows } = await sql<{ pid: number }>`
-      SELECT pid FROM pg_stat_activity WHERE wait_event_type = 'Lock'`.execute(setup.handle.db);
-    if (rows.length > 0) return;
-    await new Promise((resolve) => setTimeout(resolve, 20));
-  }
-  throw new Error('nothing waited for the row lock');
 }
 
 describe('events under the row lock', () => {
@@ -204,7 +193,7 @@ describe('events under the row lock', () => {
         origin: 'replica-a',
       });
       cancelled = cancel(id);
-      await lockWaiter();
+      await lockWaiter(setup.handle.pool);
     });
     const { events } = await (cancelled as ReturnType<typeof cancel>);
     expect(events.map((stored) => stored.type)).toEqual(['workflow_end']);

@@ -51,3 +51,22 @@ async function withAdmin<T>(adminUrl: string, work: (client: pg.Client) => Promi
     await client.end();
   }
 }
+
+/**
+ * The backend of a statement in this database that waits for a lock (a
+ * writer queued behind a row lock the test holds, say), polled for up to
+ * 5 s through `db` (a pool or a client not itself waiting).
+ */
+export async function lockWaiter(db: Pick<pg.Pool, 'query'>): Promise<number> {
+  const deadline = Date.now() + 5_000;
+  for (;;) {
+    const { rows } = await db.query<{ pid: number }>(
+      `SELECT pid FROM pg_stat_activity
+       WHERE wait_event_type = 'Lock' AND datname = current_database() AND pid <> pg_backend_pid()`,
+    );
+    const pid = rows[0]?.pid;
+    if (pid !== undefined) return pid;
+    if (Date.now() > deadline) throw new Error('nothing waited for a lock');
+    await new Promise((resolve) => setTimeout(resolve, 20));
+  }
+}

@@ -1,5 +1,6 @@
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
+import { lockWaiter } from '../../support/database.js';
 import {
   answer,
   startToolLoopHarness,
@@ -28,23 +29,6 @@ afterAll(async () => {
   await h?.close();
 });
 
-/** The backend of a statement of the app's that waits for a row lock. */
-async function lockWaiter(): Promise<number> {
-  let pid: number | undefined;
-  await vi.waitFor(
-    async () => {
-      const { rows } = await admin.query<{ pid: number }>(
-        `SELECT pid FROM pg_stat_activity
-         WHERE wait_event_type = 'Lock' AND datname = current_database() AND pid <> pg_backend_pid()`,
-      );
-      pid = rows[0]?.pid;
-      expect(pid).toBeDefined();
-    },
-    { timeout: 5_000 },
-  );
-  return pid as number;
-}
-
 describe('a run whose database connection is lost', () => {
   it('is handed over and resumed from its last persisted turn, not failed', async () => {
     // The first reply calls the tool. The run that loses its connection may
@@ -56,7 +40,7 @@ describe('a run whose database connection is lost', () => {
       answer('Done.'),
     );
     try {
-      await admin.query('SELECT pg_terminate_backend($1)', [await lockWaiter()]);
+      await admin.query('SELECT pg_terminate_backend($1)', [await lockWaiter(admin)]);
       // What the run does next (fail the workflow, or hand it over) waits for the lock too.
       await new Promise((resolve) => setTimeout(resolve, 200));
       await lock.query('ROLLBACK');
