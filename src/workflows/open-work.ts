@@ -66,8 +66,8 @@ export interface WorkEndEvent extends NewEventRow {
  * The events that end every `llm_call`, `tool_call` and `stage` attempt
  * the workflow's log started and never ended, calls before stages and
  * each in the order they started, so that everything a client saw start
- * is seen to end (a client showing
- * calls and stages in progress would otherwise show these forever).
+ * is seen to end (a client showing calls and stages in progress would
+ * otherwise show these forever).
  *
  * A call's is `failed`: a tool call's `error` is the ending's code, as for
  * the tool calls a run ends itself; a model call's is `{ code, message }`,
