@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import type { ServerResponse } from 'node:http';
 import type { PoolClient } from 'pg';
-import { expect, vi } from 'vitest';
+import { afterAll, beforeAll, expect, vi } from 'vitest';
 import { startFakeProviderServer } from '../fakes/provider-server.js';
 import type {
   FakeProviderServer,
@@ -183,6 +183,25 @@ export async function startToolLoopHarness(options: ToolLoopHarnessOptions = {})
 }
 
 export type ToolLoopHarness = Awaited<ReturnType<typeof startToolLoopHarness>>;
+
+/**
+ * The test file's harness, started before its tests (beforeAll) and closed
+ * after them (afterAll, after the file's own): the object returned is
+ * filled in once it has started, so tests use it as they would the
+ * harness itself.
+ */
+export function useToolLoopHarness(options: ToolLoopHarnessOptions = {}): ToolLoopHarness {
+  // Empty until beforeAll: no test reads it before then.
+  const harness = {} as ToolLoopHarness;
+  beforeAll(async () => {
+    Object.assign(harness, await startToolLoopHarness(options));
+  });
+  afterAll(async () => {
+    // Absent when the start failed.
+    if ('close' in harness) await harness.close();
+  });
+  return harness;
+}
 
 /**
  * The system prompt a request carried, as one text: OpenAI's system message,

@@ -4,9 +4,8 @@ import { eventually, listen, openStream, within } from '../../support/event-stre
 import {
   answer,
   callsTo,
-  startToolLoopHarness,
-  type ToolLoopHarness,
   toolResultsOf,
+  useToolLoopHarness,
 } from '../../support/tool-loop-harness.js';
 
 /**
@@ -18,16 +17,14 @@ import {
  * run to its end.
  */
 
-let h: ToolLoopHarness;
+const h = useToolLoopHarness();
 let baseUrl: string;
 beforeAll(async () => {
-  h = await startToolLoopHarness();
   baseUrl = await listen(h.testApp);
 });
 afterAll(async () => {
   // Streams aborted by their clients leave idle sockets that would hold close() open.
-  h?.testApp.app.server.closeAllConnections();
-  await h?.close();
+  h.testApp?.app.server.closeAllConnections();
 });
 
 function post(path: string, body: Record<string, unknown>): Promise<Response> {

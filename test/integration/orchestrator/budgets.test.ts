@@ -1,14 +1,13 @@
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import type { FakeResponse, FakeUsage } from '../../fakes/provider-types.js';
 import { bearer } from '../../support/app.js';
 import {
   answer,
   callsTo,
   MAX_ITERATIONS,
-  startToolLoopHarness,
   systemTextOf,
-  type ToolLoopHarness,
   toolChoiceOf,
+  useToolLoopHarness,
 } from '../../support/tool-loop-harness.js';
 import {
   createTenant,
@@ -36,15 +35,9 @@ const DEFAULT_COST_CAP_USD = 1;
 const TURN_COST_USD = 0.02;
 const TURN_TOKENS = 15;
 
-let h: ToolLoopHarness;
-beforeAll(async () => {
-  h = await startToolLoopHarness({
-    pricing: { input: 1000, output: 2000, cachedInput: 100 },
-    env: { BUDGET_MAX_COST_USD: String(DEFAULT_COST_CAP_USD) },
-  });
-});
-afterAll(async () => {
-  await h?.close();
+const h = useToolLoopHarness({
+  pricing: { input: 1000, output: 2000, cachedInput: 100 },
+  env: { BUDGET_MAX_COST_USD: String(DEFAULT_COST_CAP_USD) },
 });
 
 /** `turns` replies that each call the calculator, then the best-effort answer. */

@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import type pg from 'pg';
-import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
+import { describe, expect, it, vi } from 'vitest';
 import { workflowsRepository } from '../../../src/store/workflows.js';
 import { EARLY_START_MAX_RUNS, workflowAsInserted } from '../../../src/workflows/early-start.js';
 import { toWorkflow } from '../../../src/workflows/rows.js';
@@ -8,7 +8,7 @@ import {
   answer,
   offeredToolsOf,
   startToolLoopHarness,
-  type ToolLoopHarness,
+  useToolLoopHarness,
 } from '../../support/tool-loop-harness.js';
 import {
   cancelWorkflow,
@@ -26,13 +26,7 @@ import {
  * row (the insert's foreign-key check waits for it).
  */
 
-let h: ToolLoopHarness;
-beforeAll(async () => {
-  h = await startToolLoopHarness();
-});
-afterAll(async () => {
-  await h?.close();
-});
+const h = useToolLoopHarness();
 
 const ONE_TURN_EVENTS = [
   'workflow_start',

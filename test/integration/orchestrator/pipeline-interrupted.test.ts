@@ -1,11 +1,7 @@
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { bearer } from '../../support/app.js';
 import { pipelineRequests, planReply, stage } from '../../support/pipeline-http.js';
-import {
-  answer,
-  startToolLoopHarness,
-  type ToolLoopHarness,
-} from '../../support/tool-loop-harness.js';
+import { answer, useToolLoopHarness } from '../../support/tool-loop-harness.js';
 import {
   handOver,
   openWork,
@@ -23,13 +19,7 @@ import {
  * events sees every call and stage it saw start end.
  */
 
-let h: ToolLoopHarness;
-beforeAll(async () => {
-  h = await startToolLoopHarness();
-});
-afterAll(async () => {
-  await h?.close();
-});
+const h = useToolLoopHarness();
 
 const { act, pipelineOf } = pipelineRequests(() => h);
 

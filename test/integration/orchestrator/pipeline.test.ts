@@ -1,13 +1,8 @@
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import type { RecordedRequest } from '../../fakes/provider-types.js';
 import { bearer } from '../../support/app.js';
 import { pipelineRequests, planReply, stage } from '../../support/pipeline-http.js';
-import {
-  answer,
-  startToolLoopHarness,
-  systemTextOf,
-  type ToolLoopHarness,
-} from '../../support/tool-loop-harness.js';
+import { answer, systemTextOf, useToolLoopHarness } from '../../support/tool-loop-harness.js';
 import { startWorkflow, storedEvents, waitForStatus } from '../../support/workflows.js';
 
 /**
@@ -15,13 +10,7 @@ import { startWorkflow, storedEvents, waitForStatus } from '../../support/workfl
  * checkpoint, continue / modify / retry, validation retries, synthesis.
  */
 
-let h: ToolLoopHarness;
-beforeAll(async () => {
-  h = await startToolLoopHarness();
-});
-afterAll(async () => {
-  await h?.close();
-});
+const h = useToolLoopHarness();
 
 /** The text of every message a request carried, system prompt included. */
 function textOf(request: RecordedRequest): string {

@@ -1,9 +1,5 @@
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import {
-  answer,
-  startToolLoopHarness,
-  type ToolLoopHarness,
-} from '../../support/tool-loop-harness.js';
+import { beforeAll, describe, expect, it } from 'vitest';
+import { answer, useToolLoopHarness } from '../../support/tool-loop-harness.js';
 import {
   openWork,
   startWorkflow,
@@ -19,17 +15,13 @@ import {
  * file's database gets.
  */
 
-let h: ToolLoopHarness;
+const h = useToolLoopHarness();
 beforeAll(async () => {
-  h = await startToolLoopHarness();
   await h.testApp.services.database.pool.query(`
     CREATE FUNCTION refuse_turn() RETURNS trigger LANGUAGE plpgsql AS $$
       BEGIN RAISE EXCEPTION 'turn refused by the test'; END $$;
     CREATE TRIGGER refuse_turns BEFORE INSERT ON workflow_turns
       FOR EACH ROW EXECUTE FUNCTION refuse_turn();`);
-});
-afterAll(async () => {
-  await h?.close();
 });
 
 describe('a run failed by an unexpected error', () => {

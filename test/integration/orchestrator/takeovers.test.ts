@@ -1,4 +1,4 @@
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import type { TurnState } from '../../../src/orchestrator/tool-loop/state.js';
 import { turnWrite } from '../../../src/orchestrator/tool-loop/turns-repository.js';
 import { loadPipelineRows } from '../../../src/store/pipeline-rows.js';
@@ -6,11 +6,7 @@ import { endedAttemptError } from '../../../src/store/pipeline-transition-writes
 import { pipelinesRepository } from '../../../src/store/pipelines.js';
 import { workflowEventsRepository } from '../../../src/store/workflow-events.js';
 import { claimExpiredLeases, workflowsRepository } from '../../../src/store/workflows.js';
-import {
-  answer,
-  startToolLoopHarness,
-  type ToolLoopHarness,
-} from '../../support/tool-loop-harness.js';
+import { answer, useToolLoopHarness } from '../../support/tool-loop-harness.js';
 import {
   openWork,
   orphanedWorkflow,
@@ -28,13 +24,7 @@ import {
 
 const MAX_TAKEOVERS = 2;
 
-let h: ToolLoopHarness;
-beforeAll(async () => {
-  h = await startToolLoopHarness({ env: { WORKFLOW_MAX_TAKEOVERS: String(MAX_TAKEOVERS) } });
-});
-afterAll(async () => {
-  await h?.close();
-});
+const h = useToolLoopHarness({ env: { WORKFLOW_MAX_TAKEOVERS: String(MAX_TAKEOVERS) } });
 
 const pool = () => h.testApp.services.database.pool;
 /** The replica whose sweeps the tests make. */

@@ -1,11 +1,7 @@
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { lockWaiter } from '../../support/database.js';
-import {
-  answer,
-  startToolLoopHarness,
-  type ToolLoopHarness,
-} from '../../support/tool-loop-harness.js';
+import { answer, useToolLoopHarness } from '../../support/tool-loop-harness.js';
 import { waitForStatus } from '../../support/workflows.js';
 
 /**
@@ -15,18 +11,16 @@ import { waitForStatus } from '../../support/workflows.js';
  * terminated while it waits.
  */
 
-let h: ToolLoopHarness;
+const h = useToolLoopHarness({
+  env: { WORKFLOW_LEASE_MS: '1000', WORKFLOW_LEASE_RENEW_MS: '500' },
+});
 let admin: pg.Client;
 beforeAll(async () => {
-  h = await startToolLoopHarness({
-    env: { WORKFLOW_LEASE_MS: '1000', WORKFLOW_LEASE_RENEW_MS: '500' },
-  });
   admin = new pg.Client({ connectionString: h.testApp.database.url });
   await admin.connect();
 });
 afterAll(async () => {
   await admin?.end();
-  await h?.close();
 });
 
 describe('a run whose database connection is lost', () => {

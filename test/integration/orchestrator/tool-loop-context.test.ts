@@ -1,4 +1,4 @@
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { beforeAll, describe, expect, it } from 'vitest';
 import { WRAP_UP_INSTRUCTION } from '../../../src/orchestrator/tool-loop/context-window.js';
 import { PARTIAL_ANSWER_TEXT } from '../../../src/orchestrator/tool-loop/prepare-request.js';
 import type { RecordedRequest } from '../../fakes/provider-types.js';
@@ -6,11 +6,10 @@ import {
   answer,
   callsTo,
   pageText,
-  startToolLoopHarness,
   systemTextOf,
-  type ToolLoopHarness,
   toolCallIdsOf,
   toolResultsOf,
+  useToolLoopHarness,
 } from '../../support/tool-loop-harness.js';
 
 /**
@@ -31,11 +30,10 @@ import {
 
 const CONTEXT_WINDOW = 10_000;
 
-let h: ToolLoopHarness;
+const h = useToolLoopHarness({ contextWindow: CONTEXT_WINDOW, maxIterations: 10 });
 let pages: string;
 beforeAll(async () => {
   // A cap above the turns these tests take: its last turn's instruction would replace the wrap-up one.
-  h = await startToolLoopHarness({ contextWindow: CONTEXT_WINDOW, maxIterations: 10 });
   pages = await h.registerTool('/pages', {
     parameters: {
       type: 'object',
@@ -43,9 +41,6 @@ beforeAll(async () => {
       required: ['page', 'chars'],
     },
   });
-});
-afterAll(async () => {
-  await h?.close();
 });
 
 /**

@@ -1,11 +1,10 @@
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { beforeAll, describe, expect, it } from 'vitest';
 import type { TestApp } from '../../support/app.js';
 import {
   answer,
   callsTo,
-  startToolLoopHarness,
-  type ToolLoopHarness,
   toolResultsOf,
+  useToolLoopHarness,
 } from '../../support/tool-loop-harness.js';
 import { startWorkflow, storedEvents, waitForStatus } from '../../support/workflows.js';
 
@@ -18,7 +17,7 @@ import { startWorkflow, storedEvents, waitForStatus } from '../../support/workfl
  * tools/http-tool.test.ts.
  */
 
-let h: ToolLoopHarness;
+const h = useToolLoopHarness();
 /** A replica on the same database with the default policy: no loopback or private addresses. */
 let strict: TestApp;
 /**
@@ -35,15 +34,11 @@ function toolFor(test: 'echo' | 'private', model: string): { name: string; path:
   return tool;
 }
 beforeAll(async () => {
-  h = await startToolLoopHarness();
   strict = await h.startReplica({ HTTP_TOOLS_ALLOW_PRIVATE: 'false' });
   for (const key of ['echo-gpt', 'echo-claude', 'private-gpt', 'private-claude']) {
     const path = `/slow/${key}`;
     tools.set(key, { name: await h.registerTool(path), path });
   }
-});
-afterAll(async () => {
-  await h?.close();
 });
 
 describe.each(['gpt', 'claude'])('HTTP tools in the tool loop on %s', (model) => {

@@ -7,19 +7,18 @@ import {
   startToolLoopHarness,
   type ToolLoopHarness,
   toolResultsOf,
+  useToolLoopHarness,
 } from '../../support/tool-loop-harness.js';
 
 /** MCP servers' tools offered in a workflow's tool loop, end to end. */
 
-let h: ToolLoopHarness;
+const h = useToolLoopHarness();
 let mcp: McpTestServer;
 beforeAll(async () => {
-  h = await startToolLoopHarness();
   mcp = await startMcpTestServer({ stateful: true });
   await h.registerMcpServer('calc', mcp.url);
 });
 afterAll(async () => {
-  await h?.close();
   await mcp?.close();
 });
 

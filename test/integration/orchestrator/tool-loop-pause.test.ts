@@ -1,12 +1,7 @@
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { parseTurnState } from '../../../src/orchestrator/tool-loop/state.js';
 import { loadLoopHistory } from '../../../src/orchestrator/tool-loop/turns-repository.js';
-import {
-  answer,
-  callsTo,
-  startToolLoopHarness,
-  type ToolLoopHarness,
-} from '../../support/tool-loop-harness.js';
+import { answer, callsTo, useToolLoopHarness } from '../../support/tool-loop-harness.js';
 import { startWorkflow, storedEvents, waitForStatus } from '../../support/workflows.js';
 
 /**
@@ -14,13 +9,7 @@ import { startWorkflow, storedEvents, waitForStatus } from '../../support/workfl
  * pausing the workflow, against the fake provider server.
  */
 
-let h: ToolLoopHarness;
-beforeAll(async () => {
-  h = await startToolLoopHarness();
-});
-afterAll(async () => {
-  await h?.close();
-});
+const h = useToolLoopHarness();
 
 describe('the tool loop after a context-length error', () => {
   it('a context-length error: tool results condensed and the turn tried once more', async () => {

@@ -1,5 +1,5 @@
 import { randomUUID } from 'node:crypto';
-import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
+import { describe, expect, it, vi } from 'vitest';
 import type { TurnState } from '../../../src/orchestrator/tool-loop/state.js';
 import { turnWrite } from '../../../src/orchestrator/tool-loop/turns-repository.js';
 import { workflowEventsRepository } from '../../../src/store/workflow-events.js';
@@ -8,9 +8,8 @@ import { bearer } from '../../support/app.js';
 import {
   answer,
   callsTo,
-  startToolLoopHarness,
-  type ToolLoopHarness,
   toolResultsOf,
+  useToolLoopHarness,
 } from '../../support/tool-loop-harness.js';
 import {
   handOver,
@@ -29,13 +28,7 @@ import {
  * repeats a completed one.
  */
 
-let h: ToolLoopHarness;
-beforeAll(async () => {
-  h = await startToolLoopHarness();
-});
-afterAll(async () => {
-  await h?.close();
-});
+const h = useToolLoopHarness();
 
 const cityQuestion = {
   id: 'call_question',

@@ -1,10 +1,5 @@
-import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
-import {
-  answer,
-  callsTo,
-  startToolLoopHarness,
-  type ToolLoopHarness,
-} from '../../support/tool-loop-harness.js';
+import { describe, expect, it, vi } from 'vitest';
+import { answer, callsTo, useToolLoopHarness } from '../../support/tool-loop-harness.js';
 import { storedEvents, waitForStatus } from '../../support/workflows.js';
 
 /**
@@ -15,13 +10,7 @@ import { storedEvents, waitForStatus } from '../../support/workflows.js';
  * tool server's `/slow/…` paths answer after 150 ms).
  */
 
-let h: ToolLoopHarness;
-beforeAll(async () => {
-  h = await startToolLoopHarness();
-});
-afterAll(async () => {
-  await h?.close();
-});
+const h = useToolLoopHarness();
 
 async function countTurns(id: string): Promise<number> {
   const { rows } = await h.testApp.services.database.pool.query<{ count: string }>(

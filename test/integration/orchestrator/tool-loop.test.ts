@@ -1,14 +1,13 @@
-import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
+import { describe, expect, it, vi } from 'vitest';
 import { parseTurnState } from '../../../src/orchestrator/tool-loop/state.js';
 import { loadLoopHistory } from '../../../src/orchestrator/tool-loop/turns-repository.js';
 import {
   answer,
   callsTo,
   MAX_ITERATIONS,
-  startToolLoopHarness,
-  type ToolLoopHarness,
   toolChoiceOf,
   toolResultsOf,
+  useToolLoopHarness,
 } from '../../support/tool-loop-harness.js';
 import {
   cancelWorkflow,
@@ -24,13 +23,7 @@ import {
  * repeat-fail guard, timeouts, invalid arguments and the persisted turns.
  */
 
-let h: ToolLoopHarness;
-beforeAll(async () => {
-  h = await startToolLoopHarness();
-});
-afterAll(async () => {
-  await h?.close();
-});
+const h = useToolLoopHarness();
 
 describe.each(['gpt', 'claude'])('the tool loop on %s', (model) => {
   it('a single calculator call, then the answer; events in order with gap-free seqs; turns persisted', async () => {

@@ -1,12 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { bearer } from '../../support/app.js';
 import { type McpTestServer, startMcpTestServer } from '../../support/mcp-server.js';
-import {
-  answer,
-  offeredToolsOf,
-  startToolLoopHarness,
-  type ToolLoopHarness,
-} from '../../support/tool-loop-harness.js';
+import { answer, offeredToolsOf, useToolLoopHarness } from '../../support/tool-loop-harness.js';
 import { countWorkflows, createTenant, postWorkflow } from '../../support/workflows.js';
 
 /**
@@ -15,15 +10,13 @@ import { countWorkflows, createTenant, postWorkflow } from '../../support/workfl
  * tool is gone by then.
  */
 
-let h: ToolLoopHarness;
+const h = useToolLoopHarness();
 let mcp: McpTestServer;
 beforeAll(async () => {
-  h = await startToolLoopHarness();
   mcp = await startMcpTestServer();
   await h.registerMcpServer('calc', mcp.url);
 });
 afterAll(async () => {
-  await h?.close();
   await mcp?.close();
 });
 
