@@ -1,5 +1,4 @@
 import { describe, expect, it } from 'vitest';
-import { bearer } from '../../support/app.js';
 import { pipelineRequests, planReply, stage } from '../../support/pipeline-http.js';
 import { answer, useToolLoopHarness } from '../../support/tool-loop-harness.js';
 import {
@@ -23,24 +22,29 @@ const h = useToolLoopHarness();
 
 const { act, pipelineOf } = pipelineRequests(() => h);
 
+/**
+ * Starts a complex workflow (stages a and b) whose stage a's model call
+ * stalls, and resolves once stage a is calling the model: its request
+ * received by the fake (the planner's came first) and its `llm_call` event
+ * stored, and with it the stage's row and `started` event, written before.
+ */
+async function stalledInStageA(input: string): Promise<string> {
+  const before = h.provider.requests.length;
+  h.provider.enqueue(planReply(stage('a'), stage('b')), { kind: 'stall' });
+  const id = await startWorkflow(h.testApp, h.tenant.key, { input, mode: 'complex' });
+  await waitFor(async () => {
+    const events = await storedEvents(h.testApp, id);
+    return h.provider.requests.length >= before + 2 &&
+      events.some((e) => e.type === 'llm_call' && e.step === 'a/turn-1')
+      ? true
+      : undefined;
+  }, 'stage a to call the model');
+  return id;
+}
+
 describe('a stage interrupted', () => {
   it('a cancel during a stage fails its attempt with the workflow: the view shows no stage running', async () => {
-    h.provider.enqueue(planReply(stage('a'), stage('b')), { kind: 'stall' });
-    const id = await startWorkflow(h.testApp, h.tenant.key, {
-      input: 'Compare, then cancel',
-      mode: 'complex',
-    });
-    await waitFor(async () => {
-      // 404 until the plan is written.
-      const response = await h.testApp.app.inject({
-        method: 'GET',
-        url: `/v1/workflows/${id}/pipeline`,
-        headers: bearer(h.tenant.key),
-      });
-      return response.statusCode === 200 && response.json().stages[0].status === 'running'
-        ? true
-        : undefined;
-    }, 'stage a to run');
+    const id = await stalledInStageA('Compare, then cancel');
     expect((await act(id, 'cancel')).statusCode).toBe(202);
     await waitForStatus(h.testApp, h.tenant.key, id, ['cancelled']);
     const view = await pipelineOf(id);
@@ -51,11 +55,15 @@ describe('a stage interrupted', () => {
       error: { code: 'workflow_ended', message: 'The workflow was cancelled during this attempt' },
     });
     expect(view.stages[0].attempts[0].finishedAt).not.toBeNull();
-    // The stream ends the stage it started, as the row says (and the model call, when it was written).
+    // The stream ends what it started: the model call, then the stage, as its row says.
     const events = await storedEvents(h.testApp, id);
-    expect(
-      events.filter((e) => e.type === 'stage' || e.type === 'workflow_end').slice(-2),
-    ).toMatchObject([
+    expect(events.slice(-3)).toMatchObject([
+      {
+        type: 'llm_call',
+        step: 'a/turn-1',
+        status: 'failed',
+        detail: { error: { code: 'cancelled' } },
+      },
       {
         type: 'stage',
         step: 'a',
@@ -76,15 +84,7 @@ describe('a stage interrupted', () => {
   });
 
   it('handed over during a stage: the run taking over ends the attempt as interrupted, then runs the stage again', async () => {
-    h.provider.enqueue(planReply(stage('a'), stage('b')), { kind: 'stall' });
-    const id = await startWorkflow(h.testApp, h.tenant.key, {
-      input: 'Compare, then hand over',
-      mode: 'complex',
-    });
-    await waitFor(async () => {
-      const events = await storedEvents(h.testApp, id);
-      return events.some((e) => e.type === 'llm_call' && e.step === 'a/turn-1') ? true : undefined;
-    }, 'stage a to call the model');
+    const id = await stalledInStageA('Compare, then hand over');
     await handOver(h.testApp, id);
     h.provider.enqueue(answer('Result of a.'), answer('Result of b.'), answer('Both done.'));
     const done = await takeOverToEnd(h.testApp, h.tenant.key, id);
