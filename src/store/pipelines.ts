@@ -263,6 +263,19 @@ export function pipelinesRepository(db: DbOrTx) {
       return row && toStageAttempt(row);
     },
 
+    /** The attempts of these stages (all their numbers), for reading a few rows rather than the pipeline's. */
+    async attemptsOfStages(key: WorkflowKey, stageIds: string[]): Promise<StageAttempt[]> {
+      if (stageIds.length === 0) return [];
+      const rows = await db
+        .selectFrom('workflow_stage_attempts')
+        .selectAll()
+        .where('tenant_id', '=', key.tenantId)
+        .where('workflow_id', '=', key.workflowId)
+        .where('stage_id', 'in', stageIds)
+        .execute();
+      return rows.map(toStageAttempt);
+    },
+
     /**
      * Records the user's `continue` on a finished attempt; false when it is
      * not finished or was accepted already. The review writes it with its

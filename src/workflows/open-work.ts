@@ -1,7 +1,11 @@
 import type { DbOrTx } from '../store/database.js';
-import { loadPipelineRows } from '../store/pipeline-rows.js';
 import { endedAttemptError } from '../store/pipeline-transition-writes.js';
-import { type AttemptError, INTERRUPTED_ATTEMPT, type StageAttempt } from '../store/pipelines.js';
+import {
+  type AttemptError,
+  INTERRUPTED_ATTEMPT,
+  pipelinesRepository,
+  type StageAttempt,
+} from '../store/pipelines.js';
 import { type NewEventRow, workflowEventsRepository } from '../store/workflow-events.js';
 import type { EventStatus, EventType } from './types.js';
 
@@ -91,10 +95,12 @@ export async function endingsOfOpenWork(
   const open = (await workflowEventsRepository(db).listOpenWork(key)).sort(
     (a, b) => Number(a.type === 'stage') - Number(b.type === 'stage'),
   );
-  // Only a pipeline's workflow has stage attempts to read.
-  const attempts = open.some((started) => started.type === 'stage')
-    ? (await loadPipelineRows(db, key)).attempts
-    : [];
+  // Only the stages left open are read (a pipeline's workflow; a simple one has none).
+  const attempts = await pipelinesRepository(db).attemptsOfStages(key, [
+    ...new Set(
+      open.flatMap((started) => (started.type === 'stage' && started.step ? [started.step] : [])),
+    ),
+  ]);
   return open.map((started): WorkEndEvent => {
     const { detail } = started;
     switch (started.type) {
