@@ -215,11 +215,12 @@ export function pipelinesRepository(db: DbOrTx) {
       if (row) return toStageAttempt(row);
       const workflow = await db
         .selectFrom('workflows')
-        .select('status')
+        .select(['status', 'finished_at'])
         .where('id', '=', input.workflowId)
         .where('tenant_id', '=', input.tenantId)
         .executeTakeFirst();
-      if (workflow && ['completed', 'failed', 'cancelled'].includes(workflow.status)) {
+      // Set exactly when the status is a finished one (a CHECK constraint).
+      if (workflow?.finished_at) {
         throw conflict('workflow_finished', `The workflow is already ${workflow.status}`);
       }
       return undefined;
