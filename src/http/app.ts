@@ -13,7 +13,8 @@ import { createStreamTokens } from '../tenancy/stream-tokens.js';
 import { builtinTools } from '../tools/registry.js';
 import { bearerAuth } from './auth.js';
 import { registerCors } from './cors.js';
-import { installErrorHandling } from './error-handler.js';
+import { answerClientError, answerFrameworkError, installErrorHandling } from './error-handler.js';
+import { parseJsonBodies } from './json-body.js';
 import { registerOpenApi } from './openapi.js';
 import { apiKeyRoutes } from './routes/api-keys.js';
 import { healthRoutes } from './routes/health.js';
@@ -56,12 +57,15 @@ export async function buildApp(services: Services): Promise<FastifyInstance> {
       const given = request.headers['x-request-id'];
       return typeof given === 'string' && REQUEST_ID_PATTERN.test(given) ? given : randomUUID();
     },
+    frameworkErrors: answerFrameworkError,
+    clientErrorHandler: answerClientError(loggerInstance),
     return503OnClosing: true,
     forceCloseConnections: 'idle',
     routerOptions: { ignoreTrailingSlash: false },
   });
   // JSON only: without this, Fastify would parse text/plain bodies instead of answering 415.
   app.removeContentTypeParser('text/plain');
+  parseJsonBodies(app);
   app.setValidatorCompiler(validatorCompiler);
   app.setSerializerCompiler(serializerCompiler);
   installErrorHandling(app);

@@ -1,9 +1,18 @@
-import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import { randomUUID } from 'node:crypto';
+import { STATUS_CODES } from 'node:http';
+import type { Duplex } from 'node:stream';
+import type {
+  FastifyBaseLogger,
+  FastifyError,
+  FastifyInstance,
+  FastifyReply,
+  FastifyRequest,
+} from 'fastify';
 import { hasZodFastifySchemaValidationErrors } from 'fastify-type-provider-zod';
 import FindMyWay, { type HTTPMethod } from 'find-my-way';
 import { AppError, type FieldProblem, toAppError } from '../errors.js';
 import { isDatabaseUnavailable } from '../store/database.js';
-import { sendProblem } from './problem.js';
+import { PROBLEM_CONTENT_TYPE, sendProblem, toProblem } from './problem.js';
 
 /**
  * Maps everything thrown in a request to problem+json, once, for the whole
@@ -15,15 +24,7 @@ import { sendProblem } from './problem.js';
 export function installErrorHandling(app: FastifyInstance): void {
   const routes = routeTable(app);
 
-  app.setErrorHandler((error: FastifyError, request, reply) => {
-    const appError = fromFastifyError(error);
-    if (appError.status >= 500) {
-      request.log.error({ err: error }, 'request failed');
-    } else {
-      request.log.info({ code: appError.code, status: appError.status }, appError.userMessage);
-    }
-    return sendProblem(reply, request, appError);
-  });
+  app.setErrorHandler(answerError);
 
   app.setNotFoundHandler((request: FastifyRequest, reply: FastifyReply) => {
     const path = request.url.split('?')[0] ?? '/';
@@ -52,6 +53,89 @@ export function installErrorHandling(app: FastifyInstance): void {
       }),
     );
   });
+}
+
+function answerError(error: FastifyError, request: FastifyRequest, reply: FastifyReply) {
+  const appError = fromFastifyError(error);
+  if (appError.status >= 500) {
+    request.log.error({ err: error }, 'request failed');
+  } else {
+    request.log.info({ code: appError.code, status: appError.status }, appError.userMessage);
+  }
+  return sendProblem(reply, request, appError);
+}
+
+/**
+ * Fastify's `frameworkErrors`: what its router refuses before any hook
+ * runs (a path that is not valid percent-encoding, a path parameter longer
+ * than its limit), answered as every other error.
+ */
+export function answerFrameworkError(
+  error: FastifyError,
+  request: FastifyRequest,
+  reply: FastifyReply,
+): FastifyReply {
+  reply.header('x-request-id', request.id);
+  return answerError(error, request, reply);
+}
+
+/** Node's HTTP parser errors (the request never became a Fastify request), by their code. */
+const HTTP_PARSER_ERRORS: Record<string, { status: number; code: string; message: string }> = {
+  HPE_INVALID_CONTENT_LENGTH: {
+    status: 400,
+    code: 'invalid_content_length',
+    message: 'The Content-Length header is not a length',
+  },
+  HPE_UNEXPECTED_CONTENT_LENGTH: {
+    status: 400,
+    code: 'invalid_content_length',
+    message: 'Content-Length and Transfer-Encoding: chunked together',
+  },
+  HPE_HEADER_OVERFLOW: {
+    status: 431,
+    code: 'headers_too_large',
+    message: 'The request line and headers are larger than the server accepts',
+  },
+  ERR_HTTP_REQUEST_TIMEOUT: {
+    status: 408,
+    code: 'request_timeout',
+    message: 'The request did not arrive in time',
+  },
+};
+
+/**
+ * Fastify's `clientErrorHandler`: a request Node's HTTP parser refused
+ * (a bad Content-Length, headers over the size limit, not HTTP at all) is
+ * answered with a problem+json and a request id, then the connection is
+ * closed, as Node does, since the rest of its bytes cannot be trusted.
+ */
+export function answerClientError(log: FastifyBaseLogger) {
+  return (error: Error & { code?: string }, socket: Duplex): void => {
+    // A reset connection, or one already gone: nobody to answer.
+    if (error.code === 'ECONNRESET' || socket.destroyed) return;
+    const known = error.code ? HTTP_PARSER_ERRORS[error.code] : undefined;
+    const appError = new AppError({
+      code: known?.code ?? 'malformed_request',
+      status: known?.status ?? 400,
+      userMessage: known?.message ?? 'The request is not valid HTTP',
+      blame: 'user',
+      cause: error,
+    });
+    const requestId = randomUUID();
+    log.info(
+      { code: appError.code, status: appError.status, parserError: error.code, requestId },
+      appError.userMessage,
+    );
+    if (socket.writable) {
+      const body = JSON.stringify(toProblem(appError, { url: '/', id: requestId }));
+      socket.write(
+        `HTTP/1.1 ${appError.status} ${STATUS_CODES[appError.status]}\r\n` +
+          `Content-Type: ${PROBLEM_CONTENT_TYPE}\r\nContent-Length: ${Buffer.byteLength(body)}\r\n` +
+          `X-Request-Id: ${requestId}\r\nConnection: close\r\n\r\n${body}`,
+      );
+    }
+    socket.destroy(error);
+  };
 }
 
 /**
@@ -93,20 +177,42 @@ const FASTIFY_CLIENT_ERRORS: Record<string, { status: number; code: string; mess
     message: 'The body is empty although Content-Type is application/json',
   },
   FST_ERR_CTP_INVALID_JSON_BODY: { status: 400, code: 'malformed_json' },
+  FST_ERR_BAD_URL: {
+    status: 400,
+    code: 'invalid_url',
+    message: 'The path is not valid percent-encoding',
+  },
+  FST_ERR_MAX_PARAM_LENGTH: {
+    status: 414,
+    code: 'path_parameter_too_long',
+    message: 'A path parameter is over 100 characters long (ids are UUIDs)',
+  },
+};
+
+/**
+ * The parts of a request Fastify validates, as a field's prefix (`query`,
+ * as the codes raised by handlers name it too) and a sentence.
+ */
+const BODY_PART = { field: 'body', message: 'The request body is invalid' };
+const VALIDATED_PARTS: Record<string, { field: string; message: string }> = {
+  body: BODY_PART,
+  querystring: { field: 'query', message: 'The query string is invalid' },
+  params: { field: 'params', message: 'The path parameters are invalid' },
+  headers: { field: 'headers', message: 'The request headers are invalid' },
 };
 
 function fromFastifyError(error: FastifyError): AppError {
   if (error instanceof AppError) return error;
   if (hasZodFastifySchemaValidationErrors(error)) {
-    const where = error.validationContext ?? 'body';
+    const part = VALIDATED_PARTS[error.validationContext ?? 'body'] ?? BODY_PART;
     const fields: FieldProblem[] = error.validation.map((issue) => ({
-      field: [where, ...issue.instancePath.split('/').filter(Boolean)].join('.'),
+      field: [part.field, ...issue.instancePath.split('/').filter(Boolean)].join('.'),
       message: issue.message ?? 'is invalid',
     }));
     return new AppError({
       code: 'validation_failed',
       status: 400,
-      userMessage: `The request ${where} is invalid`,
+      userMessage: part.message,
       blame: 'user',
       fields,
     });

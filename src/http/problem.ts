@@ -34,7 +34,7 @@ export const PROBLEM_CONTENT_TYPE = 'application/problem+json; charset=utf-8';
  * Details of system errors never leave the process; the request id ties the
  * answer to the logged cause.
  */
-export function toProblem(error: AppError, request: FastifyRequest): Problem {
+export function toProblem(error: AppError, request: Pick<FastifyRequest, 'url' | 'id'>): Problem {
   const detail = error.blame === 'system' ? 'An internal error occurred' : error.userMessage;
   return {
     type: `urn:waymark:problem:${error.code}`,

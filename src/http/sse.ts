@@ -1,5 +1,6 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import fp from 'fastify-plugin';
+import { badRequest } from '../errors.js';
 import type { Workflow } from '../workflows/types.js';
 import { isFinished } from '../workflows/types.js';
 import { tenantIdOf } from './auth.js';
@@ -51,7 +52,10 @@ export const eventStreams = fp(
  * Streams a workflow's events after `afterSeq` and ends after
  * `workflow_end`. 404 for an unknown workflow or another tenant's; 204 when
  * the workflow is finished and the client already has its last event (an
- * EventSource stops reconnecting on 204). Resolves when the stream is over.
+ * EventSource stops reconnecting on 204); 400 `unknown_event_id` for a
+ * position past the workflow's last event, which no client was sent (the
+ * stream would skip every event up to it: for a running workflow, its end
+ * too, and stay open for good). Resolves when the stream is over.
  */
 export async function streamWorkflowEvents(
   request: FastifyRequest,
@@ -59,6 +63,8 @@ export async function streamWorkflowEvents(
   options: {
     workflowId: string;
     afterSeq: number;
+    /** Where `afterSeq` came from, for the 400 that refuses it (`headers.last-event-id`, `query.after`). */
+    afterSeqField?: string;
     /**
      * The workflow as the caller just read or created it. Given, the stream
      * subscribes without a database round trip first: a create that streams
@@ -78,7 +84,14 @@ export async function streamWorkflowEvents(
   if (!streams) throw new Error('register the eventStreams plugin before streaming events');
   const tenantId = tenantIdOf(request);
   const workflow = options.workflow ?? (await streams.workflows.get(tenantId, options.workflowId));
-  if (isFinished(workflow.status) && options.afterSeq >= workflow.lastSeq) {
+  if (options.afterSeq > workflow.lastSeq) {
+    throw badRequest(
+      'unknown_event_id',
+      `There is no event ${options.afterSeq}: the workflow's last event is ${workflow.lastSeq}`,
+      [{ field: options.afterSeqField ?? 'afterSeq', message: `at most ${workflow.lastSeq}` }],
+    );
+  }
+  if (isFinished(workflow.status) && options.afterSeq === workflow.lastSeq) {
     reply.code(204).send();
     return;
   }

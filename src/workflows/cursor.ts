@@ -6,8 +6,12 @@ export function encodeCursor(position: ListPosition): string {
   return Buffer.from(`${position.createdAtUs}.${position.id}`).toString('base64url');
 }
 
+/**
+ * 16 digits of microseconds since 1970 reach the year 2286; more would
+ * overflow the timestamp arithmetic of the page's query (a 500, not a 400).
+ */
 const CURSOR_PATTERN =
-  /^(\d{1,19})\.([0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12})$/;
+  /^(\d{1,16})\.([0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12})$/;
 
 export function decodeCursor(cursor: string): ListPosition {
   const match = CURSOR_PATTERN.exec(Buffer.from(cursor, 'base64url').toString('utf8'));

@@ -1,7 +1,7 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { WorkflowEvent } from '../../src/workflows/types.js';
-import { startTestApp, type TestApp } from '../support/app.js';
+import { bearer, startTestApp, type TestApp } from '../support/app.js';
 import {
   closeTestApp,
   eventually,
@@ -191,5 +191,49 @@ describe('replay property', () => {
       5_000,
       'every stream and subscription is released',
     );
+  });
+});
+
+describe('a position past the workflow’s last event', () => {
+  async function open(workflowId: string, position: { header?: string; after?: string }) {
+    const query = position.after === undefined ? '' : `?after=${position.after}`;
+    return fetch(`${baseUrl}/v1/workflows/${workflowId}/events${query}`, {
+      headers: {
+        ...bearer(key),
+        ...(position.header === undefined ? {} : { 'last-event-id': position.header }),
+      },
+    });
+  }
+
+  it('is refused (400 unknown_event_id) rather than streaming a running workflow forever without its end', async () => {
+    const workflowId = await insertWorkflow(testApp, tenantId);
+    const tracker = trackerOn(testApp, { tenantId, workflowId });
+    await tracker.begin();
+    await tracker.emit('tool_call', 'step-2', 'completed');
+    for (const [position, field] of [
+      [{ header: '9999' }, 'headers.last-event-id'],
+      [{ after: '3' }, 'query.after'],
+    ] as const) {
+      const response = await open(workflowId, position);
+      expect(response.status).toBe(400);
+      expect(response.headers.get('content-type')).toMatch(/^application\/problem\+json/);
+      const problem = (await response.json()) as { code: string; errors: unknown[] };
+      expect(problem.code).toBe('unknown_event_id');
+      expect(problem.errors).toEqual([expect.objectContaining({ field })]);
+    }
+
+    // At the last event, the stream waits for the next ones and ends with the workflow.
+    const atLast = openStream(`${baseUrl}/v1/workflows/${workflowId}/events`, {
+      key,
+      lastEventId: '2',
+    });
+    await eventually(() => atLast.connections() > 0, 5_000, 'the client connects');
+    await tracker.end({ status: 'completed', answer: 'done' });
+    await within(atLast.ended, 5_000, 'the stream ends');
+    expect(atLast.events.map((event) => event.type)).toEqual(['workflow_end']);
+
+    // Finished: at its last event, 204 (stop reconnecting); past it, 400.
+    expect((await open(workflowId, { header: '3' })).status).toBe(204);
+    expect((await open(workflowId, { header: '4' })).status).toBe(400);
   });
 });

@@ -16,6 +16,14 @@ export const nameSchema = z
   .max(200)
   .regex(/^[^\p{Cc}]*$/u, 'must not contain control characters');
 
+/** The largest PostgreSQL `integer` (seqs, versions): a larger number in a request is a 400, not a failed query. */
+export const MAX_POSTGRES_INTEGER = 2_147_483_647;
+
+/** A session's id, in a body or a query string: refused before it reaches a query (NUL, say). */
+export const sessionIdSchema = z
+  .string()
+  .regex(/^[A-Za-z0-9._:-]{1,128}$/, 'letters, digits and . _ : - only, at most 128');
+
 const MAX_METADATA_BYTES = 16 * 1024;
 
 /** The client data a request may keep with what it creates (`kept with`: the workflow, the session). */

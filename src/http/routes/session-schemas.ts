@@ -1,7 +1,7 @@
 import { z } from 'zod';
 import type { SessionWithMessages } from '../../sessions/service.js';
 import { SESSION_ROLES, type Session } from '../../sessions/types.js';
-import { metadataSchema, nameSchema } from './schemas.js';
+import { MAX_POSTGRES_INTEGER, metadataSchema, nameSchema } from './schemas.js';
 
 /** Wire shapes of the session routes; the OpenAPI document names them. */
 
@@ -18,8 +18,7 @@ export const sessionMessagesQuery = z
       .number()
       .int()
       .min(0)
-      // seq is a PostgreSQL integer.
-      .max(2_147_483_647)
+      .max(MAX_POSTGRES_INTEGER)
       .default(0)
       .describe('Seq of the last message already read (nextAfter of the previous page)'),
     limit: z.coerce.number().int().min(1).max(200).default(50),

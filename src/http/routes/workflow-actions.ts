@@ -5,7 +5,7 @@ import type { PipelineReviews } from '../../orchestrator/pipeline/review.js';
 import type { WorkflowService } from '../../workflows/service.js';
 import { principalOf } from '../auth.js';
 import { problemResponses } from '../problem.js';
-import { idParamsSchema } from './schemas.js';
+import { idParamsSchema, MAX_POSTGRES_INTEGER } from './schemas.js';
 import { workflowSchema, workflowToWire } from './workflow-schemas.js';
 
 /**
@@ -20,6 +20,7 @@ const versionField = z
   .number()
   .int()
   .min(1)
+  .max(MAX_POSTGRES_INTEGER)
   .optional()
   .describe('The workflow version the client saw; a stale one is a 409. Or send `If-Match`.');
 

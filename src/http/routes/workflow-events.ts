@@ -5,17 +5,14 @@ import type { WorkflowService } from '../../workflows/service.js';
 import { principalOf } from '../auth.js';
 import { problemResponses } from '../problem.js';
 import { streamWorkflowEvents } from '../sse.js';
-import { idParamsSchema } from './schemas.js';
-
-/** Seqs are PostgreSQL integers; a larger position would fail in the query rather than mean "nothing yet". */
-const MAX_SEQ = 2_147_483_647;
+import { idParamsSchema, MAX_POSTGRES_INTEGER } from './schemas.js';
 
 const eventsQuery = z.object({
   after: z.coerce
     .number()
     .int()
     .min(0)
-    .max(MAX_SEQ)
+    .max(MAX_POSTGRES_INTEGER)
     .optional()
     .describe('Replay the events after this seq; Last-Event-ID wins when both are given'),
   token: z
@@ -31,7 +28,7 @@ const eventsHeaders = z.looseObject({
   'last-event-id': z
     .string()
     .regex(/^\d{1,10}$/, 'expected the seq of an event')
-    .refine((value) => Number(value) <= MAX_SEQ, 'expected the seq of an event')
+    .refine((value) => Number(value) <= MAX_POSTGRES_INTEGER, 'expected the seq of an event')
     .optional()
     .describe('The seq of the last event received; an EventSource sends it when it reconnects'),
 });
@@ -93,7 +90,9 @@ export const workflowEventRoutes: FastifyPluginAsyncZod<{
       const lastEventId = request.headers['last-event-id'];
       await streamWorkflowEvents(request, reply, {
         workflowId: request.params.id,
-        afterSeq: lastEventId === undefined ? (request.query.after ?? 0) : Number(lastEventId),
+        ...(lastEventId === undefined
+          ? { afterSeq: request.query.after ?? 0, afterSeqField: 'query.after' }
+          : { afterSeq: Number(lastEventId), afterSeqField: 'headers.last-event-id' }),
       });
     },
   );

@@ -7,7 +7,7 @@ import {
   type Workflow,
 } from '../../workflows/types.js';
 import { requestedBudgetSchema, workflowBudgetSchema } from './budget-schemas.js';
-import { metadataSchema } from './schemas.js';
+import { metadataSchema, sessionIdSchema } from './schemas.js';
 
 /** Wire shapes of the workflow routes; the OpenAPI document names them. */
 
@@ -35,9 +35,7 @@ export const createWorkflowBody = z
       .refine(hasNoNul, 'must not contain NUL characters')
       .refine((text) => /\S/.test(text), 'must not be blank')
       .describe('The question or task'),
-    sessionId: z
-      .string()
-      .regex(/^[A-Za-z0-9._:-]{1,128}$/, 'letters, digits and . _ : - only, at most 128')
+    sessionId: sessionIdSchema
       .optional()
       .describe(
         'Id of a session of the tenant (POST /v1/sessions): the workflow sees its history, and its question and answer are appended when it completes',
@@ -143,7 +141,7 @@ export const workflowSchema = z
 
 export const listWorkflowsQuery = z
   .object({
-    sessionId: z.string().min(1).max(128).optional(),
+    sessionId: sessionIdSchema.optional(),
     status: workflowStatusSchema.optional(),
     limit: z.coerce.number().int().min(1).max(100).default(20),
     cursor: z.string().min(1).max(200).optional().describe('nextCursor of the previous page'),
