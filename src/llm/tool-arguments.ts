@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { findUnsupportedJson, MAX_JSON_DEPTH } from '../json-limits.js';
 import type { StreamPart, ToolDefinition } from './types.js';
 
 /**
@@ -49,6 +50,15 @@ export function toToolCallPart(
     parsed = call.rawArguments.trim() === '' ? {} : JSON.parse(call.rawArguments);
   } catch (error) {
     return invalid(`the arguments are not valid JSON: ${(error as Error).message}`);
+  }
+  const unsupported = findUnsupportedJson(parsed, call.rawArguments);
+  if (unsupported) {
+    const at = unsupported.path.join('.') || '(arguments)';
+    return invalid(
+      unsupported.kind === 'depth'
+        ? `the arguments nest deeper than ${MAX_JSON_DEPTH} levels (at ${at})`
+        : `the arguments hold text that is not valid Unicode, a lone UTF-16 surrogate escape (at ${at})`,
+    );
   }
   const checked = tool.parameters.safeParse(parsed);
   if (!checked.success) {

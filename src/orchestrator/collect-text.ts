@@ -40,5 +40,7 @@ export async function collectText(
     else if (part.type === 'finish') collected.finishReason = part.reason;
     else if (part.type === 'error') throw part.error;
   }
+  // As the tool loop's turns (call-model.ts): half a character becomes U+FFFD.
+  collected.text = collected.text.toWellFormed();
   return collected;
 }

@@ -21,7 +21,10 @@ const DELIMITER = new RegExp(`<(\\s*/?\\s*)(${TAG})`, 'gi');
 
 /** The content of one tool result as it goes into the prompt, at most about `maxChars` long. */
 export function wrapUntrustedOutput(output: ToolOutput, maxChars: number): string {
-  const { text } = truncateMiddle(output.content, maxChars);
+  // A tool server that cut its text by UTF-16 units leaves half a character
+  // (a lone surrogate), which PostgreSQL refuses in the turn's jsonb state:
+  // it becomes U+FFFD, as an invalid byte of UTF-8 text does.
+  const { text } = truncateMiddle(output.content.toWellFormed(), maxChars);
   const status = output.isError ? ' status="error"' : '';
   return [
     `<${TAG} tool="${safeToolName(output.toolName)}"${status}>`,

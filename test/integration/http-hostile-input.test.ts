@@ -1,7 +1,7 @@
 import { once } from 'node:events';
 import net from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { MAX_JSON_DEPTH } from '../../src/http/json-body.js';
+import { MAX_JSON_DEPTH } from '../../src/json-limits.js';
 import { bearer, startTestApp, type TestApp } from '../support/app.js';
 
 /**

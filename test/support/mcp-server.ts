@@ -29,7 +29,12 @@ export interface McpTestServer {
   close(): Promise<void>;
 }
 
-const VALUES: Record<string, string> = { colour: 'blue', answer: '42' };
+const VALUES: Record<string, string> = {
+  colour: 'blue',
+  answer: '42',
+  // Cut in the middle of an emoji, as a server truncating by UTF-16 units would: a lone surrogate.
+  cut: 'smile 😀'.slice(0, -1),
+};
 
 function buildServer(): McpServer {
   const server = new McpServer({ name: 'test-mcp', version: '1.0.0' });

@@ -130,6 +130,10 @@ async function streamTurn(
           break;
       }
     }
+    // Half a character from the model (a lone surrogate; PostgreSQL refuses it
+    // in the turn's jsonb state) becomes U+FFFD. Whole text only: a
+    // character may be split across two deltas.
+    turn.text = turn.text.toWellFormed();
     // Before the turn's tool calls run: they follow the write.
     if (gate) await gate.committed();
   } finally {

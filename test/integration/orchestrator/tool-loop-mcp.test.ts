@@ -42,6 +42,19 @@ describe.each(['gpt', 'claude'])('MCP tools in the tool loop on %s', (model) => 
   });
 });
 
+describe('text from MCP tools', () => {
+  it('a result cut mid-character by the server (a lone surrogate) reaches the model repaired, and the workflow completes', async () => {
+    h.provider.enqueue(
+      callsTo({ name: 'calc__lookup', arguments: { key: 'cut' } }),
+      answer('Done.'),
+    );
+    const { workflow, requests } = await h.run('Look up cut');
+    // PostgreSQL refuses a lone surrogate in jsonb: the turn's write failed the workflow.
+    expect(workflow.status).toBe('completed');
+    expect(toolResultsOf(requests[1])[0]?.content).toContain('cut = smile \ufffd');
+  });
+});
+
 describe('MCP servers that cannot be reached', () => {
   it('a server that cannot be reached is a warning, not a failed workflow', async () => {
     const down = await startMcpTestServer();

@@ -242,4 +242,21 @@ describe.each(['gpt', 'claude'])('the tool loop on %s', (model) => {
     });
     expect(toolResultsOf(requests.at(-1))[0]?.content).toMatch(/could not be used/);
   });
+
+  it('a lone surrogate from the model: in tool arguments an invalid call it is told about; in its answer repaired to U+FFFD (PostgreSQL refuses it in jsonb: the workflow failed)', async () => {
+    h.provider.enqueue(
+      callsTo({ name: 'calculator', arguments: '{"expression": "1 + \\ud800"}' }),
+      answer('Half a smile: \ud83d'),
+    );
+    const { workflow, events, requests } = await h.run('Smile', model);
+    expect(workflow).toMatchObject({
+      status: 'completed',
+      result: { answer: 'Half a smile: \ufffd' },
+    });
+    expect(events.find((event) => event.type === 'tool_call')).toMatchObject({
+      status: 'failed',
+      detail: { tool: 'calculator', error: 'invalid_arguments' },
+    });
+    expect(toolResultsOf(requests.at(-1))[0]?.content).toMatch(/not valid Unicode/);
+  });
 });
