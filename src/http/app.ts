@@ -16,6 +16,7 @@ import { registerCors } from './cors.js';
 import { answerClientError, answerFrameworkError, installErrorHandling } from './error-handler.js';
 import { parseJsonBodies } from './json-body.js';
 import { registerOpenApi } from './openapi.js';
+import { sendProblem } from './problem.js';
 import { apiKeyRoutes } from './routes/api-keys.js';
 import { healthRoutes } from './routes/health.js';
 import { mcpServerRoutes } from './routes/mcp-servers.js';
@@ -30,6 +31,15 @@ import { workflowRoutes } from './routes/workflows.js';
 import { eventStreams } from './sse.js';
 
 const REQUEST_ID_PATTERN = /^[A-Za-z0-9._:-]{1,128}$/;
+
+const SHUTTING_DOWN = new AppError({
+  code: 'shutting_down',
+  status: 503,
+  userMessage: 'This replica is shutting down; retry, another one will answer',
+  blame: 'system',
+  retryable: true,
+  headers: { 'Retry-After': '1' },
+});
 
 /**
  * Builds the whole HTTP app over the given services. Never listens: main.ts
@@ -59,7 +69,8 @@ export async function buildApp(services: Services): Promise<FastifyInstance> {
     },
     frameworkErrors: answerFrameworkError,
     clientErrorHandler: answerClientError(loggerInstance),
-    return503OnClosing: true,
+    // Our own 503 while closing (below), a problem+json like every other error.
+    return503OnClosing: false,
     forceCloseConnections: 'idle',
     routerOptions: { ignoreTrailingSlash: false },
   });
@@ -69,8 +80,16 @@ export async function buildApp(services: Services): Promise<FastifyInstance> {
   app.setValidatorCompiler(validatorCompiler);
   app.setSerializerCompiler(serializerCompiler);
   installErrorHandling(app);
+  // Set when the app starts closing (SIGTERM): a request that arrives on a
+  // connection still open is sent elsewhere by its load balancer, before
+  // any work is done for it (Fastify also asks the client to close it).
+  let closing = false;
+  app.addHook('preClose', async () => {
+    closing = true;
+  });
   app.addHook('onRequest', async (request, reply) => {
     reply.header('x-request-id', request.id);
+    if (closing) return sendProblem(reply, request, SHUTTING_DOWN);
   });
   // Before every route scope, so a preflight is answered ahead of /v1's authentication.
   await registerCors(app, config.CORS_ALLOWED_ORIGINS);

@@ -171,12 +171,6 @@ const FASTIFY_CLIENT_ERRORS: Record<string, { status: number; code: string; mess
   },
   FST_ERR_CTP_BODY_TOO_LARGE: { status: 413, code: 'payload_too_large' },
   FST_ERR_CTP_INVALID_CONTENT_LENGTH: { status: 400, code: 'invalid_content_length' },
-  FST_ERR_CTP_EMPTY_JSON_BODY: {
-    status: 400,
-    code: 'empty_json_body',
-    message: 'The body is empty although Content-Type is application/json',
-  },
-  FST_ERR_CTP_INVALID_JSON_BODY: { status: 400, code: 'malformed_json' },
   FST_ERR_BAD_URL: {
     status: 400,
     code: 'invalid_url',
@@ -223,16 +217,6 @@ function fromFastifyError(error: FastifyError): AppError {
       code: known.code,
       status: known.status,
       userMessage: known.message ?? error.message,
-      blame: 'user',
-      cause: error,
-    });
-  }
-  // The JSON body parser reports a syntax error as a plain SyntaxError with status 400.
-  if (error instanceof SyntaxError && error.statusCode === 400) {
-    return new AppError({
-      code: 'malformed_json',
-      status: 400,
-      userMessage: `The body is not valid JSON: ${error.message}`,
       blame: 'user',
       cause: error,
     });

@@ -148,6 +148,66 @@ describe('numbers and strings that reach PostgreSQL out of its range', () => {
   });
 });
 
+describe('refusals that say what is wrong', () => {
+  it('a __proto__ key: 400 forbidden_json_key, not "not valid JSON"', async () => {
+    const response = await postJson('/v1/api-keys', '{"name":"x","__proto__":{"admin":true}}');
+    expectProblem(response, 400, 'forbidden_json_key');
+  });
+
+  it('a body in a charset other than UTF-8: 415, not misread', async () => {
+    const response = await testApp.app.inject({
+      method: 'POST',
+      url: '/v1/api-keys',
+      headers: { ...bearer(adminKey), 'content-type': 'application/json; charset=utf-16' },
+      payload: '{"name":"x"}',
+    });
+    expectProblem(response, 415, 'unsupported_media_type');
+    const utf8 = await testApp.app.inject({
+      method: 'POST',
+      url: '/v1/api-keys',
+      headers: { ...bearer(adminKey), 'content-type': 'application/json; charset=UTF-8' },
+      payload: '{"name":"x"}',
+    });
+    expect(utf8.statusCode).toBe(201);
+  });
+
+  it('a garbage Last-Event-ID is one problem, not two', async () => {
+    const response = await testApp.app.inject({
+      method: 'GET',
+      url: `/v1/workflows/${crypto.randomUUID()}/events`,
+      headers: { ...bearer(adminKey), 'last-event-id': 'abc' },
+    });
+    const body = expectProblem(response, 400, 'validation_failed');
+    expect(body.errors).toEqual([
+      { field: 'headers.last-event-id', message: 'expected the seq of an event' },
+    ]);
+  });
+
+  it('If-Match: "0" is refused as body version 0 is; If-Match: * matches any version', async () => {
+    const url = `/v1/workflows/${crypto.randomUUID()}/continue`;
+    const send = (ifMatch: string) =>
+      testApp.app.inject({
+        method: 'POST',
+        url,
+        headers: { ...bearer(adminKey), 'if-match': ifMatch },
+      });
+    expectProblem(await send('"0"'), 400, 'invalid_if_match');
+    // Past the version check: the workflow is looked up (and is unknown).
+    expectProblem(await send('*'), 404, 'not_found');
+  });
+
+  it('an MCP server name with "__" or a trailing "_" (its tools’ names could collide with another server’s): 400', async () => {
+    for (const name of ['a__b', 'calc_']) {
+      const response = await postJson(
+        '/v1/mcp-servers',
+        JSON.stringify({ name, url: 'https://mcp.example.com/mcp' }),
+      );
+      const body = expectProblem(response, 400, 'validation_failed');
+      expect(body.errors, name).toEqual([expect.objectContaining({ field: 'body.name' })]);
+    }
+  });
+});
+
 describe('what Fastify’s router refuses is problem+json too', () => {
   it('a path that is not valid percent-encoding: 400 invalid_url', async () => {
     const response = await testApp.app.inject({

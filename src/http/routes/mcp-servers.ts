@@ -28,9 +28,13 @@ const createMcpServerBody = z
   .object({
     name: z
       .string()
+      .max(32)
+      // No `__` and no `_` at the end: the first `__` of `<name>__<tool>` is then
+      // the separator, so two servers' tools never share a name (`a` + `b__c`
+      // and `a__b` + `c`).
       .regex(
-        /^[a-z][a-z0-9_]{0,31}$/,
-        'a lower-case letter, then lower-case letters, digits or _, at most 32 characters',
+        /^[a-z][a-z0-9]*(?:_[a-z0-9]+)*$/,
+        'a lower-case letter, then lower-case letters and digits, single _ between them, at most 32 characters',
       )
       .describe('Unique in the tenant; the prefix of its tools’ names (`<name>__<tool>`)'),
     url: z

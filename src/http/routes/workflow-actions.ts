@@ -172,14 +172,15 @@ export const workflowActionRoutes: FastifyPluginAsyncZod<{
 
 /**
  * The version from the body, else from `If-Match` (`4`, `"4"` or `W/"4"`);
- * the two must agree when both are sent.
+ * the two must agree when both are sent. `If-Match: *` matches any version
+ * (RFC 9110), as no version does. Versions start at 1, as the body's.
  */
 export function expectedVersion(
   fromBody: number | undefined,
   ifMatch: string | undefined,
 ): number | undefined {
-  if (ifMatch === undefined) return fromBody;
-  const match = /^\s*(?:W\/)?"?(\d{1,9})"?\s*$/.exec(ifMatch);
+  if (ifMatch === undefined || ifMatch.trim() === '*') return fromBody;
+  const match = /^\s*(?:W\/)?"?([1-9]\d{0,8})"?\s*$/.exec(ifMatch);
   if (!match?.[1]) {
     throw badRequest('invalid_if_match', 'If-Match must be a workflow version, e.g. "4"', [
       { field: 'headers.if-match', message: 'a workflow version' },

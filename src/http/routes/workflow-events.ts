@@ -27,7 +27,8 @@ const eventsQuery = z.object({
 const eventsHeaders = z.looseObject({
   'last-event-id': z
     .string()
-    .regex(/^\d{1,10}$/, 'expected the seq of an event')
+    // Aborting: garbage is one problem, not also an out-of-range one.
+    .regex(/^\d{1,10}$/, { error: 'expected the seq of an event', abort: true })
     .refine((value) => Number(value) <= MAX_POSTGRES_INTEGER, 'expected the seq of an event')
     .optional()
     .describe('The seq of the last event received; an EventSource sends it when it reconnects'),

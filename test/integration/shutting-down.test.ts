@@ -1,0 +1,49 @@
+import { once } from 'node:events';
+import net from 'node:net';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { startTestAppOn } from '../support/app.js';
+import { createTestDatabase, type TestDatabase } from '../support/database.js';
+
+let database: TestDatabase;
+beforeAll(async () => {
+  database = await createTestDatabase();
+});
+afterAll(async () => database?.drop());
+
+describe('a replica that is closing', () => {
+  it('answers a request arriving on an open connection with 503 shutting_down as problem+json, and closes the connection; the request in flight completes', async () => {
+    const replica = await startTestAppOn(database);
+    await replica.app.listen({ host: '127.0.0.1', port: 0 });
+    const address = replica.app.server.address();
+    if (!address || typeof address === 'string') throw new Error('no port');
+    const socket = net.connect(address.port, '127.0.0.1');
+    await once(socket, 'connect');
+    let received = '';
+    socket.on('data', (chunk: Buffer) => {
+      received += chunk.toString('utf8');
+    });
+    // In flight: its body is not all there yet.
+    socket.write(
+      'POST /v1/api-keys HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 2\r\n\r\n{',
+    );
+    await sleep(50);
+    const closed = replica.close();
+    await sleep(50);
+    // The rest of the first body, and a second request behind it on the same connection.
+    socket.write('}GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n');
+    await once(socket, 'close');
+    await closed;
+
+    const responses = received.split(/(?=HTTP\/1\.1 )/);
+    expect(responses).toHaveLength(2);
+    // The first was routed before the close: it runs as usual (no key: 401).
+    expect(responses[0]).toMatch(/^HTTP\/1\.1 401 /);
+    const [head = '', body = ''] = (responses[1] ?? '').split('\r\n\r\n');
+    expect(head).toMatch(/^HTTP\/1\.1 503 /);
+    expect(head.toLowerCase()).toContain('content-type: application/problem+json');
+    expect(head.toLowerCase()).toContain('retry-after: 1');
+    expect(head.toLowerCase()).toContain('connection: close');
+    expect(JSON.parse(body)).toMatchObject({ status: 503, code: 'shutting_down' });
+  });
+});
