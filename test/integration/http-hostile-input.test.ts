@@ -171,6 +171,15 @@ describe('refusals that say what is wrong', () => {
     expect(utf8.statusCode).toBe(201);
   });
 
+  it('a modify plan with a key it does not take: 400, not silently dropped', async () => {
+    const response = await postJson(
+      `/v1/workflows/${crypto.randomUUID()}/modify`,
+      JSON.stringify({ feedback: 'shorter', plan: { stages: [{}], checkpoints: 'all' } }),
+    );
+    const body = expectProblem(response, 400, 'validation_failed');
+    expect(body.errors).toEqual([expect.objectContaining({ field: 'body.plan' })]);
+  });
+
   it('a garbage Last-Event-ID is one problem, not two', async () => {
     const response = await testApp.app.inject({
       method: 'GET',

@@ -58,6 +58,7 @@ export const modifyBody = z
       .describe('What the re-run of the stage should do differently'),
     plan: z
       .object({ stages: z.array(z.unknown()).min(1).max(500) })
+      .strict()
       .optional()
       .describe(
         'Replaces the stages after the current one (same shape as the planned stages; validated the same way)',
