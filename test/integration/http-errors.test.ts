@@ -1,5 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { bearer, startTestApp, type TestApp } from '../support/app.js';
+import { expectProblem } from '../support/problems.js';
 
 let testApp: TestApp;
 let adminKey: string;
@@ -11,20 +12,6 @@ beforeAll(async () => {
   adminKey = created.adminKey.secret;
 });
 afterAll(async () => testApp?.close());
-
-function expectProblem(
-  response: { statusCode: number; headers: Record<string, unknown>; json(): unknown },
-  status: number,
-  code: string,
-) {
-  expect(response.statusCode).toBe(status);
-  expect(response.headers['content-type']).toMatch(/^application\/problem\+json/);
-  const body = response.json() as Record<string, unknown>;
-  expect(body).toMatchObject({ status, code, type: `urn:waymark:problem:${code}` });
-  expect(typeof body.detail).toBe('string');
-  expect(body.requestId).toBe(response.headers['x-request-id']);
-  return body;
-}
 
 describe('bad input gets a 4xx problem+json, never a 500', () => {
   it('malformed JSON: 400 malformed_json', async () => {

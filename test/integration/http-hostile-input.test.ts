@@ -3,6 +3,7 @@ import net from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { MAX_JSON_DEPTH } from '../../src/json-limits.js';
 import { bearer, startTestApp, type TestApp } from '../support/app.js';
+import { expectProblem } from '../support/problems.js';
 
 /**
  * Input that passed the schemas or never reached them and got a 500, a
@@ -23,19 +24,6 @@ beforeAll(async () => {
   tenantId = created.tenant.id;
 });
 afterAll(async () => testApp?.close());
-
-function expectProblem(
-  response: { statusCode: number; headers: Record<string, unknown>; json(): unknown },
-  status: number,
-  code: string,
-) {
-  expect(response.statusCode).toBe(status);
-  expect(response.headers['content-type']).toMatch(/^application\/problem\+json/);
-  const body = response.json() as Record<string, unknown>;
-  expect(body).toMatchObject({ status, code, type: `urn:waymark:problem:${code}` });
-  expect(body.requestId).toBe(response.headers['x-request-id']);
-  return body;
-}
 
 function postJson(url: string, payload: string) {
   return testApp.app.inject({
