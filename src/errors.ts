@@ -1,8 +1,8 @@
 /**
  * The one error base of Waymark. Every layer throws `AppError` (or lets an
  * unknown throw reach the HTTP boundary, where `toAppError` normalises it
- * once). The HTTP error handler turns an `AppError` into problem+json; 5xx
- * details never leave the process.
+ * once). The HTTP error handler turns an `AppError` into problem+json; a
+ * cause never leaves the process, and neither does a 500's message.
  */
 
 /** Who has to act for the error to go away. */
@@ -19,7 +19,7 @@ export interface AppErrorOptions {
   code: string;
   /** HTTP status the error maps to at the boundary. */
   status: number;
-  /** Safe to show to an end user; for 5xx a generic text is used instead. */
+  /** Safe to show to an end user (never a cause's text); a 500 shows a generic one instead. */
   userMessage: string;
   blame: Blame;
   retryable?: boolean;

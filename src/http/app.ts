@@ -115,7 +115,8 @@ export async function buildApp(services: Services): Promise<FastifyInstance> {
           new AppError({
             code: 'rate_limited',
             status: 429,
-            userMessage: `Rate limit of ${context.max} requests per ${context.after} exceeded; retry in ${Math.ceil(context.ttl / 1000)} s`,
+            // context.after is the time left in the window, not the window.
+            userMessage: `Rate limit of ${context.max} requests per ${config.RATE_LIMIT_WINDOW_MS / 1000} s exceeded; retry in ${Math.ceil(context.ttl / 1000)} s`,
             blame: 'user',
             retryable: true,
             headers: { 'Retry-After': String(Math.max(1, Math.ceil(context.ttl / 1000))) },

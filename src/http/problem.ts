@@ -31,11 +31,14 @@ export type Problem = z.infer<typeof problemSchema>;
 export const PROBLEM_CONTENT_TYPE = 'application/problem+json; charset=utf-8';
 
 /**
- * Details of system errors never leave the process; the request id ties the
- * answer to the logged cause.
+ * An error's cause never leaves the process, only its `userMessage`, written
+ * for users; a 500's (a bug, an unknown throw) says no more than that, and
+ * the request id ties the answer to the logged cause. A 503's says why
+ * (the database is unavailable, the replica shuts down): not a bug, and the
+ * client should retry rather than report one.
  */
 export function toProblem(error: AppError, request: Pick<FastifyRequest, 'url' | 'id'>): Problem {
-  const detail = error.blame === 'system' ? 'An internal error occurred' : error.userMessage;
+  const detail = error.status === 500 ? 'An internal error occurred' : error.userMessage;
   return {
     type: `urn:waymark:problem:${error.code}`,
     title: STATUS_CODES[error.status] ?? 'Error',

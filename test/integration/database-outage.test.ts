@@ -38,7 +38,11 @@ describe('the database out of reach', () => {
     expect(response.statusCode).toBe(503);
     expect(response.headers['retry-after']).toBe('1');
     expect(response.headers['content-type']).toMatch(/^application\/problem\+json/);
-    expect(response.json()).toMatchObject({ status: 503, code: 'database_unavailable' });
+    expect(response.json()).toMatchObject({
+      status: 503,
+      code: 'database_unavailable',
+      detail: 'The database is unavailable',
+    });
     await proxy.restore();
     await expect.poll(async () => (await listWorkflows()).statusCode, { timeout: 5000 }).toBe(200);
   });

@@ -33,6 +33,10 @@ describe('per-key rate limiting', () => {
     });
     expect(limited.headers['content-type']).toMatch(/^application\/problem\+json/);
     expect(limited.json().code).toBe('rate_limited');
+    // The window, not the time left in it.
+    expect(limited.json().detail).toMatch(
+      /^Rate limit of 3 requests per 60 s exceeded; retry in \d+ s$/,
+    );
     expect(Number(limited.headers['retry-after'])).toBeGreaterThan(0);
 
     const otherKey = await testApp.app.inject({

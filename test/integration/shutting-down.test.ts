@@ -44,6 +44,11 @@ describe('a replica that is closing', () => {
     expect(head.toLowerCase()).toContain('content-type: application/problem+json');
     expect(head.toLowerCase()).toContain('retry-after: 1');
     expect(head.toLowerCase()).toContain('connection: close');
-    expect(JSON.parse(body)).toMatchObject({ status: 503, code: 'shutting_down' });
+    expect(JSON.parse(body)).toMatchObject({
+      status: 503,
+      code: 'shutting_down',
+      // Why, not "An internal error occurred": the client should retry, not report a bug.
+      detail: expect.stringMatching(/shutting down/),
+    });
   });
 });
