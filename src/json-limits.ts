@@ -22,8 +22,12 @@ export const MAX_JSON_DEPTH = 64;
  */
 export const SURROGATE_ESCAPE = /\\u[dD][89a-fA-F]/;
 
+/** The NUL character reaches a parsed string only through a `\u0000` escape; PostgreSQL stores it in neither text nor jsonb. */
+const NUL_ESCAPE = /\\u0000/;
+
 export interface UnsupportedJson {
-  kind: 'depth' | 'unicode';
+  /** `unicode`: a lone surrogate; `nul`: a NUL character (with `nul` asked for). */
+  kind: 'depth' | 'unicode' | 'nul';
   /** Keys and indexes from the value down to the place. */
   path: string[];
 }
@@ -31,22 +35,64 @@ export interface UnsupportedJson {
 /**
  * The first place where `value` (parsed from `text`) nests deeper than
  * MAX_JSON_DEPTH, counting the value itself as level 1, or holds a string
- * or key that is not well-formed Unicode; undefined when there is none.
+ * or key that is not well-formed Unicode, or (`nul`) holds a NUL
+ * character; undefined when there is none. (Request bodies refuse NUL field
+ * by field, in their schemas.)
  */
-export function findUnsupportedJson(value: unknown, text: string): UnsupportedJson | undefined {
-  return findFrom(value, 0, SURROGATE_ESCAPE.test(text));
+export function findUnsupportedJson(
+  value: unknown,
+  text: string,
+  options: { nul?: boolean } = {},
+): UnsupportedJson | undefined {
+  const check: TextCheck = {
+    surrogates: SURROGATE_ESCAPE.test(text),
+    nul: options.nul === true && NUL_ESCAPE.test(text),
+  };
+  return findFrom(value, 0, check);
+}
+
+/**
+ * Text PostgreSQL can store in text and jsonb, from text a third party
+ * wrote (a model, a tool): half a character (a lone surrogate, from text cut
+ * by UTF-16 units) and NUL each become U+FFFD, as an invalid byte of UTF-8
+ * text does. PostgreSQL refuses both, which failed the workflow at its
+ * next write.
+ */
+export function storableText(text: string): string {
+  return withoutNul(text.toWellFormed());
+}
+
+/**
+ * A piece of streamed text as a text parameter takes it (token chunks in a
+ * NOTIFY): NUL becomes U+FFFD. Half a character is left alone, as its other
+ * half may come in the next chunk; node-postgres sends it as U+FFFD anyway.
+ */
+export function withoutNul(text: string): string {
+  return text.includes('\u0000') ? text.replaceAll('\u0000', '\uFFFD') : text;
+}
+
+interface TextCheck {
+  surrogates: boolean;
+  nul: boolean;
+}
+
+function textProblem(text: string, check: TextCheck): UnsupportedJson['kind'] | undefined {
+  if (check.surrogates && !text.isWellFormed()) return 'unicode';
+  if (check.nul && text.includes('\u0000')) return 'nul';
+  return undefined;
 }
 
 /** Recursion stays shallow: it stops at MAX_JSON_DEPTH. */
-function findFrom(value: unknown, depth: number, checkText: boolean): UnsupportedJson | undefined {
+function findFrom(value: unknown, depth: number, check: TextCheck): UnsupportedJson | undefined {
   if (typeof value === 'string') {
-    return checkText && !value.isWellFormed() ? { kind: 'unicode', path: [] } : undefined;
+    const kind = textProblem(value, check);
+    return kind && { kind, path: [] };
   }
   if (typeof value !== 'object' || value === null) return undefined;
   if (depth >= MAX_JSON_DEPTH) return { kind: 'depth', path: [] };
   if (Array.isArray(value)) {
     for (let index = 0; index < value.length; index++) {
-      const found = findFrom(value[index], depth + 1, checkText);
+      const found = findFrom(value[index], depth + 1, check);
       if (found) {
         found.path.unshift(String(index));
         return found;
@@ -55,8 +101,9 @@ function findFrom(value: unknown, depth: number, checkText: boolean): Unsupporte
     return undefined;
   }
   for (const [key, item] of Object.entries(value)) {
-    if (checkText && !key.isWellFormed()) return { kind: 'unicode', path: [key] };
-    const found = findFrom(item, depth + 1, checkText);
+    const kind = textProblem(key, check);
+    if (kind) return { kind, path: [key] };
+    const found = findFrom(item, depth + 1, check);
     if (found) {
       found.path.unshift(key);
       return found;

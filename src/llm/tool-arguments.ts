@@ -1,5 +1,10 @@
 import { z } from 'zod';
-import { findUnsupportedJson, MAX_JSON_DEPTH } from '../json-limits.js';
+import {
+  findUnsupportedJson,
+  MAX_JSON_DEPTH,
+  storableText,
+  type UnsupportedJson,
+} from '../json-limits.js';
 import type { StreamPart, ToolDefinition } from './types.js';
 
 /**
@@ -26,6 +31,12 @@ export function toolParametersJsonSchema(tool: ToolDefinition): Record<string, u
   return rest;
 }
 
+const UNSUPPORTED_ARGUMENTS: Record<UnsupportedJson['kind'], string> = {
+  depth: `nest deeper than ${MAX_JSON_DEPTH} levels`,
+  unicode: 'hold text that is not valid Unicode, a lone UTF-16 surrogate escape',
+  nul: 'hold a NUL character (\\u0000), which no text may contain',
+};
+
 /**
  * Turns a tool call assembled from the stream into a `tool-call` part, or a
  * `tool-call-invalid` part when the arguments are not JSON, name no offered
@@ -36,12 +47,14 @@ export function toToolCallPart(
   call: { id: string; name: string; rawArguments: string },
   tools: ToolDefinition[] | undefined,
 ): StreamPart {
+  // What the model sent, kept in the turn's state: storable even when it is
+  // no call at all (a NUL in a raw argument text or a name would fail the write).
   const invalid = (reason: string): StreamPart => ({
     type: 'tool-call-invalid',
-    id: call.id,
-    name: call.name,
-    rawArguments: call.rawArguments,
-    reason,
+    id: storableText(call.id),
+    name: storableText(call.name),
+    rawArguments: storableText(call.rawArguments),
+    reason: storableText(reason),
   });
   const tool = tools?.find((candidate) => candidate.name === call.name);
   if (!tool) return invalid(`there is no tool named "${call.name}"`);
@@ -51,14 +64,10 @@ export function toToolCallPart(
   } catch (error) {
     return invalid(`the arguments are not valid JSON: ${(error as Error).message}`);
   }
-  const unsupported = findUnsupportedJson(parsed, call.rawArguments);
+  const unsupported = findUnsupportedJson(parsed, call.rawArguments, { nul: true });
   if (unsupported) {
     const at = unsupported.path.join('.') || '(arguments)';
-    return invalid(
-      unsupported.kind === 'depth'
-        ? `the arguments nest deeper than ${MAX_JSON_DEPTH} levels (at ${at})`
-        : `the arguments hold text that is not valid Unicode, a lone UTF-16 surrogate escape (at ${at})`,
-    );
+    return invalid(`the arguments ${UNSUPPORTED_ARGUMENTS[unsupported.kind]} (at ${at})`);
   }
   const checked = tool.parameters.safeParse(parsed);
   if (!checked.success) {
@@ -67,5 +76,8 @@ export function toToolCallPart(
     );
     return invalid(`the arguments do not match the tool's parameters: ${issues.join('; ')}`);
   }
-  return { type: 'tool-call', toolCall: { id: call.id, name: call.name, arguments: checked.data } };
+  return {
+    type: 'tool-call',
+    toolCall: { id: storableText(call.id), name: call.name, arguments: checked.data },
+  };
 }

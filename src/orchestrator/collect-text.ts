@@ -1,3 +1,4 @@
+import { storableText } from '../json-limits.js';
 import type { ModelRouter, RouterCall } from '../llm/router/router.js';
 import type { FinishReason, Usage } from '../llm/types.js';
 
@@ -40,7 +41,7 @@ export async function collectText(
     else if (part.type === 'finish') collected.finishReason = part.reason;
     else if (part.type === 'error') throw part.error;
   }
-  // As the tool loop's turns (call-model.ts): half a character becomes U+FFFD.
-  collected.text = collected.text.toWellFormed();
+  // As the tool loop's turns (call-model.ts).
+  collected.text = storableText(collected.text);
   return collected;
 }

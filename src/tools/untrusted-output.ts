@@ -1,3 +1,5 @@
+import { storableText } from '../json-limits.js';
+
 /**
  * Tool output enters the prompt as untrusted data: a web page or a tool
  * server can carry text written to steer the model ("ignore your
@@ -21,10 +23,9 @@ const DELIMITER = new RegExp(`<(\\s*/?\\s*)(${TAG})`, 'gi');
 
 /** The content of one tool result as it goes into the prompt, at most about `maxChars` long. */
 export function wrapUntrustedOutput(output: ToolOutput, maxChars: number): string {
-  // A tool server that cut its text by UTF-16 units leaves half a character
-  // (a lone surrogate), which PostgreSQL refuses in the turn's jsonb state:
-  // it becomes U+FFFD, as an invalid byte of UTF-8 text does.
-  const { text } = truncateMiddle(output.content.toWellFormed(), maxChars);
+  // Half a character (a server that cut its text by UTF-16 units) or a NUL
+  // would fail the turn's write: each becomes U+FFFD.
+  const { text } = truncateMiddle(storableText(output.content), maxChars);
   const status = output.isError ? ' status="error"' : '';
   return [
     `<${TAG} tool="${safeToolName(output.toolName)}"${status}>`,

@@ -1,4 +1,5 @@
 import type { Transaction } from 'kysely';
+import { withoutNul } from '../json-limits.js';
 import type { Database } from '../store/schema.js';
 import {
   type NewEventRow,
@@ -223,7 +224,8 @@ export function createWorkflowTracker<R extends Returning = 'workflow'>(
 
     /** A chunk of streamed answer text, coalesced and delivered live only. */
     token(text: string): void {
-      pendingTokens += text;
+      // It travels as a text parameter, which PostgreSQL refuses with a NUL.
+      pendingTokens += withoutNul(text);
       tokenTimer ??= setTimeout(() => queueTokens(undefined), tokenFlushMs);
     },
 

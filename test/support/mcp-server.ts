@@ -34,6 +34,8 @@ const VALUES: Record<string, string> = {
   answer: '42',
   // Cut in the middle of an emoji, as a server truncating by UTF-16 units would: a lone surrogate.
   cut: 'smile 😀'.slice(0, -1),
+  // PostgreSQL stores NUL in neither text nor jsonb.
+  nul: 'a\u0000b',
 };
 
 function buildServer(): McpServer {

@@ -1,5 +1,10 @@
 import { describe, expect, it } from 'vitest';
-import { findUnsupportedJson, MAX_JSON_DEPTH } from '../../src/json-limits.js';
+import {
+  findUnsupportedJson,
+  MAX_JSON_DEPTH,
+  storableText,
+  withoutNul,
+} from '../../src/json-limits.js';
 
 function parsed(text: string) {
   return findUnsupportedJson(JSON.parse(text), text);
@@ -25,5 +30,22 @@ describe('findUnsupportedJson', () => {
     expect(parsed('{"a":"\\\\ud800"}')).toBeUndefined();
     // Given text without such an escape, strings are not looked at.
     expect(findUnsupportedJson({ a: '\ud800' }, '{}')).toBeUndefined();
+  });
+
+  it('finds a NUL only when asked (request bodies refuse it field by field)', () => {
+    const text = '{"a":["x\\u0000"]}';
+    expect(findUnsupportedJson(JSON.parse(text), text)).toBeUndefined();
+    expect(findUnsupportedJson(JSON.parse(text), text, { nul: true })).toEqual({
+      kind: 'nul',
+      path: ['a', '0'],
+    });
+  });
+});
+
+describe('storableText and withoutNul', () => {
+  it('storable text has U+FFFD for each NUL and each half character; streamed chunks keep their halves', () => {
+    expect(storableText('a\u0000b\ud83d')).toBe('a\ufffdb\ufffd');
+    expect(storableText('smile 😀')).toBe('smile 😀');
+    expect(withoutNul('a\u0000\ud83d')).toBe('a\ufffd\ud83d');
   });
 });

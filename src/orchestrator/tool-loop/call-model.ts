@@ -1,3 +1,4 @@
+import { storableText } from '../../json-limits.js';
 import type { FinishReason, ModelRequest, ToolCall, Usage } from '../../llm/types.js';
 import { enforceBudget } from './budget.js';
 import { prepareRequest, recoverFromOverflow } from './prepare-request.js';
@@ -130,10 +131,10 @@ async function streamTurn(
           break;
       }
     }
-    // Half a character from the model (a lone surrogate; PostgreSQL refuses it
-    // in the turn's jsonb state) becomes U+FFFD. Whole text only: a
-    // character may be split across two deltas.
-    turn.text = turn.text.toWellFormed();
+    // Half a character or a NUL from the model would fail the turn's write
+    // (json-limits.ts). Whole text only: a character may be split across
+    // two deltas.
+    turn.text = storableText(turn.text);
     // Before the turn's tool calls run: they follow the write.
     if (gate) await gate.committed();
   } finally {

@@ -53,6 +53,16 @@ describe('text from MCP tools', () => {
     expect(workflow.status).toBe('completed');
     expect(toolResultsOf(requests[1])[0]?.content).toContain('cut = smile \ufffd');
   });
+
+  it('a result with a NUL character reaches the model with U+FFFD in its place, and the workflow completes', async () => {
+    h.provider.enqueue(
+      callsTo({ name: 'calc__lookup', arguments: { key: 'nul' } }),
+      answer('Done.'),
+    );
+    const { workflow, requests } = await h.run('Look up nul');
+    expect(workflow.status).toBe('completed');
+    expect(toolResultsOf(requests[1])[0]?.content).toContain('nul = a\ufffdb');
+  });
 });
 
 describe('MCP servers that cannot be reached', () => {

@@ -259,4 +259,31 @@ describe.each(['gpt', 'claude'])('the tool loop on %s', (model) => {
     });
     expect(toolResultsOf(requests.at(-1))[0]?.content).toMatch(/not valid Unicode/);
   });
+
+  it('a NUL from the model: in tool arguments (escaped, or raw in the argument text) an invalid call; in its answer U+FFFD (PostgreSQL refuses NUL: the workflow failed)', async () => {
+    h.provider.enqueue(
+      callsTo(
+        { name: 'calculator', arguments: '{"expression": "1 + \\u0000"}' },
+        { name: 'calculator', arguments: '{"expression": "1\u0000"}' },
+      ),
+      answer('Nothing\u0000here'),
+    );
+    const { workflow, events, requests } = await h.run('Nothing', model);
+    expect(workflow).toMatchObject({
+      status: 'completed',
+      result: { answer: 'Nothing\ufffdhere' },
+    });
+    const failed = events.filter(
+      (event) => event.type === 'tool_call' && event.status === 'failed',
+    );
+    expect(failed.map((event) => event.detail.error)).toEqual([
+      'invalid_arguments',
+      'invalid_arguments',
+    ]);
+    expect(
+      toolResultsOf(requests.at(-1))
+        .map((result) => result.content)
+        .join('\n'),
+    ).toMatch(/NUL character/);
+  });
 });
