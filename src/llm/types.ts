@@ -115,6 +115,27 @@ export interface LanguageModel {
   stream(request: ModelRequest, options: StreamOptions): AsyncIterable<StreamPart>;
 }
 
+/** The largest token count a call's ledger row holds (a PostgreSQL integer). */
+const MAX_TOKEN_COUNT = 2_147_483_647;
+
+/**
+ * A token count as a provider reported it, as Waymark counts it: a whole
+ * number from 0 to MAX_TOKEN_COUNT. Providers and compatible servers have
+ * sent fractions, negatives, nulls and numeric strings; stored as sent,
+ * they failed the workflow's totals or the ledger's row, and a negative one
+ * would lower what a budget counts. What is not a number counts 0.
+ */
+export function tokenCount(reported: unknown): number {
+  const count =
+    typeof reported === 'number'
+      ? reported
+      : typeof reported === 'string' && reported.trim() !== ''
+        ? Number(reported)
+        : Number.NaN;
+  if (!Number.isFinite(count) || count <= 0) return 0;
+  return Math.min(Math.round(count), MAX_TOKEN_COUNT);
+}
+
 export const emptyUsage = (): Usage => ({
   inputTokens: 0,
   outputTokens: 0,

@@ -1,5 +1,5 @@
 import type { Logger } from 'pino';
-import type { Db } from '../store/database.js';
+import { type Db, isValueRefused } from '../store/database.js';
 import { llmCallsRepository } from '../store/llm-calls.js';
 import type { NewLlmCallRow } from '../store/schema.js';
 import type { AttemptRecord } from './router/types.js';
@@ -40,6 +40,7 @@ export function createUsageLedger(options: UsageLedgerOptions) {
           await llmCallsRepository(options.db).insertMany(batch);
           queue = queue.slice(batch.length);
         } catch (error) {
+          if (isValueRefused(error) && (await writeEachDroppingRefused(batch))) continue;
           log.error(
             { err: error, queued: queue.length },
             'writing the usage ledger failed; will retry',
@@ -51,6 +52,28 @@ export function createUsageLedger(options: UsageLedgerOptions) {
       flushing = undefined;
     });
     return flushing;
+  }
+
+  /**
+   * A row PostgreSQL refuses would hold back every row queued after it,
+   * retried forever: the batch's rows are written one by one, and a refused
+   * one is dropped with an error in the log. False when a write fails
+   * otherwise (the database is gone): what is left stays queued.
+   */
+  async function writeEachDroppingRefused(batch: NewLlmCallRow[]): Promise<boolean> {
+    for (const row of batch) {
+      try {
+        await llmCallsRepository(options.db).insertMany([row]);
+      } catch (error) {
+        if (!isValueRefused(error)) return false;
+        log.error(
+          { err: error, model: row.model, tenantId: row.tenant_id },
+          'the database refused a usage ledger row; dropped it',
+        );
+      }
+      queue = queue.slice(1);
+    }
+    return true;
   }
 
   return {

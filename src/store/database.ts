@@ -118,6 +118,15 @@ export function endsSession(error: pg.DatabaseError): boolean {
  * down, crashed or starting (57P01-57P03), or out of connection slots
  * (53300).
  */
+/**
+ * PostgreSQL refused the values themselves (SQLSTATE class 22, a data
+ * exception such as a number out of range; class 23, a constraint): the
+ * same write fails again however often it is retried.
+ */
+export function isValueRefused(error: unknown): boolean {
+  return error instanceof pg.DatabaseError && /^2[23]/.test(error.code ?? '');
+}
+
 export function isDatabaseUnavailable(error: unknown): boolean {
   if (error instanceof pg.DatabaseError) {
     const code = error.code ?? '';

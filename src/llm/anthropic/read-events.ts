@@ -1,7 +1,7 @@
 import type Anthropic from '@anthropic-ai/sdk';
 import { LlmError } from '../errors.js';
 import { toToolCallPart } from '../tool-arguments.js';
-import type { StreamPart, ToolDefinition, Usage } from '../types.js';
+import { type StreamPart, type ToolDefinition, tokenCount, type Usage } from '../types.js';
 import type { ErrorContext } from './map-error.js';
 import { mapFinishReason } from './map-finish-reason.js';
 
@@ -105,11 +105,11 @@ function addUsage(counts: EventUsage, from: EventUsage): void {
 
 /** Anthropic's `input_tokens` leaves out cached tokens; ours counts every input token. */
 function toUsage(counts: EventUsage): Usage {
-  const cachedInputTokens = counts.cache_read_input_tokens ?? 0;
-  const cacheWriteTokens = counts.cache_creation_input_tokens ?? 0;
+  const cachedInputTokens = tokenCount(counts.cache_read_input_tokens);
+  const cacheWriteTokens = tokenCount(counts.cache_creation_input_tokens);
   return {
-    inputTokens: (counts.input_tokens ?? 0) + cachedInputTokens + cacheWriteTokens,
-    outputTokens: counts.output_tokens,
+    inputTokens: tokenCount(tokenCount(counts.input_tokens) + cachedInputTokens + cacheWriteTokens),
+    outputTokens: tokenCount(counts.output_tokens),
     cachedInputTokens,
     cacheWriteTokens,
   };

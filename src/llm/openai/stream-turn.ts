@@ -4,7 +4,13 @@ import type { ChatCompletionChunk } from 'openai/resources/chat/completions';
 import { abortedError, LlmError } from '../errors.js';
 import { IdleWatchdog } from '../idle-watchdog.js';
 import { toToolCallPart } from '../tool-arguments.js';
-import type { ModelRequest, StreamOptions, StreamPart, Usage } from '../types.js';
+import {
+  type ModelRequest,
+  type StreamOptions,
+  type StreamPart,
+  tokenCount,
+  type Usage,
+} from '../types.js';
 import { createToolCallAssembler } from './assemble-tool-calls.js';
 import { convertRequest } from './convert-messages.js';
 import { type ErrorContext, mapError } from './map-error.js';
@@ -105,9 +111,9 @@ function idleTimeout(model: OpenAiModelOptions): LlmError {
 
 function toUsage(usage: NonNullable<ChatCompletionChunk['usage']>): Usage {
   return {
-    inputTokens: usage.prompt_tokens,
-    cachedInputTokens: usage.prompt_tokens_details?.cached_tokens ?? 0,
-    outputTokens: usage.completion_tokens,
+    inputTokens: tokenCount(usage.prompt_tokens),
+    cachedInputTokens: tokenCount(usage.prompt_tokens_details?.cached_tokens),
+    outputTokens: tokenCount(usage.completion_tokens),
     cacheWriteTokens: 0,
   };
 }

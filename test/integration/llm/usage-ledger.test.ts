@@ -104,4 +104,23 @@ describe('usage ledger', () => {
     await ledger.close();
     expect(await countRows(workflowId)).toBe(25);
   });
+
+  it('a row the database refuses is dropped alone: the rows before and after it are written, and it is not retried forever', async () => {
+    const ledger = createUsageLedger({ db: handle.db, log, flushIntervalMs: 60_000 });
+    const workflowId = crypto.randomUUID();
+    const refused = attempt(2, workflowId);
+    // Past the column's range, as a provider's nonsense would have been before tokenCount.
+    refused.usage = { ...refused.usage, inputTokens: 3e9 };
+    ledger.record(attempt(1, workflowId));
+    ledger.record(refused);
+    ledger.record(attempt(3, workflowId));
+    await ledger.flush();
+    expect(ledger.pending()).toBe(0);
+    const { rows } = await handle.pool.query(
+      'SELECT attempt FROM llm_calls WHERE workflow_id = $1 ORDER BY attempt',
+      [workflowId],
+    );
+    expect(rows.map((row) => row.attempt)).toEqual([1, 3]);
+    await ledger.close();
+  });
 });
