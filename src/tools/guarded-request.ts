@@ -1,6 +1,8 @@
 import type { IncomingHttpHeaders, IncomingMessage } from 'node:http';
 import http from 'node:http';
 import https from 'node:https';
+import { pipeline, type Readable, type Transform } from 'node:stream';
+import zlib from 'node:zlib';
 import { pinnedLookup, type Resolver, resolveCheckedAddresses } from './network-guard.js';
 import { ToolFailure } from './types.js';
 
@@ -89,8 +91,8 @@ async function readLimited(
 ): Promise<{ body: Buffer; truncated: boolean }> {
   const chunks: Buffer[] = [];
   let size = 0;
-  // Leaving the loop early (past the limit) destroys the response and its socket.
-  for await (const chunk of response as AsyncIterable<Buffer>) {
+  // Leaving the loop early (past the limit) destroys the stream, the response and its socket.
+  for await (const chunk of decoded(response) as AsyncIterable<Buffer>) {
     const room = maxBytes - size;
     if (chunk.length > room) {
       chunks.push(chunk.subarray(0, room));
@@ -101,6 +103,33 @@ async function readLimited(
   }
   return { body: Buffer.concat(chunks), truncated: false };
 }
+
+/**
+ * The body as its server meant it. Waymark asks for no encoding, but some
+ * servers compress anyway: read as text, their bytes reached the model as
+ * noise. The byte limit counts decoded bytes, so a small compressed body
+ * that expands without end is cut like a long one.
+ */
+function decoded(response: IncomingMessage): Readable {
+  const encoding = (response.headers['content-encoding'] ?? '').trim().toLowerCase();
+  const decoder = DECODERS[encoding];
+  if (encoding === '' || encoding === 'identity') return response;
+  if (!decoder) {
+    response.destroy();
+    throw new ToolFailure(`the answer is encoded as "${encoding}", which is not decoded`);
+  }
+  const stream = decoder();
+  // An error on either side (a corrupt body, a reset) ends the other and reaches the reader.
+  pipeline(response, stream, () => undefined);
+  return stream;
+}
+
+const DECODERS: Record<string, () => Transform> = {
+  gzip: () => zlib.createGunzip(),
+  'x-gzip': () => zlib.createGunzip(),
+  deflate: () => zlib.createInflate(),
+  br: () => zlib.createBrotliDecompress(),
+};
 
 function discard(response: IncomingMessage): { body: Buffer; truncated: boolean } {
   response.destroy();

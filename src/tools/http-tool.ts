@@ -3,7 +3,7 @@ import { type GuardedResponse, guardedRequest } from './guarded-request.js';
 import { hostAllowed } from './host-allowlist.js';
 import { parametersFromJsonSchema } from './json-schema-parameters.js';
 import { BlockedAddressError, type Resolver } from './network-guard.js';
-import type { Tool, ToolContext, ToolResult } from './types.js';
+import { type Tool, type ToolContext, ToolFailure, type ToolResult } from './types.js';
 
 /**
  * A tenant's HTTP tool as a `Tool` of the tool loop: a call POSTs the
@@ -92,6 +92,7 @@ async function callHttpTool(call: {
     }
     if (ctx.signal.aborted) return failed('the call was cancelled');
     if (error instanceof BlockedAddressError) return failed(`refused: ${error.userMessage}`);
+    if (error instanceof ToolFailure) return failed(error.message);
     const code = (error as NodeJS.ErrnoException).code;
     return failed(`could not reach ${url.host}: ${code ?? (error as Error).message}`);
   } finally {

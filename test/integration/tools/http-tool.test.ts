@@ -1,5 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import type { LookupAddress } from 'node:dns';
+import { brotliCompressSync, deflateSync, gzipSync } from 'node:zlib';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { toolParametersJsonSchema } from '../../../src/llm/tool-arguments.js';
 import type { HttpToolRow } from '../../../src/store/schema.js';
@@ -190,6 +191,50 @@ describe('calling an HTTP tool', () => {
     expect(result.isError).toBeUndefined();
     expect(result.content).toMatch(/\n\[response truncated at 1048576 bytes\]$/);
     expect(result.content.startsWith('a'.repeat(HTTP_TOOL_MAX_RESPONSE_BYTES))).toBe(true);
+  });
+
+  it('decodes an answer its server compressed unasked (gzip, deflate, br); the size limit counts decoded bytes', async () => {
+    const json = JSON.stringify({ city: 'Oslo', sky: 'sunny' });
+    for (const [encoding, encode] of [
+      ['gzip', gzipSync],
+      ['deflate', deflateSync],
+      ['br', brotliCompressSync],
+    ] as const) {
+      server.handle((_call, response) => {
+        response.writeHead(200, {
+          'content-type': 'application/json',
+          'content-encoding': encoding,
+        });
+        response.end(encode(json));
+      });
+      const result = await toHttpTool(toolRow(), localPolicy).execute({ city: 'Oslo' }, context());
+      expect(result, encoding).toEqual({ content: json });
+    }
+    // 10 MiB of one letter compress to ~10 KB: cut at 1 MiB of text all the same.
+    server.handle((_call, response) => {
+      response.writeHead(200, { 'content-type': 'text/plain', 'content-encoding': 'gzip' });
+      response.end(gzipSync('a'.repeat(10 * 1024 * 1024)));
+    });
+    const bomb = await toHttpTool(toolRow(), localPolicy).execute({ city: 'Oslo' }, context());
+    expect(bomb.content).toMatch(/\n\[response truncated at 1048576 bytes\]$/);
+  });
+
+  it('an encoding it cannot decode, or a corrupt compressed body, gives an error result', async () => {
+    server.handle((_call, response) => {
+      response.writeHead(200, { 'content-type': 'text/plain', 'content-encoding': 'zstd' });
+      response.end('(zstd bytes)');
+    });
+    const unknown = await toHttpTool(toolRow(), localPolicy).execute({ city: 'Oslo' }, context());
+    expect(unknown).toEqual({
+      isError: true,
+      content: 'the answer is encoded as "zstd", which is not decoded',
+    });
+    server.handle((_call, response) => {
+      response.writeHead(200, { 'content-type': 'text/plain', 'content-encoding': 'gzip' });
+      response.end('not gzip at all');
+    });
+    const corrupt = await toHttpTool(toolRow(), localPolicy).execute({ city: 'Oslo' }, context());
+    expect(corrupt.isError).toBe(true);
   });
 
   it('refuses a binary answer', async () => {
