@@ -139,6 +139,11 @@ export const configSchema = z.object({
   LLM_ATTEMPT_TIMEOUT_MS: integer(100, 600_000)
     .default(60_000)
     .describe('Time an attempt may take to its first streamed part.'),
+  LLM_STREAM_MAX_MS: integer(1000, 3_600_000)
+    .default(600_000)
+    .describe(
+      'Time an attempt may take from its request to the end of its stream; past it the call fails as a timeout.',
+    ),
   LLM_IDLE_TIMEOUT_MS: integer(100, 600_000)
     .default(30_000)
     .describe('A stream with no chunk for this long is aborted as a timeout.'),

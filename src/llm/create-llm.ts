@@ -62,6 +62,7 @@ export function createLlm(options: {
       backoffMaxMs: config.LLM_BACKOFF_MAX_MS,
       maxRetryAfterMs: config.LLM_MAX_RETRY_AFTER_MS,
       attemptTimeoutMs: config.LLM_ATTEMPT_TIMEOUT_MS,
+      streamMaxMs: config.LLM_STREAM_MAX_MS,
       breakerFailureThreshold: config.LLM_BREAKER_THRESHOLD,
       breakerProbeIntervalMs: config.LLM_BREAKER_PROBE_MS,
     },

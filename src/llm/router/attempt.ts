@@ -12,6 +12,8 @@ export interface AttemptOptions {
   call: { signal: AbortSignal; context: CallContext };
   /** Time the model may take to produce its first part. */
   timeoutMs: number;
+  /** Time the model may take to the end of its stream. */
+  streamMaxMs: number;
   log: Logger;
   recordAttempt?: (record: AttemptRecord) => void;
 }
@@ -32,6 +34,13 @@ export interface AttemptOptions {
  * `AbortSignal.any` (18 µs) costs more than a controller and a forwarding
  * listener (3-4 µs).
  */
+/**
+ * Characters a token stands for, at most, for bounding an answer: o200k's
+ * average is ~4 and its longest tokens are whitespace and punctuation runs
+ * of a few dozen.
+ */
+const MAX_CHARS_PER_TOKEN = 64;
+
 export class Attempt {
   /**
    * For the model: follows the caller's signal and is aborted with a
@@ -42,7 +51,9 @@ export class Attempt {
   readonly signal: AbortSignal;
   readonly #controller = new AbortController();
   readonly #follow: () => void;
-  readonly #firstPartTimer: NodeJS.Timeout;
+  /** Until the first part, the first-part timeout; then the stream's deadline. */
+  #timer: NodeJS.Timeout;
+  #textChars = 0;
   readonly #startedAt = new Date();
   readonly #started = performance.now();
   #usage: Usage = emptyUsage();
@@ -50,21 +61,15 @@ export class Attempt {
   #yieldedAny = false;
 
   constructor(private readonly options: AttemptOptions) {
-    const { call, model } = options;
+    const { call } = options;
     this.signal = this.#controller.signal;
     this.#follow = () => this.#controller.abort(call.signal.reason);
     if (call.signal.aborted) this.#follow();
     else call.signal.addEventListener('abort', this.#follow, { once: true });
-    this.#firstPartTimer = setTimeout(() => {
-      this.#controller.abort(
-        new LlmError({
-          kind: 'timeout',
-          provider: model.provider,
-          model: model.modelId,
-          detail: `no answer within ${options.timeoutMs} ms`,
-        }),
-      );
-    }, options.timeoutMs);
+    this.#timer = setTimeout(
+      () => this.#fail('timeout', `no answer within ${options.timeoutMs} ms`),
+      options.timeoutMs,
+    );
   }
 
   /** Whether a part has reached the caller: after that, no retry or fallback. */
@@ -72,13 +77,43 @@ export class Attempt {
     return this.#yieldedAny;
   }
 
+  /**
+   * Besides its timing and usage, bounds what a provider that ignores its
+   * limits can make of a call: one that streams without end (an idle
+   * watchdog sees its chunks) fails at `streamMaxMs` as a timeout, and one
+   * whose answer runs far past `maxOutputTokens` (there were 40 MB of text
+   * for 256 tokens, all stored) fails once it passes MAX_CHARS_PER_TOKEN
+   * characters a token, as a cut-off answer.
+   */
   observe(part: StreamPart): void {
     if (this.#ttftMs === null) {
       this.#ttftMs = performance.now() - this.#started;
-      clearTimeout(this.#firstPartTimer);
+      clearTimeout(this.#timer);
+      const { streamMaxMs } = this.options;
+      this.#timer = setTimeout(
+        () => this.#fail('timeout', `the stream did not end within ${streamMaxMs} ms`),
+        Math.max(0, streamMaxMs - this.#ttftMs),
+      );
+    }
+    if (part.type === 'text-delta') {
+      this.#textChars += part.text.length;
+      const maxChars = this.options.entry.maxOutputTokens * MAX_CHARS_PER_TOKEN;
+      if (this.#textChars > maxChars) {
+        this.#fail(
+          'stream_interrupted',
+          `the answer passed ${maxChars} characters, past its ${this.options.entry.maxOutputTokens} tokens`,
+        );
+      }
     }
     if (part.type === 'usage') this.#usage = part.usage;
     this.#yieldedAny = true;
+  }
+
+  #fail(kind: 'timeout' | 'stream_interrupted', detail: string): void {
+    const { model } = this.options;
+    this.#controller.abort(
+      new LlmError({ kind, provider: model.provider, model: model.modelId, detail }),
+    );
   }
 
   succeeded(): void {
@@ -94,7 +129,7 @@ export class Attempt {
 
   /** Stops the timer and the listener; also for a caller that stops reading early. */
   release(): void {
-    clearTimeout(this.#firstPartTimer);
+    clearTimeout(this.#timer);
     this.options.call.signal.removeEventListener('abort', this.#follow);
   }
 

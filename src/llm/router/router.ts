@@ -80,6 +80,7 @@ export function createModelRouter(options: RouterOptions) {
   function stream(call: RouterCall): AsyncIterableIterator<StreamPart> {
     return new TurnStream(call, new Turn(call, routing), {
       attemptTimeoutMs: policy.attemptTimeoutMs,
+      streamMaxMs: policy.streamMaxMs,
       log,
       recordAttempt: options.recordAttempt,
     });

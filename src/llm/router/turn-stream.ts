@@ -35,6 +35,7 @@ export class TurnStream implements AsyncIterableIterator<StreamPart> {
     private readonly turn: Turn,
     private readonly options: {
       attemptTimeoutMs: number;
+      streamMaxMs: number;
       log: Logger;
       recordAttempt?: (record: AttemptRecord) => void;
     },
@@ -72,6 +73,7 @@ export class TurnStream implements AsyncIterableIterator<StreamPart> {
       number: step.number,
       call: this.call,
       timeoutMs: this.options.attemptTimeoutMs,
+      streamMaxMs: this.options.streamMaxMs,
       log: this.options.log,
       recordAttempt: this.options.recordAttempt,
     });

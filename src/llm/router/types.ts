@@ -28,6 +28,8 @@ export interface RetryPolicy {
   maxRetryAfterMs: number;
   /** Time an attempt may take to produce its first part. */
   attemptTimeoutMs: number;
+  /** Time an attempt may take to the end of its stream. */
+  streamMaxMs: number;
   breakerFailureThreshold: number;
   breakerProbeIntervalMs: number;
 }

@@ -283,6 +283,32 @@ describe('model router', () => {
     expect(result.events).toEqual([]);
   });
 
+  it('an answer far past its maxOutputTokens is cut off (llm_stream_interrupted), not read to its end', async () => {
+    startLlm();
+    // 50,000 characters for 256 tokens: past 256 × 64 the call ends.
+    server.enqueue({ kind: 'reply', chunks: Array.from({ length: 50 }, () => 'x'.repeat(1_000)) });
+    const result = await turn();
+    expect(result.error?.code).toBe('llm_stream_interrupted');
+    expect(result.text.length).toBeGreaterThan(256 * 64);
+    expect(result.text.length).toBeLessThan(50_000);
+    expect(server.requests).toHaveLength(1);
+  });
+
+  it('a stream still going at LLM_STREAM_MAX_MS fails as a timeout, though its chunks keep the idle watchdog quiet', async () => {
+    startLlm({ LLM_STREAM_MAX_MS: '1000', LLM_IDLE_TIMEOUT_MS: '300' });
+    // 40 chunks 100 ms apart: 4 s of a stream that is never idle.
+    server.enqueue({
+      kind: 'reply',
+      chunks: Array.from({ length: 40 }, () => 'tick '),
+      chunkDelayMs: 100,
+    });
+    const result = await turn();
+    expect(result.error?.code).toBe('llm_timeout');
+    expect(result.text.length).toBeGreaterThan(0);
+    expect(result.text.length).toBeLessThan(40 * 5);
+    expect(server.requests).toHaveLength(1);
+  });
+
   it('cancel aborts the in-flight stream and is not retried', async () => {
     startLlm({ LLM_IDLE_TIMEOUT_MS: '30000' });
     server.enqueue({ kind: 'stall', afterChunks: ['Thinking'] }, ok);
