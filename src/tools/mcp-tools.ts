@@ -233,6 +233,8 @@ export function mcpToolName(serverName: string, toolName: string): string {
  * collide, so such a tool is skipped and reported instead.
  */
 export function mcpToolProblem(serverName: string, snapshot: McpToolSnapshot): string | undefined {
+  // The prefix alone (`docs__`) would pass the name rule below.
+  if (snapshot.name === '') return 'the tool has no name';
   const name = mcpToolName(serverName, snapshot.name);
   if (!TOOL_NAME.test(name)) {
     return `"${name}" is not a valid tool name (1 to 64 letters, digits, _ or -)`;

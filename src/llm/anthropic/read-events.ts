@@ -47,7 +47,12 @@ export function createEventReader(tools: ToolDefinition[] | undefined): EventRea
           }
           return undefined;
         case 'content_block_delta':
-          if (event.delta.type === 'text_delta' && event.delta.text !== '')
+          // Typed as a string, but the wire is JSON: anything else would become "[object Object]".
+          if (
+            event.delta.type === 'text_delta' &&
+            typeof event.delta.text === 'string' &&
+            event.delta.text !== ''
+          )
             return { type: 'text-delta', text: event.delta.text };
           if (event.delta.type === 'input_json_delta') {
             const call = toolCalls.get(event.index);
@@ -70,12 +75,19 @@ export function createEventReader(tools: ToolDefinition[] | undefined): EventRea
       }
     },
     end(context) {
-      if (!stopped)
+      // A tool_use block never stopped is a call half-sent: dropping it would end the turn
+      // as if the model had answered, with nothing.
+      const unfinished = !stopped
+        ? 'the event stream ended before message_stop'
+        : toolCalls.size > 0
+          ? 'a tool_use block never ended (no content_block_stop)'
+          : undefined;
+      if (unfinished)
         throw new LlmError({
           kind: 'stream_interrupted',
           provider: context.provider,
           model: context.model,
-          detail: 'the event stream ended before message_stop',
+          detail: unfinished,
         });
       return [
         { type: 'usage', usage: toUsage(counts) },

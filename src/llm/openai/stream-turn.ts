@@ -70,7 +70,9 @@ export async function* streamTurn(
       if (chunk.usage) usage = toUsage(chunk.usage);
       // We never ask for `n > 1`: only the first choice exists.
       const choice = chunk.choices[0];
-      if (choice?.delta?.content) yield { type: 'text-delta', text: choice.delta.content };
+      // Typed as a string, but the wire is JSON: anything else would become "[object Object]".
+      const text: unknown = choice?.delta?.content;
+      if (typeof text === 'string' && text !== '') yield { type: 'text-delta', text };
       const toolDeltas = choice?.delta?.tool_calls;
       if (toolDeltas) for (const delta of toolDeltas) toolCalls.add(delta);
       if (choice?.finish_reason) {

@@ -63,6 +63,9 @@ describe('mcpToolProblem', () => {
       'input schema',
     );
   });
+  it('refuses a tool without a name, which would be offered as the bare prefix', () => {
+    expect(mcpToolProblem('docs', { name: '', inputSchema: schema })).toBe('the tool has no name');
+  });
 });
 
 describe('connectMcpServer', () => {
