@@ -56,6 +56,8 @@ import { type Commit, createWindows, observeCommits, type Windows } from './wind
 
 /** The latency workflows' plan: 5 stages, stage 3 pauses for review. */
 const CHECKPOINT_SHAPE: PlanShape = { stages: 5, checkpointAt: 3 };
+/** Output tokens of the bench model: enough for the largest plan the sizes ask for. */
+const PLAN_MAX_OUTPUT_TOKENS = 32_768;
 /** Long enough for the usage ledger's batched flush (every 250 ms) to have written a workflow's calls. */
 const LEDGER_SETTLE_MS = 400;
 
@@ -150,7 +152,8 @@ async function benchmark(plan: Plan, signal: AbortSignal, cleanups: Cleanup[]): 
     databaseUrl: embedded.url,
     env: {
       [PROVIDER_KEY_ENV]: 'sk-fake',
-      WAYMARK_MODELS: benchCatalogue(provider.server.openaiBaseUrl),
+      // The 200-stage plan is ~40,000 characters: 512 tokens could not hold it.
+      WAYMARK_MODELS: benchCatalogue(provider.server.openaiBaseUrl, PLAN_MAX_OUTPUT_TOKENS),
       // 1,000,000 is the most RATE_LIMIT_MAX accepts, far above what one run sends.
       RATE_LIMIT_MAX: '1000000',
       PIPELINE_MAX_STAGES: String(Math.max(CHECKPOINT_SHAPE.stages, ...plan.sizes)),

@@ -11,8 +11,12 @@ export const BENCH_MODEL = 'bench';
 /** The environment variable the catalogue reads the (fake) provider key from. */
 export const PROVIDER_KEY_ENV = 'BENCH_PROVIDER_KEY';
 
-/** WAYMARK_MODELS for a fake whose OpenAI base URL is `openaiBaseUrl`. */
-export function benchCatalogue(openaiBaseUrl: string): string {
+/**
+ * WAYMARK_MODELS for a fake whose OpenAI base URL is `openaiBaseUrl`.
+ * `maxOutputTokens` must fit what the fake answers: a provider's answer far
+ * past it is cut off (router/attempt.ts), as the fake's is, ignoring it.
+ */
+export function benchCatalogue(openaiBaseUrl: string, maxOutputTokens = 512): string {
   return JSON.stringify({
     providers: [
       { name: 'fake', kind: 'openai', baseUrl: openaiBaseUrl, apiKeyEnv: PROVIDER_KEY_ENV },
@@ -23,7 +27,7 @@ export function benchCatalogue(openaiBaseUrl: string): string {
         provider: 'fake',
         modelId: 'bench-model',
         contextWindow: 128_000,
-        maxOutputTokens: 512,
+        maxOutputTokens,
         pricing: { input: 0.15, output: 0.6, cachedInput: 0.075 },
       },
     ],
