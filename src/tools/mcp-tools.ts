@@ -154,11 +154,12 @@ export async function connectMcpTools(
     opened.push(serverTools);
     for (const snapshot of serverTools.tools) {
       const exposed = exposeMcpTool(server, snapshot, serverTools.client);
-      // `a` + `_b` and `a_` + `b` make the same name: the first server (by name) keeps it.
+      // A server listing a name twice, or (registered before server names lost `__` and a
+      // trailing `_`) `a` + `_b` and `a_` + `b`: the first listed (servers by name) keeps it.
       if (exposed.ok && names.has(exposed.tool.name)) {
         options.log.warn(
           { mcpServer: server.name, tool: snapshot.name },
-          'MCP tool skipped: another server already offers a tool of that name',
+          'MCP tool skipped: a tool of that name is offered already, by this server or another',
         );
       } else if (exposed.ok) {
         names.add(exposed.tool.name);
