@@ -7,6 +7,7 @@ import type { McpServerRow, McpToolSnapshot } from '../store/schema.js';
 import { createGuardedFetch } from './guarded-fetch.js';
 import { type HttpToolPolicy, isHostAllowed } from './http-tool.js';
 import { InvalidParametersSchema, parametersFromJsonSchema } from './json-schema-parameters.js';
+import { listTools } from './mcp-list-tools.js';
 import type { McpToolLists } from './mcp-tool-lists.js';
 import { BlockedAddressError } from './network-guard.js';
 import { TOOL_NAME } from './registry.js';
@@ -86,33 +87,17 @@ export async function connectMcpServer(
   const requestOptions = { timeout: server.timeout_ms, signal: options.signal };
   try {
     await client.connect(transport, requestOptions);
-    const tools = options.list === false ? [] : await listTools(client, requestOptions);
+    const tools =
+      options.list === false
+        ? []
+        : await listTools(client, requestOptions, (skipped) =>
+            options.log.warn({ mcpServer: server.name, ...skipped }, 'MCP tool skipped'),
+          );
     return { client, tools, close: () => closeConnection(client, transport, options.log) };
   } catch (error) {
     await closeConnection(client, transport, options.log);
     throw new McpUnreachable(describeFailure(error, url), { cause: error });
   }
-}
-
-/** Every page of the server's `tools/list`. */
-async function listTools(
-  client: Client,
-  requestOptions: { timeout: number; signal: AbortSignal | undefined },
-): Promise<McpToolSnapshot[]> {
-  const listed: McpToolSnapshot[] = [];
-  let cursor: string | undefined;
-  do {
-    const page = await client.listTools(cursor ? { cursor } : undefined, requestOptions);
-    for (const tool of page.tools) {
-      listed.push({
-        name: tool.name,
-        ...(tool.description ? { description: tool.description } : {}),
-        inputSchema: tool.inputSchema,
-      });
-    }
-    cursor = page.nextCursor;
-  } while (cursor);
-  return listed;
 }
 
 /**

@@ -4,6 +4,7 @@ import type { AddressInfo } from 'node:net';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
 import { StreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/streamableHttp.js';
+import { ListToolsRequestSchema } from '@modelcontextprotocol/sdk/types.js';
 import { z } from 'zod';
 
 /**
@@ -38,7 +39,16 @@ const VALUES: Record<string, string> = {
   nul: 'a\u0000b',
 };
 
-function buildServer(): McpServer {
+export interface McpTestServerOptions {
+  stateful?: boolean;
+  /**
+   * Lists a third tool, `broken`, whose input schema is not an object
+   * schema (the SDK's client refuses such a list as a whole).
+   */
+  brokenTool?: boolean;
+}
+
+function buildServer(options: McpTestServerOptions): McpServer {
   const server = new McpServer({ name: 'test-mcp', version: '1.0.0' });
   server.registerTool(
     'add',
@@ -68,11 +78,26 @@ function buildServer(): McpServer {
       };
     },
   );
+  if (options.brokenTool) {
+    // The listing McpServer makes, plus a tool no client schema takes; calls still go to McpServer.
+    server.server.setRequestHandler(ListToolsRequestSchema, async () => ({
+      tools: [
+        {
+          name: 'add',
+          inputSchema: {
+            type: 'object',
+            properties: { a: { type: 'number' }, b: { type: 'number' } },
+          },
+        },
+        { name: 'broken', inputSchema: { type: 'string' } },
+      ],
+    }));
+  }
   return server;
 }
 
 export async function startMcpTestServer(
-  options: { stateful?: boolean } = {},
+  options: McpTestServerOptions = {},
 ): Promise<McpTestServer> {
   const requests: McpTestServer['requests'] = [];
   const rpcMethods: string[] = [];
@@ -98,7 +123,7 @@ export async function startMcpTestServer(
       transport.onclose = () => {
         if (transport.sessionId) sessions.delete(transport.sessionId);
       };
-      await buildServer().connect(transport);
+      await buildServer(options).connect(transport);
       await transport.handleRequest(request, response, body);
       return;
     }
@@ -107,7 +132,7 @@ export async function startMcpTestServer(
       response.writeHead(405, { allow: 'POST' }).end();
       return;
     }
-    const server = buildServer();
+    const server = buildServer(options);
     const transport = new StreamableHTTPServerTransport({ sessionIdGenerator: undefined });
     response.on('close', () => {
       void transport.close();

@@ -65,6 +65,28 @@ describe('text from MCP tools', () => {
   });
 });
 
+describe('an MCP server listing a tool the protocol’s schema refuses', () => {
+  it('registers, and its other tools are offered and callable; the refused one is left out', async () => {
+    const partial = await startMcpTestServer({ brokenTool: true });
+    try {
+      // Before: 400 mcp_unreachable, the SDK refusing the whole list.
+      await h.registerMcpServer('partial', partial.url);
+      h.provider.enqueue(
+        callsTo({ name: 'partial__add', arguments: { a: 1, b: 2 } }),
+        answer('It is 3.'),
+      );
+      const { workflow, requests } = await h.run('Add one and two');
+      expect(workflow.status).toBe('completed');
+      const offered = offeredToolsOf(requests[0]);
+      expect(offered).toContain('partial__add');
+      expect(offered).not.toContain('partial__broken');
+      expect(toolResultsOf(requests[1])[0]?.content).toContain('3');
+    } finally {
+      await partial.close();
+    }
+  });
+});
+
 describe('MCP servers that cannot be reached', () => {
   it('a server that cannot be reached is a warning, not a failed workflow', async () => {
     const down = await startMcpTestServer();
