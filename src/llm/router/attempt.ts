@@ -19,6 +19,13 @@ export interface AttemptOptions {
 }
 
 /**
+ * Characters a token stands for, at most, for bounding an answer: o200k's
+ * average is ~4 and its longest tokens are whitespace and punctuation runs
+ * of a few dozen.
+ */
+const MAX_CHARS_PER_TOKEN = 64;
+
+/**
  * One attempt of a turn. The turn stream (turn-stream.ts) iterates `model.stream(request, {
  * signal })` itself and hands each part to `observe` before yielding it,
  * then ends the attempt with `succeeded` or `failed`, which log it and
@@ -34,13 +41,6 @@ export interface AttemptOptions {
  * `AbortSignal.any` (18 µs) costs more than a controller and a forwarding
  * listener (3-4 µs).
  */
-/**
- * Characters a token stands for, at most, for bounding an answer: o200k's
- * average is ~4 and its longest tokens are whitespace and punctuation runs
- * of a few dozen.
- */
-const MAX_CHARS_PER_TOKEN = 64;
-
 export class Attempt {
   /**
    * For the model: follows the caller's signal and is aborted with a
