@@ -168,6 +168,15 @@ describe('refusals that say what is wrong', () => {
     expect(body.errors).toEqual([expect.objectContaining({ field: 'body.plan' })]);
   });
 
+  it('a modify plan with a NUL character: 400, not a 500 at the plan’s write', async () => {
+    const response = await postJson(
+      `/v1/workflows/${crypto.randomUUID()}/modify`,
+      JSON.stringify({ feedback: 'shorter', plan: { stages: [{ title: 'a\u0000b' }] } }),
+    );
+    const body = expectProblem(response, 400, 'validation_failed');
+    expect(body.errors).toEqual([expect.objectContaining({ field: 'body.plan' })]);
+  });
+
   it('a garbage Last-Event-ID is one problem, not two', async () => {
     const response = await testApp.app.inject({
       method: 'GET',

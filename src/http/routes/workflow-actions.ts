@@ -59,6 +59,11 @@ export const modifyBody = z
     plan: z
       .object({ stages: z.array(z.unknown()).min(1).max(500) })
       .strict()
+      // PostgreSQL refuses NUL in the plan's jsonb: a 400 here, not a 500 at the write.
+      .refine(
+        (plan) => !JSON.stringify(plan).includes('\\u0000'),
+        'must not contain NUL characters',
+      )
       .optional()
       .describe(
         'Replaces the stages after the current one (same shape as the planned stages; validated the same way)',

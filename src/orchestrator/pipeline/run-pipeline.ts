@@ -1,3 +1,4 @@
+import { storableText } from '../../json-limits.js';
 import type { ModelRouter, RouterCall } from '../../llm/router/router.js';
 import type { Message, SystemPrompt, Usage } from '../../llm/types.js';
 import type { Db } from '../../store/database.js';
@@ -289,6 +290,8 @@ async function synthesize(
     }
   }
   input.throwIfStopped();
+  // As a tool-loop turn's (call-model.ts): a NUL or half a character would fail the end's write.
+  text = storableText(text);
   const elapsedMs = performance.now() - started;
   const model = input.currentModel();
   input.context.tracker.enqueue(

@@ -113,4 +113,41 @@ describe('readJsonObject', () => {
     expect(broken.ok).toBe(false);
     expect(readJsonObject('```\n{"a": }\n```')).toMatchObject({ ok: false });
   });
+
+  it('takes the first plain or json fence, after an example fence of another language', () => {
+    expect(readJsonObject('```json\n{"a": 1}\n```')).toEqual({ ok: true, value: { a: 1 } });
+    expect(
+      readJsonObject('Like this:\n```python\nx = {}\n```\nHere:\n```JSON\n{"b": 2}\n```'),
+    ).toEqual({ ok: true, value: { b: 2 } });
+  });
+
+  it('a fence followed by thousands of newlines is read at once (its regular expression backtracked for seconds)', () => {
+    expect(readJsonObject(`\`\`\`json\n${'\n'.repeat(5_000)}x`)).toEqual({
+      ok: false,
+      problem: 'the reply contains no JSON object',
+    });
+  });
+
+  it('a NUL or a lone surrogate escape is a problem to repair, not a value to store', () => {
+    expect(readJsonObject('{"title": "a\\u0000b"}')).toEqual({
+      ok: false,
+      problem: 'the JSON has a NUL character (\\u0000) at title',
+    });
+    expect(readJsonObject('{"stages": [{"goal": "\\ud800"}]}')).toMatchObject({
+      ok: false,
+      problem: expect.stringContaining(
+        'lone UTF-16 surrogate escape, which is not text at stages.0.goal',
+      ),
+    });
+  });
+});
+
+describe('consistency with long numbers', () => {
+  it('a 60,000-digit string is compared as text (its number pattern took seconds)', () => {
+    const output: ExpectedOutput = { format: 'json', consistentWith: ['facts'] };
+    const digits = '1'.repeat(60_000);
+    const earlier = { facts: `{"n": "${digits}"}` };
+    expect(validate(output, `{"n": "${digits}"}`, earlier).passed).toBe(true);
+    expect(validate(output, `{"n": "${digits}2"}`, earlier).passed).toBe(false);
+  });
 });
