@@ -24,6 +24,15 @@ export const sessionIdSchema = z
   .string()
   .regex(/^[A-Za-z0-9._:-]{1,128}$/, 'letters, digits and . _ : - only, at most 128');
 
+/** PostgreSQL rejects NUL in text and in jsonb strings; refusing it in a schema makes it a 400, not a 500. */
+export const hasNoNul = (text: string): boolean => !text.includes('\u0000');
+
+/** `hasNoNul` for a JSON value (its strings and keys), as a jsonb column takes it. */
+export const hasNoNulInJson = (value: unknown): boolean =>
+  !JSON.stringify(value).includes('\\u0000');
+
+export const NO_NUL_MESSAGE = 'must not contain NUL characters';
+
 const MAX_METADATA_BYTES = 16 * 1024;
 
 /** The client data a request may keep with what it creates (`kept with`: the workflow, the session). */
@@ -34,11 +43,7 @@ export function metadataSchema(keptWith: string) {
       (metadata) => Buffer.byteLength(JSON.stringify(metadata)) <= MAX_METADATA_BYTES,
       `must be at most ${MAX_METADATA_BYTES} bytes as JSON`,
     )
-    .refine(
-      // PostgreSQL rejects NUL in jsonb strings; refusing it here makes it a 400, not a 500.
-      (metadata) => !JSON.stringify(metadata).includes('\\u0000'),
-      'must not contain NUL characters',
-    )
+    .refine(hasNoNulInJson, NO_NUL_MESSAGE)
     .optional()
     .describe(`Client data kept with ${keptWith}, at most 16 KiB as JSON`);
 }

@@ -7,7 +7,7 @@ import type { Tool } from '../../tools/types.js';
 import { principalOf } from '../auth.js';
 import { problemResponses } from '../problem.js';
 import { storedHeadersSchema } from './header-schemas.js';
-import { idParamsSchema } from './schemas.js';
+import { hasNoNul, hasNoNulInJson, idParamsSchema, NO_NUL_MESSAGE } from './schemas.js';
 
 /**
  * Tools of the caller's tenant: its HTTP tools (registered here) and the
@@ -51,12 +51,9 @@ const createToolBody = z
       .trim()
       .min(1)
       .max(4000)
-      .refine((text) => !text.includes('\u0000'), 'must not contain NUL characters')
+      .refine(hasNoNul, NO_NUL_MESSAGE)
       .describe('What the tool does and when to use it, for the model'),
-    parameters: parametersSchema.refine(
-      (schema) => !JSON.stringify(schema).includes('\\u0000'),
-      'must not contain NUL characters',
-    ),
+    parameters: parametersSchema.refine(hasNoNulInJson, NO_NUL_MESSAGE),
     url: z
       .url({ protocol: /^https?$/, error: 'must be an http or https URL' })
       .max(2048)

@@ -5,7 +5,13 @@ import type { PipelineReviews } from '../../orchestrator/pipeline/review.js';
 import type { WorkflowService } from '../../workflows/service.js';
 import { principalOf } from '../auth.js';
 import { problemResponses } from '../problem.js';
-import { idParamsSchema, MAX_POSTGRES_INTEGER } from './schemas.js';
+import {
+  hasNoNul,
+  hasNoNulInJson,
+  idParamsSchema,
+  MAX_POSTGRES_INTEGER,
+  NO_NUL_MESSAGE,
+} from './schemas.js';
 import { workflowSchema, workflowToWire } from './workflow-schemas.js';
 
 /**
@@ -38,7 +44,7 @@ export const answerWorkflowBody = z
       .string()
       .min(1)
       .max(10_000)
-      .refine((text) => !text.includes('\u0000'), 'must not contain NUL characters')
+      .refine(hasNoNul, NO_NUL_MESSAGE)
       .describe(
         'yes_no: "yes" or "no"; multiple_choice: one of the options; free_text: the user’s own words',
       ),
@@ -54,16 +60,12 @@ export const modifyBody = z
       .string()
       .min(1)
       .max(10_000)
-      .refine((text) => !text.includes('\u0000'), 'must not contain NUL characters')
+      .refine(hasNoNul, NO_NUL_MESSAGE)
       .describe('What the re-run of the stage should do differently'),
     plan: z
       .object({ stages: z.array(z.unknown()).min(1).max(500) })
       .strict()
-      // PostgreSQL refuses NUL in the plan's jsonb: a 400 here, not a 500 at the write.
-      .refine(
-        (plan) => !JSON.stringify(plan).includes('\\u0000'),
-        'must not contain NUL characters',
-      )
+      .refine(hasNoNulInJson, NO_NUL_MESSAGE)
       .optional()
       .describe(
         'Replaces the stages after the current one (same shape as the planned stages; validated the same way)',

@@ -7,14 +7,11 @@ import {
   type Workflow,
 } from '../../workflows/types.js';
 import { requestedBudgetSchema, workflowBudgetSchema } from './budget-schemas.js';
-import { metadataSchema, sessionIdSchema } from './schemas.js';
+import { hasNoNul, metadataSchema, NO_NUL_MESSAGE, sessionIdSchema } from './schemas.js';
 
 /** Wire shapes of the workflow routes; the OpenAPI document names them. */
 
 const MAX_INPUT_CHARS = 100_000;
-
-/** PostgreSQL rejects NUL in text and in jsonb strings; refusing it here makes it a 400, not a 500. */
-const hasNoNul = (text: string) => !text.includes('\u0000');
 
 /** Tokens and cost, of a workflow or of one pipeline stage attempt. */
 export const usageSchema = z.object({
@@ -32,7 +29,7 @@ export const createWorkflowBody = z
       .string()
       .min(1)
       .max(MAX_INPUT_CHARS)
-      .refine(hasNoNul, 'must not contain NUL characters')
+      .refine(hasNoNul, NO_NUL_MESSAGE)
       .refine((text) => /\S/.test(text), 'must not be blank')
       .describe('The question or task'),
     sessionId: sessionIdSchema
