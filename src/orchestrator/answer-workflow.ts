@@ -6,6 +6,7 @@ import type { PipelineRows } from '../store/pipeline-rows.js';
 import type { TenantEndpoints } from '../store/tenant-endpoints.js';
 import { createToolRegistry, type ToolRegistry } from '../tools/registry.js';
 import type { Tool } from '../tools/types.js';
+import type { WorkflowTracker } from '../tracker/tracker.js';
 import type { WorkflowBudget, WorkflowKind } from '../workflows/types.js';
 import type { AgentContext } from './agent-context.js';
 import { type ClassifierSettings, classifyQuestion, recordClassification } from './classify.js';
@@ -139,7 +140,8 @@ function answerWithPipeline(
   available: Tool[],
   system: SystemPrompt,
 ): Promise<LoopOutcome> {
-  const stageTools = createToolRegistry(available.filter((tool) => !tool.pauses));
+  const offerable = available.filter((tool) => !tool.pauses);
+  const stageTools = createToolRegistry(offerable);
   return runPipeline({
     db: input.db,
     rows: input.pipeline,
@@ -153,9 +155,9 @@ function answerWithPipeline(
     currentModel: input.currentModel,
     costOf: input.settings.costOf,
     pause: input.pausePipeline,
-    runStage: (stage) =>
+    runStage: ({ tools: named, ...stage }) =>
       runToolLoop({
-        ...loopOptions(input, stageTools),
+        ...loopOptions(input, named ? namedTools(offerable, named, stage.tracker) : stageTools),
         ...stage,
         spentBefore: stage.spentBefore,
         persistTurn: async () => undefined,
@@ -165,6 +167,29 @@ function answerWithPipeline(
         },
       }),
   });
+}
+
+/**
+ * A stage's own `tools`. The plan named only tools offered when it was
+ * made; one gone since (an MCP server unreachable on this run, a tool
+ * deleted) is missing, and a warning on the stage's step says so.
+ */
+function namedTools(
+  offerable: Tool[],
+  named: readonly string[],
+  tracker: Pick<WorkflowTracker, 'enqueue'>,
+): ToolRegistry {
+  const wanted = new Set(named);
+  const tools = offerable.filter((tool) => wanted.has(tool.name));
+  const missing = [...wanted].filter((name) => !tools.some((tool) => tool.name === name));
+  if (missing.length > 0) {
+    tracker.enqueue('warning', null, 'info', {
+      code: 'requested_tools_unavailable',
+      message: `Tools the stage names are not available to this run: ${missing.join(', ')}`,
+      tools: missing,
+    });
+  }
+  return createToolRegistry(tools);
 }
 
 /** What every tool loop of the workflow shares, the whole one or a stage's. */

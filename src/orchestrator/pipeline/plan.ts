@@ -37,7 +37,15 @@ export const planStageSchema = z.object({
 });
 
 export type PlanStage = z.infer<typeof planStageSchema>;
-export type ExecutionPlan = { stages: PlanStage[] };
+export interface ExecutionPlan {
+  stages: PlanStage[];
+  /**
+   * The tools its stages could name when it was made (`PlanLimits.toolNames`),
+   * so a `modify` plan is checked against the same list. Absent in plans
+   * saved before 2026-12-03: their modify plans' tools are not checked.
+   */
+  toolNames?: string[];
+}
 
 /** The plan schema for the given bounds; extra keys a model adds (a `goal`, say) are dropped. */
 export function executionPlanSchema(limits: PlanLimits) {
@@ -153,9 +161,12 @@ export type PlanParse = { ok: true; plan: ExecutionPlan } | { ok: false; issues:
 /** Validates a candidate plan; the issues are short lines meant to be quoted back to the model or client. */
 export function parsePlan(value: unknown, limits: PlanLimits): PlanParse {
   const parsed = executionPlanSchema(limits).safeParse(value);
-  return parsed.success
-    ? { ok: true, plan: parsed.data }
-    : { ok: false, issues: formatIssues(parsed.error) };
+  if (!parsed.success) return { ok: false, issues: formatIssues(parsed.error) };
+  const { toolNames } = limits;
+  return {
+    ok: true,
+    plan: { stages: parsed.data.stages, ...(toolNames ? { toolNames: [...toolNames] } : {}) },
+  };
 }
 
 /** `stages[2].dependsOn[0]: "x" is not a stage of this plan` */
@@ -173,15 +184,20 @@ export function formatIssues(error: z.ZodError): string[] {
 /**
  * A `modify` plan patch: the stages up to and including `currentStageId`
  * stay (they have run), `replacement.stages` follow them, and the result is
- * validated like a planned plan, so a replacement stage may depend on any
- * kept one but no kept stage changes.
+ * validated like a planned plan, against the tools the plan was made with,
+ * so a replacement stage may depend on any kept one but no kept stage
+ * changes.
  */
 export function replaceStagesAfter(
   plan: ExecutionPlan,
   currentStageId: string,
   replacement: unknown,
-  limits: PlanLimits,
+  bounds: Pick<PlanLimits, 'maxStages'>,
 ): PlanParse {
+  const limits: PlanLimits = {
+    maxStages: bounds.maxStages,
+    ...(plan.toolNames ? { toolNames: plan.toolNames } : {}),
+  };
   const current = plan.stages.findIndex((stage) => stage.id === currentStageId);
   if (current < 0) return { ok: false, issues: [`"${currentStageId}" is not a stage of the plan`] };
   const patch = z.object({ stages: z.array(z.unknown()) }).safeParse(replacement);
@@ -200,22 +216,35 @@ function shiftStageIndex(line: string, by: number): string {
 /**
  * The plan as persisted (`workflow_plans.plan`). Versioned like the tool
  * loop's turns: a new shape gets a new `schemaVersion` and a frozen fixture
- * (test/fixtures/pipeline-plan-v1.json). Loading checks the shape only, not
+ * (test/fixtures/pipeline-plan-v1*.json). Loading checks the shape only, not
  * the bounds: a plan saved under a larger PIPELINE max stays readable.
+ *
+ * `toolNames` was added to version 1 as an optional key rather than as a
+ * version 2: a replica of the version before reads such a plan (zod drops
+ * the key) where it would fail a workflow on a version it does not know,
+ * so replicas of both versions can run side by side during an upgrade.
  */
 export const storedPlanV1 = z.object({
   schemaVersion: z.literal(1),
   stages: z.array(planStageSchema),
+  toolNames: z.array(z.string()).optional(),
 });
 export type StoredPlan = z.infer<typeof storedPlanV1>;
 
 export const storedPlanSchema = z.discriminatedUnion('schemaVersion', [storedPlanV1]);
 
 export function toStoredPlan(plan: ExecutionPlan): StoredPlan {
-  return { schemaVersion: 1, stages: plan.stages };
+  return {
+    schemaVersion: 1,
+    stages: plan.stages,
+    ...(plan.toolNames ? { toolNames: plan.toolNames } : {}),
+  };
 }
 
 export function parseStoredPlan(value: unknown): ExecutionPlan {
   const stored = storedPlanSchema.parse(value);
-  return { stages: stored.stages };
+  return {
+    stages: stored.stages,
+    ...(stored.toolNames ? { toolNames: stored.toolNames } : {}),
+  };
 }

@@ -47,6 +47,8 @@ export interface PipelinePause {
 export type RunStageLoop = (input: {
   system: SystemPrompt;
   messages: Message[];
+  /** The stage's `tools`: the only ones it is offered; every one the plan may name when undefined. */
+  tools: readonly string[] | undefined;
   tracker: Pick<WorkflowTracker, 'enqueue' | 'token'>;
   /** What the workflow spent before this stage, counted against its budget. */
   spentBefore: { tokens: number; costUsd: number };

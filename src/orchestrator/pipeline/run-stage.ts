@@ -64,6 +64,7 @@ export async function runStage(
   });
   const outcome = await input.runStage({
     ...stageInput,
+    tools: stage.tools,
     tracker: stageTracker(input, stage.id),
     spentBefore: spentSoFar(run),
   });

@@ -68,6 +68,7 @@ function stageMessage(options: StagePromptOptions): string {
       `Your stage: [${stage.id}] ${stage.title}`,
       `Goal: ${stage.goal}`,
       `Result format: ${describeExpectedOutput(stage.expectedOutput)}`,
+      ...stageToolsLine(stage),
     ].join('\n'),
   ];
   const visible = visibleStages(options.plan, stage);
@@ -100,6 +101,20 @@ function stageMessage(options: StagePromptOptions): string {
     );
   }
   return sections.join('\n\n');
+}
+
+/**
+ * The system prompt lists every tool of the workflow (it is the same for
+ * every stage, for the prompt cache); a stage naming its own is told here
+ * which of them it has.
+ */
+function stageToolsLine(stage: PlanStage): string[] {
+  if (stage.tools === undefined) return [];
+  return [
+    stage.tools.length > 0
+      ? `Tools for this stage: ${stage.tools.join(', ')} (only these).`
+      : 'Tools for this stage: none; work from the question and the earlier results.',
+  ];
 }
 
 /** The stages a stage sees results of: its `dependsOn` when given, else every earlier stage. */

@@ -148,10 +148,8 @@ describe('the scripted model’s plans', () => {
 });
 
 describe('persisted plans', () => {
-  const fixture = (): unknown =>
-    JSON.parse(
-      readFileSync(new URL('../../../fixtures/pipeline-plan-v1.json', import.meta.url), 'utf8'),
-    );
+  const fixture = (name = 'pipeline-plan-v1'): unknown =>
+    JSON.parse(readFileSync(new URL(`../../../fixtures/${name}.json`, import.meta.url), 'utf8'));
 
   it('the frozen schemaVersion 1 fixture parses', () => {
     const plan = parseStoredPlan(fixture());
@@ -163,6 +161,14 @@ describe('persisted plans', () => {
     const plan = parseStoredPlan(fixture());
     expect(parseStoredPlan(JSON.parse(JSON.stringify(toStoredPlan(plan))))).toEqual(plan);
     expect(() => parseStoredPlan({ ...(fixture() as object), schemaVersion: 2 })).toThrow();
+  });
+
+  it('a schemaVersion 1 plan with the tools it was made with (since 2026-12-03) parses; one without has none', () => {
+    const plan = parseStoredPlan(fixture('pipeline-plan-v1-tool-names'));
+    expect(plan.toolNames).toEqual(['calculator', 'web_search']);
+    expect(plan.stages.map((s) => s.tools)).toEqual([['web_search'], []]);
+    expect(parseStoredPlan(JSON.parse(JSON.stringify(toStoredPlan(plan))))).toEqual(plan);
+    expect(parseStoredPlan(fixture())).not.toHaveProperty('toolNames');
   });
 
   it('loads a plan larger than the current bound: the bound applies when planning', () => {
@@ -202,5 +208,34 @@ describe('replaceStagesAfter (modify with a plan patch)', () => {
       ok: false,
       issues: ['"nope" is not a stage of the plan'],
     });
+  });
+
+  it('checks the patch’s tools against those the plan was made with, and keeps them', () => {
+    const withTools = planOf(
+      { stages: [stage('a', { tools: ['calculator'] }), stage('b')] },
+      { maxStages: 12, toolNames: ['calculator', 'web_search'] },
+    );
+    expect(withTools.toolNames).toEqual(['calculator', 'web_search']);
+    expect(
+      replaceStagesAfter(withTools, 'a', { stages: [stage('x', { tools: ['teleport'] })] }, limits),
+    ).toEqual({
+      ok: false,
+      issues: ['stages[0].tools[0]: unknown tool "teleport"; available: calculator, web_search'],
+    });
+    const patched = replaceStagesAfter(
+      withTools,
+      'a',
+      { stages: [stage('x', { tools: ['web_search'] })] },
+      limits,
+    );
+    expect(patched.ok && patched.plan.toolNames).toEqual(['calculator', 'web_search']);
+    // A plan saved before it kept its tools: its patches' tools are not checked.
+    const older = replaceStagesAfter(
+      plan,
+      'b',
+      { stages: [stage('x', { tools: ['teleport'] })] },
+      limits,
+    );
+    expect(older.ok).toBe(true);
   });
 });
