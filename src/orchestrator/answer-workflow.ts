@@ -119,6 +119,7 @@ export async function answerWorkflow(input: AnswerWorkflowInput): Promise<LoopOu
   }
   return await runToolLoop({
     ...loopOptions(input, tools),
+    answerRequired: true,
     system,
     messages: [...context.history, { role: 'user', content: context.input }],
     persistTurn: input.persistTurn,
@@ -158,6 +159,7 @@ function answerWithPipeline(
     runStage: ({ tools: named, ...stage }) =>
       runToolLoop({
         ...loopOptions(input, named ? namedTools(offerable, named, stage.tracker) : stageTools),
+        answerRequired: false,
         ...stage,
         spentBefore: stage.spentBefore,
         persistTurn: async () => undefined,
@@ -196,7 +198,10 @@ function namedTools(
 function loopOptions(
   input: AnswerWorkflowInput,
   tools: ToolRegistry,
-): Omit<LoopOptions, 'system' | 'messages' | 'persistTurn' | 'queueTurn' | 'pause'> {
+): Omit<
+  LoopOptions,
+  'system' | 'messages' | 'persistTurn' | 'queueTurn' | 'pause' | 'answerRequired'
+> {
   const { settings, context } = input;
   return {
     tenantId: context.tenantId,

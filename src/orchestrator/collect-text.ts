@@ -23,6 +23,23 @@ export function addUsage(total: Usage | undefined, usage: Usage | undefined): Us
 }
 
 /**
+ * Why the text of a workflow's answering turn (the tool loop's last, or the
+ * pipeline's synthesis) is no answer: a workflow never completes with an
+ * empty one, which a client would show as an answer. A provider's content
+ * filter ends a turn with no text and says so in its finish reason; else
+ * the model said nothing.
+ */
+export function emptyAnswerFailure(
+  text: string,
+  finishReason: FinishReason | undefined,
+): { code: string; message: string } | undefined {
+  if (text.trim() !== '') return undefined;
+  return finishReason === 'content_filter'
+    ? { code: 'llm_content_filtered', message: 'The model provider refused the content' }
+    : { code: 'empty_answer', message: 'The model answered with no text' };
+}
+
+/**
  * Streams one turn through the router and returns its text. Text beyond
  * `maxChars` is dropped (a caller that reads one word need not buffer an
  * essay). Throws the router's LlmError when the turn fails for good, so

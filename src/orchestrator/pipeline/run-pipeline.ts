@@ -1,13 +1,13 @@
 import { storableText } from '../../json-limits.js';
 import type { ModelRouter, RouterCall } from '../../llm/router/router.js';
-import type { Message, SystemPrompt, Usage } from '../../llm/types.js';
+import type { FinishReason, Message, SystemPrompt, Usage } from '../../llm/types.js';
 import type { Db } from '../../store/database.js';
 import type { PipelineRows } from '../../store/pipeline-rows.js';
 import { pipelinesRepository, type StageAttempt } from '../../store/pipelines.js';
 import type { NewEventRow } from '../../store/workflow-events.js';
 import type { WorkflowTracker } from '../../tracker/tracker.js';
 import type { AgentContext } from '../agent-context.js';
-import { addUsage } from '../collect-text.js';
+import { addUsage, emptyAnswerFailure } from '../collect-text.js';
 import type { LoopOutcome, Spent } from '../tool-loop/types.js';
 import { type NextAction, nextAction, type PipelinePolicy, stageResults } from './next-action.js';
 import { loadPipelineState, type PipelineState, pipelineStateOf } from './pipeline-view.js';
@@ -274,6 +274,7 @@ async function synthesize(
   });
   const started = performance.now();
   let text = '';
+  let finishReason: FinishReason | undefined;
   let failure: LoopOutcome['failure'];
   for await (const part of input.router.stream({
     model: input.context.model,
@@ -287,6 +288,8 @@ async function synthesize(
       if (!input.context.signal.aborted) input.context.tracker.token(part.text);
     } else if (part.type === 'usage') {
       spend(run, part.usage);
+    } else if (part.type === 'finish') {
+      finishReason = part.reason;
     } else if (part.type === 'error') {
       failure = { code: part.error.code, message: part.error.userMessage };
     }
@@ -300,9 +303,11 @@ async function synthesize(
     'llm_call',
     'synthesis',
     failure ? 'failed' : 'completed',
-    failure ? { model, error: failure } : { model },
+    failure ? { model, error: failure } : { model, finishReason: finishReason ?? null },
     elapsedMs,
   );
+  // As the tool loop's answer (call-model.ts): a budget's early synthesis too, whose stages ran.
+  failure ??= emptyAnswerFailure(text, finishReason);
   if (failure) return outcome(run, { answer: text, reason: 'model_error', failure });
   return outcome(run, { answer: text, reason, failure: undefined });
 }

@@ -1,5 +1,6 @@
 import { storableText } from '../../json-limits.js';
 import type { FinishReason, ModelRequest, ToolCall, Usage } from '../../llm/types.js';
+import { emptyAnswerFailure } from '../collect-text.js';
 import { enforceBudget } from './budget.js';
 import { prepareRequest, recoverFromOverflow } from './prepare-request.js';
 import type { LoopRun, LoopStep, PendingCall } from './types.js';
@@ -59,6 +60,15 @@ export async function callModel(
   );
   // A turn without tools may still name some (a model ignoring tool_choice): its text is the answer.
   const calls = withTools ? collected.calls : [];
+  // At a budget cap an empty last turn has an answer of its own (final-turn.ts).
+  const empty =
+    calls.length === 0 && options.answerRequired && !run.wrappingUp
+      ? emptyAnswerFailure(collected.text, collected.finishReason)
+      : undefined;
+  if (empty) {
+    run.failure = empty;
+    return { kind: 'finished', answer: '', reason: 'model_error' };
+  }
   run.pendingAssistant = {
     content: collected.text,
     toolCalls: calls.map(toToolCall),

@@ -79,6 +79,13 @@ export interface LoopOptions {
   /** The turns of earlier runs of this workflow, continued from; absent on a first run. */
   resume?: LoopResume;
   /**
+   * An answering turn with no text fails the loop (collect-text.ts
+   * `emptyAnswerFailure`) rather than finishing it with an empty answer.
+   * A pipeline stage's loop leaves an empty result to the validator, which
+   * runs the stage again with that finding.
+   */
+  answerRequired: boolean;
+  /**
    * A write the first turn must follow, still in flight: the workflow's
    * insert, for a run started before it answered (workflows/early-start.ts).
    */
