@@ -2,8 +2,8 @@ import { randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { nextAction } from '../../src/orchestrator/pipeline/next-action.js';
 import {
+  buildPipelineView,
   loadPipelineState,
-  loadPipelineView,
 } from '../../src/orchestrator/pipeline/pipeline-view.js';
 import {
   type ExecutionPlan,
@@ -36,6 +36,12 @@ afterAll(async () => testDb?.close());
 const { pipelines, newWorkflow, start, gathered } = pipelineFixtures(() => testDb);
 
 const policy = { maxValidationRetries: 1 };
+
+/** The pipeline of a workflow still running, as `GET …/pipeline` shows it; undefined before its plan. */
+async function viewOf(key: WorkflowKey) {
+  const state = await loadPipelineState(handle.db, key);
+  return state && buildPipelineView(state, policy, false);
+}
 
 /** The workflow's row as a cancel leaves it (the cancel's other writes aside). */
 async function cancelWorkflow(db: DbOrTx, key: WorkflowKey): Promise<void> {
@@ -136,7 +142,7 @@ describe('stage attempts', () => {
 
   it('continue, then modify: the review begins the next attempt with the feedback', async () => {
     const key = await gathered('Facts.');
-    expect((await loadPipelineView(handle.db, key, policy))?.next).toBe('await_review');
+    expect((await viewOf(key))?.next).toBe('await_review');
 
     const begun = await pipelines().beginAttempt({
       ...key,
@@ -162,7 +168,7 @@ describe('stage attempts', () => {
     expect(await pipelines().acceptAttempt(accept)).toBe(true);
     expect(await pipelines().acceptAttempt(accept)).toBe(false);
 
-    const view = await loadPipelineView(handle.db, key, policy);
+    const view = await viewOf(key);
     expect(view).toMatchObject({ revision: 1, next: 'run_stage', currentStageId: 'write' });
     expect(view?.stages[0]).toMatchObject({
       id: 'gather',
@@ -299,9 +305,7 @@ describe('stage attempts', () => {
       }),
     ).toBeUndefined();
     expect(await start({ ...key, tenantId: otherTenantId }, 'gather', 1)).toBeUndefined();
-    expect(await loadPipelineView(handle.db, { ...key, tenantId: otherTenantId }, policy)).toBe(
-      undefined,
-    );
+    expect(await viewOf({ ...key, tenantId: otherTenantId })).toBe(undefined);
     expect(
       (await loadPipelineRows(handle.db, { tenantId: key.tenantId, workflowId: key.workflowId }))
         .attempts,

@@ -33,7 +33,9 @@ const stageSchema = z.object({
   dependsOn: z.array(z.string()).optional(),
   checkpoint: z.boolean(),
   expectedOutput: z.record(z.string(), z.unknown()).optional(),
-  status: z.enum(['pending', 'running', 'completed', 'failed', 'awaiting_review']),
+  status: z
+    .enum(['pending', 'running', 'completed', 'failed', 'awaiting_review', 'skipped'])
+    .describe('skipped: never run, as the workflow ended first'),
   attempts: z.array(attemptSchema),
   result: z.string().nullable().describe('The latest result: the one to review at a pause'),
 });
@@ -42,7 +44,9 @@ export const pipelineSchema = z
   .object({
     revision: z.number().int().describe('Plan revision: 1 as planned, +1 per `modify` with a plan'),
     stages: z.array(stageSchema),
-    next: z.enum(['run_stage', 'await_review', 'stage_failed', 'synthesize']),
+    next: z
+      .enum(['run_stage', 'await_review', 'stage_failed', 'synthesize', 'none'])
+      .describe('What the pipeline does next; none once the workflow has ended'),
     currentStageId: z.string().nullable(),
   })
   .meta({ id: 'Pipeline' });

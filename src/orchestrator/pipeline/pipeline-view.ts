@@ -26,7 +26,14 @@ import { type ExecutionPlan, type PlanStage, parseStoredPlan } from './plan.js';
  * disagrees with what the pipeline will do.
  */
 
-export type StageStatus = 'pending' | 'running' | 'completed' | 'failed' | 'awaiting_review';
+/** `skipped`: never run, as the workflow ended first (a budget's early answer, a cancel, a failure). */
+export type StageStatus =
+  | 'pending'
+  | 'running'
+  | 'completed'
+  | 'failed'
+  | 'awaiting_review'
+  | 'skipped';
 
 export interface AttemptView {
   attempt: number;
@@ -52,7 +59,8 @@ export interface StageView extends PlanStage {
 export interface PipelineView {
   revision: number;
   stages: StageView[];
-  next: NextAction['kind'];
+  /** `none` once the workflow has ended: nothing more will run. */
+  next: NextAction['kind'] | 'none';
   /** The stage `next` concerns; null once every stage is done. */
   currentStageId: string | null;
 }
@@ -82,24 +90,24 @@ export function pipelineStateOf(rows: PipelineRows): PipelineState | undefined {
   };
 }
 
-export async function loadPipelineView(
-  db: DbOrTx,
-  key: WorkflowKey,
+/**
+ * `ended`: the workflow has finished. What the run would do next then never
+ * happens: a stage it would have run or waited on is shown as what its
+ * attempts say (never run: `skipped`), and `next` is `none`.
+ */
+export function buildPipelineView(
+  state: PipelineState,
   policy: PipelinePolicy,
-): Promise<PipelineView | undefined> {
-  const state = await loadPipelineState(db, key);
-  return state && buildPipelineView(state, policy);
-}
-
-export function buildPipelineView(state: PipelineState, policy: PipelinePolicy): PipelineView {
+  ended: boolean,
+): PipelineView {
   const byStage = attemptsByStage(state.attempts);
   let current: PlanStage | undefined;
   const stages = state.plan.stages.map((stage): StageView => {
     const attempts = byStage.get(stage.id) ?? [];
-    let status: StageStatus = 'pending';
+    let status: StageStatus = ended ? 'skipped' : 'pending';
     if (!current) {
       const progress = stageProgress(stage, attempts, policy);
-      status = statusOf(progress, attempts);
+      status = ended ? endedStatusOf(progress, attempts) : statusOf(progress, attempts);
       if (progress.kind !== 'done') current = stage;
     }
     return {
@@ -112,8 +120,8 @@ export function buildPipelineView(state: PipelineState, policy: PipelinePolicy):
   return {
     revision: state.revision,
     stages,
-    next: nextAction(state.plan, state.attempts, policy).kind,
-    currentStageId: current?.id ?? null,
+    next: ended ? 'none' : nextAction(state.plan, state.attempts, policy).kind,
+    currentStageId: ended ? null : (current?.id ?? null),
   };
 }
 
@@ -128,6 +136,18 @@ function statusOf(progress: StageProgress, attempts: readonly StageAttempt[]): S
     case 'stage_failed':
       return 'failed';
   }
+}
+
+/**
+ * A finished workflow's stage at which the run stopped: its latest attempt
+ * that began decides (one still running when the workflow ended was failed
+ * with it); a stage none began was never run.
+ */
+function endedStatusOf(progress: StageProgress, attempts: readonly StageAttempt[]): StageStatus {
+  if (progress.kind === 'done') return statusOf(progress, attempts);
+  const latest = attempts.findLast((attempt) => attempt.status !== 'pending');
+  if (!latest) return 'skipped';
+  return latest.status === 'completed' ? 'completed' : 'failed';
 }
 
 function toAttemptView(attempt: StageAttempt): AttemptView {

@@ -16,7 +16,7 @@ import { type AttemptReason, type StageAttempt, ZERO_USAGE } from '../../store/p
 import { toWorkflow } from '../../workflows/rows.js';
 import type { WorkflowService } from '../../workflows/service.js';
 import { assertAwaiting } from '../../workflows/transitions.js';
-import type { AwaitingReason, Workflow } from '../../workflows/types.js';
+import { type AwaitingReason, isFinished, type Workflow } from '../../workflows/types.js';
 import { nextAction, type PipelinePolicy } from './next-action.js';
 import {
   buildPipelineView,
@@ -266,10 +266,11 @@ export function createPipelineReviews(options: {
 
     /** The plan and each stage's status, attempts and result; 404 before the plan exists. */
     async view(tenantId: string, id: string): Promise<PipelineView> {
-      await workflows.get(tenantId, id);
+      const workflow = await workflows.get(tenantId, id);
       const state = await loadPipelineState(db, { tenantId, workflowId: id });
       if (!state) throw notFound('Pipeline');
-      return buildPipelineView(state, policy);
+      // The workflow read first: one that ended meanwhile shows its rows as still running.
+      return buildPipelineView(state, policy, isFinished(workflow.status));
     },
   };
 }

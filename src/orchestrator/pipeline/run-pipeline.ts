@@ -8,12 +8,13 @@ import type { NewEventRow } from '../../store/workflow-events.js';
 import type { WorkflowTracker } from '../../tracker/tracker.js';
 import type { AgentContext } from '../agent-context.js';
 import { addUsage, emptyAnswerFailure } from '../collect-text.js';
+import { capWarning, reachedCap } from '../tool-loop/budget.js';
 import type { LoopOutcome, Spent } from '../tool-loop/types.js';
 import { type NextAction, nextAction, type PipelinePolicy, stageResults } from './next-action.js';
 import { loadPipelineState, type PipelineState, pipelineStateOf } from './pipeline-view.js';
 import { type PlanLimits, type PlanStage, toStoredPlan } from './plan.js';
 import { planQuestion } from './planner.js';
-import { runStage } from './run-stage.js';
+import { runStage, spentSoFar } from './run-stage.js';
 import { buildSynthesisRequest } from './synthesis-prompt.js';
 
 /**
@@ -103,6 +104,9 @@ export async function runPipeline(input: PipelineRunInput): Promise<LoopOutcome>
   let begun = input.rows?.begun;
   for (;;) {
     input.throwIfStopped();
+    // An attempt a review began is the stage's to run: its loop checks the budget before each turn.
+    const spentCap = begun ? null : budgetReached(run);
+    if (spentCap) return synthesize(run, state, spentCap);
     const decided = begun ? decideBegun(state, begun, run.policy) : undefined;
     begun = undefined;
     const action = decided?.action ?? nextAction(state.plan, state.attempts, run.policy);
@@ -119,6 +123,8 @@ export async function runPipeline(input: PipelineRunInput): Promise<LoopOutcome>
         if (ran?.reason === 'token_budget' || ran?.reason === 'cost_budget') {
           return synthesize(run, state, ran.reason);
         }
+        // Spent by the stage's last turn, which no check follows within the stage: the next
+        // pass, before anything else runs or pauses.
         break;
       }
       case 'await_review': {
@@ -179,6 +185,26 @@ function decideBegun(
     action.stage.id === row.stageId &&
     action.attempt === row.attempt;
   return runsIt ? { action, row } : undefined;
+}
+
+/**
+ * The workflow's token or cost cap, once what it has spent reached it
+ * (the planner's turns, a stage's last turn, a run before a crash): the
+ * pipeline then runs and pauses for nothing more, and a `warning` names
+ * the cap. Iterations are capped per stage, by the stage's tool loop.
+ */
+function budgetReached(run: PipelineRun): 'token_budget' | 'cost_budget' | null {
+  const { budget, tracker } = run.input.context;
+  const spent = { iterations: 0, ...spentSoFar(run) };
+  const cap = reachedCap(budget, spent);
+  if (cap !== 'token_budget' && cap !== 'cost_budget') return null;
+  tracker.enqueue(
+    'warning',
+    null,
+    'info',
+    capWarning(cap, budget, spent, 'writing the answer from the stages done so far.'),
+  );
+  return cap;
 }
 
 /** The state with attempt rows written by this run replacing (or adding to) the ones it had. */

@@ -174,7 +174,7 @@ function stageTracker(
 }
 
 /** The workflow's spending before this run, and this run's so far: what budgets count. */
-function spentSoFar(run: PipelineRun): { tokens: number; costUsd: number } {
+export function spentSoFar(run: PipelineRun): { tokens: number; costUsd: number } {
   const before = run.input.context.spentBefore;
   return {
     tokens: before.tokens + (run.usage ? run.usage.inputTokens + run.usage.outputTokens : 0),

@@ -70,15 +70,21 @@ export async function enforceBudget(run: LoopRun): Promise<void> {
   const cap = reachedCap(budget, spent);
   if (!cap) return;
   run.wrappingUp = cap;
-  run.options.tracker.enqueue('warning', null, 'info', capWarning(cap, budget, spent));
+  run.options.tracker.enqueue(
+    'warning',
+    null,
+    'info',
+    capWarning(cap, budget, spent, 'answering from what was gathered, without more tools.'),
+  );
 }
 
-function capWarning(
+/** The `warning` event's detail naming a reached cap; `then` says what the workflow does instead. */
+export function capWarning(
   cap: BudgetCap,
   budget: WorkflowBudget,
   spent: BudgetSpent,
+  then: string,
 ): Record<string, unknown> {
-  const then = 'answering from what was gathered, without more tools.';
   switch (cap) {
     case 'iteration_cap':
       return {

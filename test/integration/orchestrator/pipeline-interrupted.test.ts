@@ -48,7 +48,8 @@ describe('a stage interrupted', () => {
     expect((await act(id, 'cancel')).statusCode).toBe(202);
     await waitForStatus(h.testApp, h.tenant.key, id, ['cancelled']);
     const view = await pipelineOf(id);
-    expect(view.stages.map((s: { status: string }) => s.status)).toEqual(['failed', 'pending']);
+    expect(view.stages.map((s: { status: string }) => s.status)).toEqual(['failed', 'skipped']);
+    expect(view).toMatchObject({ next: 'none', currentStageId: null });
     expect(view.stages[0].attempts).toHaveLength(1);
     expect(view.stages[0].attempts[0]).toMatchObject({
       status: 'failed',

@@ -258,6 +258,7 @@ describe('buildPipelineView', () => {
     const view = buildPipelineView(
       { revision: 2, plan, attempts: [rejected('a', 1), attempt('a', 2), attempt('b', 1)] },
       policy,
+      false,
     );
     expect(view.revision).toBe(2);
     expect(view.next).toBe('await_review');
@@ -278,13 +279,36 @@ describe('buildPipelineView', () => {
   });
 
   it('a stage being retried is running; one out of retries is failed', () => {
-    const running = buildPipelineView({ revision: 1, plan, attempts: [rejected('a', 1)] }, policy);
+    const running = buildPipelineView(
+      { revision: 1, plan, attempts: [rejected('a', 1)] },
+      policy,
+      false,
+    );
     expect(running.stages[0]?.status).toBe('running');
     const failed = buildPipelineView(
       { revision: 1, plan, attempts: [rejected('a', 1), rejected('a', 2), rejected('a', 3)] },
       policy,
+      false,
     );
     expect(failed.stages[0]?.status).toBe('failed');
     expect(failed.next).toBe('stage_failed');
+  });
+
+  it('of an ended workflow: what its attempts say, the stages never run skipped, and next none', () => {
+    const statuses = (attempts: StageAttempt[]) => {
+      const view = buildPipelineView({ revision: 1, plan, attempts }, policy, true);
+      expect(view).toMatchObject({ next: 'none', currentStageId: null });
+      return view.stages.map((stage) => stage.status);
+    };
+    // Ended by a budget before b (the early synthesis), or by a cancel at b's checkpoint.
+    expect(statuses([attempt('a', 1)])).toEqual(['completed', 'skipped', 'skipped']);
+    expect(statuses([attempt('a', 1), attempt('b', 1)])).toEqual([
+      'completed',
+      'completed',
+      'skipped',
+    ]);
+    // Ended while a validation retry of a was due, or with a failed and waiting for review.
+    expect(statuses([rejected('a', 1)])).toEqual(['failed', 'skipped', 'skipped']);
+    expect(statuses([])).toEqual(['skipped', 'skipped', 'skipped']);
   });
 });
