@@ -51,6 +51,8 @@ export async function callModel(
     run.failure = collected.failure;
     return { kind: 'finished', answer: collected.text, reason: 'model_error' };
   }
+  // A later turn's context-length error is a new one, recovered from anew.
+  run.overflowRecovered = false;
   options.tracker.enqueue(
     'llm_call',
     step,

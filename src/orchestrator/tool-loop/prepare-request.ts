@@ -116,9 +116,12 @@ export async function recoverFromOverflow(
     code: 'context_exhausted',
     message: 'The model’s context window was exceeded again; the answer is partial.',
   });
-  const earlier = run.messages.findLast(
-    (message) => message.role === 'assistant' && message.content.trim() !== '',
-  );
+  // This workflow's own text only: before its question are the session's
+  // earlier answers, which are not this one's.
+  const question = run.messages.findLastIndex((message) => message.role === 'user');
+  const earlier = run.messages
+    .slice(question + 1)
+    .findLast((message) => message.role === 'assistant' && message.content.trim() !== '');
   const partial = turn.text.trim() || earlier?.content || PARTIAL_ANSWER_TEXT;
   return { kind: 'finished', answer: partial, reason: 'context_exhausted' };
 }

@@ -249,4 +249,21 @@ describe.each(['gpt', 'claude'])('the context window of the tool loop on %s', (m
     });
     expect(warningCodes(events)).toEqual(['context_length_recovery', 'context_exhausted']);
   });
+
+  it('a context-length error on a later turn, after a recovery that worked, is recovered from again', async () => {
+    enqueuePageTurns(model, [0.195, 0.195, 0.195]);
+    h.provider.enqueue({ kind: 'error', status: 400, type: 'context_length' });
+    // The retry of turn 4 works and reads one more page; turn 5's error is a new one.
+    h.provider.enqueue(
+      callsTo({ name: pages, arguments: { page: 4, chars: charsFor(model, 0.05) } }),
+      { kind: 'error', status: 400, type: 'context_length' },
+      answer('All four pages.'),
+    );
+    const { workflow, events } = await run(model);
+    expect(workflow).toMatchObject({
+      status: 'completed',
+      result: { answer: 'All four pages.', reason: 'answered' },
+    });
+    expect(warningCodes(events)).toEqual(['context_length_recovery', 'context_length_recovery']);
+  });
 });
