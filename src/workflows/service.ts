@@ -19,7 +19,7 @@ import { hashRequest, isIdempotencyKeyTaken } from './idempotency.js';
 import { checkedWorkflowRows } from './new-workflow-row.js';
 import { CANCELLED_WORK, endingsOfOpenWork } from './open-work.js';
 import { toWorkflow } from './rows.js';
-import { assertAwaiting, type TransitionInput } from './transitions.js';
+import { assertAwaiting, assertVersion, type TransitionInput } from './transitions.js';
 import type {
   AwaitingReason,
   Workflow,
@@ -247,6 +247,9 @@ export function createWorkflowService(options: WorkflowServiceOptions) {
       if (!row) throw notFound('Workflow');
       const paused = toWorkflow(row);
       assertAwaiting(paused, ['clarification']);
+      // Before the answer is checked against the question asked now: a client
+      // that saw an earlier one is told so, not that its answer does not fit.
+      if (input.version !== undefined) assertVersion(paused, input.version);
       const questions = await workflowEventsRepository(db).listOfType({
         tenantId,
         workflowId: id,

@@ -176,13 +176,7 @@ export async function transitionWorkflow(
     const current = toWorkflow(row);
     if (input.fromAwaiting) assertAwaiting(current, input.fromAwaiting);
     assertTransition(current.status, input.to);
-    if (input.expectedVersion !== undefined && input.expectedVersion !== current.version) {
-      throw conflict(
-        'stale_version',
-        `The workflow changed since version ${input.expectedVersion}; it is at version ${current.version}`,
-        currentState(current),
-      );
-    }
+    if (input.expectedVersion !== undefined) assertVersion(current, input.expectedVersion);
     await input.alsoInTransaction?.(tx);
     const found = (await input.eventsUnderLock?.(tx)) ?? [];
     // Under the lock with the checks passed, the compare-and-set cannot be refused.
@@ -191,6 +185,16 @@ export async function transitionWorkflow(
       throw new Error(`the transition of workflow ${input.workflowId} was refused under its lock`);
     return done;
   });
+}
+
+/** 409 `stale_version` unless the workflow is at the version the client saw. */
+export function assertVersion(current: Workflow, expectedVersion: number): void {
+  if (expectedVersion === current.version) return;
+  throw conflict(
+    'stale_version',
+    `The workflow changed since version ${expectedVersion}; it is at version ${current.version}`,
+    currentState(current),
+  );
 }
 
 /** `input` with `events` before its own; tokens among them keep their place after the same events. */

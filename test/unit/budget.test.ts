@@ -95,6 +95,13 @@ describe('reachedCap', () => {
     expect(reachedCap(budget, { iterations: 0, tokens: 900, costUsd: 9 })).toBe('token_budget');
   });
 
+  it('counts cost at the 8 decimals the usage keeps: $0.70 + $0.10 reaches a cap of $0.80', () => {
+    const cents = { ...budget, maxCostUsd: 0.8 };
+    expect(0.7 + 0.1).toBeLessThan(0.8);
+    expect(reachedCap(cents, { iterations: 0, tokens: 0, costUsd: 0.7 + 0.1 })).toBe('cost_budget');
+    expect(reachedCap(cents, { iterations: 0, tokens: 0, costUsd: 0.79999999 })).toBeNull();
+  });
+
   it('never trips an uncapped dimension', () => {
     const uncapped: WorkflowBudget = { maxIterations: 4, maxTokens: null, maxCostUsd: null };
     expect(reachedCap(uncapped, { iterations: 0, tokens: 1e12, costUsd: 1e6 })).toBeNull();

@@ -42,7 +42,7 @@ export const answerWorkflowBody = z
   .object({
     answer: z
       .string()
-      .min(1)
+      // No min: an empty answer is a blank one (answer_blank), however blank.
       .max(10_000)
       .refine(hasNoNul, NO_NUL_MESSAGE)
       .describe(

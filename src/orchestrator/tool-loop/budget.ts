@@ -25,7 +25,10 @@ export interface BudgetSpent {
 export function reachedCap(budget: WorkflowBudget, spent: BudgetSpent): BudgetCap | null {
   if (spent.iterations >= budget.maxIterations) return 'iteration_cap';
   if (budget.maxTokens !== null && spent.tokens >= budget.maxTokens) return 'token_budget';
-  if (budget.maxCostUsd !== null && spent.costUsd >= budget.maxCostUsd) return 'cost_budget';
+  // At the 8 decimals the usage keeps: $0.70 + $0.10 sums to 0.7999999999999999 in binary.
+  if (budget.maxCostUsd !== null && roundUsd(spent.costUsd) >= budget.maxCostUsd) {
+    return 'cost_budget';
+  }
   return null;
 }
 
