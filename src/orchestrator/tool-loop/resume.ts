@@ -1,5 +1,6 @@
 import type { ToolResultMessage } from '../../llm/types.js';
 import { reachedCap, spentBy } from './budget.js';
+import { turnStep } from './call-model.js';
 import { REPEAT_WARNING } from './repeat-guard.js';
 import { messagesOfTurn, type TurnState } from './state.js';
 import type { LoopRun, LoopStep } from './types.js';
@@ -11,8 +12,18 @@ import type { LoopRun, LoopStep } from './types.js';
  */
 export interface LoopResume {
   turns: TurnState[];
-  /** The user's answers by the `ask_user` call they answer. */
+  /** The user's answers by the `ask_user` call they answer (`answerKey`). */
   answers: ReadonlyMap<string, string>;
+}
+
+/**
+ * Which question an answer answers: the step of the turn that asked it and
+ * the call's id. Ids alone may repeat from turn to turn (an
+ * OpenAI-compatible server that sends none gets `call_<index>`, so every
+ * turn's first call is `call_0`).
+ */
+export function answerKey(step: string | null, toolCallId: string): string {
+  return `${step ?? ''}\u0000${toolCallId}`;
 }
 
 /**
@@ -30,7 +41,7 @@ export function restoreLoop(run: LoopRun, resume: LoopResume): LoopStep {
     if (turn.assistant.toolCalls.length > 0) run.iterations += 1;
     run.turns = turn.turn;
     if (!turn.awaiting) continue;
-    const answer = resume.answers.get(turn.awaiting.toolCallId);
+    const answer = resume.answers.get(answerKey(turnStep(turn.turn), turn.awaiting.toolCallId));
     if (answer === undefined) {
       // Cut off between persisting the question and pausing: ask it again.
       const call = turn.assistant.toolCalls.find((made) => made.id === turn.awaiting?.toolCallId);

@@ -2,7 +2,7 @@ import { sql } from 'kysely';
 import type { Message } from '../../llm/types.js';
 import type { Db } from '../../store/database.js';
 import { type TurnRow, workflowEventsRepository } from '../../store/workflow-events.js';
-import type { LoopResume } from './resume.js';
+import { answerKey, type LoopResume } from './resume.js';
 import { messagesOfTurn, parseTurnState, type TurnState } from './state.js';
 
 /**
@@ -63,7 +63,7 @@ export async function loadLoopResume(
   for (const event of answerEvents) {
     const { toolCallId, answer } = event.detail as { toolCallId?: unknown; answer?: unknown };
     if (typeof toolCallId === 'string' && typeof answer === 'string')
-      answers.set(toolCallId, answer);
+      answers.set(answerKey(event.step, toolCallId), answer);
   }
   return { turns, answers };
 }

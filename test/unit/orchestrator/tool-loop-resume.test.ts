@@ -1,7 +1,11 @@
 import { describe, expect, it } from 'vitest';
 import { startLoopRun } from '../../../src/orchestrator/tool-loop/loop.js';
 import { REPEAT_WARNING } from '../../../src/orchestrator/tool-loop/repeat-guard.js';
-import { type LoopResume, restoreLoop } from '../../../src/orchestrator/tool-loop/resume.js';
+import {
+  answerKey,
+  type LoopResume,
+  restoreLoop,
+} from '../../../src/orchestrator/tool-loop/resume.js';
 import type { TurnState } from '../../../src/orchestrator/tool-loop/state.js';
 import type { LoopOptions, LoopRun } from '../../../src/orchestrator/tool-loop/types.js';
 
@@ -35,9 +39,10 @@ function turn(number: number, overrides: Partial<TurnState> = {}): TurnState {
   };
 }
 
-const resume = (turns: TurnState[], answers: [string, string][] = []): LoopResume => ({
+/** `answers`: [step, call id, answer], as the `clarification_answer` events say. */
+const resume = (turns: TurnState[], answers: [string, string, string][] = []): LoopResume => ({
   turns,
-  answers: new Map(answers),
+  answers: new Map(answers.map(([step, callId, answer]) => [answerKey(step, callId), answer])),
 });
 
 describe('restoreLoop', () => {
@@ -71,7 +76,9 @@ describe('restoreLoop', () => {
       awaiting: { toolCallId: 'call_q', toolName: 'ask_user' },
     });
     const run = freshRun();
-    expect(restoreLoop(run, resume([asked], [['call_q', 'Oslo']]))).toEqual({ kind: 'call_model' });
+    expect(restoreLoop(run, resume([asked], [['turn-1', 'call_q', 'Oslo']]))).toEqual({
+      kind: 'call_model',
+    });
     expect(run.messages.at(-1)).toEqual({
       role: 'tool',
       toolCallId: 'call_q',
@@ -79,6 +86,27 @@ describe('restoreLoop', () => {
       content: 'The user answered: Oslo',
       isError: false,
     });
+  });
+
+  it('an answer belongs to the turn that asked: a later question with the same call id is asked again', () => {
+    const question = (number: number, text: string) =>
+      turn(number, {
+        assistant: {
+          content: '',
+          toolCalls: [{ id: 'call_0', name: 'ask_user', arguments: { question: text } }],
+        },
+        toolResults: [],
+        awaiting: { toolCallId: 'call_0', toolName: 'ask_user' },
+      });
+    const run = freshRun();
+    const step = restoreLoop(
+      run,
+      resume([question(1, 'Which city?'), question(2, 'Celsius?')], [['turn-1', 'call_0', 'Oslo']]),
+    );
+    expect(step).toMatchObject({ kind: 'paused', call: { arguments: { question: 'Celsius?' } } });
+    expect(run.messages.filter((message) => message.role === 'tool')).toEqual([
+      expect.objectContaining({ toolCallId: 'call_0', content: 'The user answered: Oslo' }),
+    ]);
   });
 
   it('a question persisted but never paused on is asked again', () => {
