@@ -1,6 +1,12 @@
 import type { Message } from '../llm/types.js';
 import type { WorkflowTracker } from '../tracker/tracker.js';
-import type { Workflow, WorkflowBudget, WorkflowKind, WorkflowMode } from '../workflows/types.js';
+import type {
+  Workflow,
+  WorkflowBudget,
+  WorkflowKind,
+  WorkflowMode,
+  WorkflowUsage,
+} from '../workflows/types.js';
 
 /**
  * What one run of a workflow answers from, fixed when the run starts and
@@ -46,6 +52,8 @@ export function createAgentContext(parts: {
   signal: AbortSignal;
   /** The caps of a workflow stored without a budget. */
   defaultBudget: WorkflowBudget;
+  /** What runs cut off before this one spent and the workflow's usage lacks (Run.uncounted). */
+  uncounted?: WorkflowUsage;
 }): AgentContext {
   const { workflow } = parts;
   return Object.freeze({
@@ -60,8 +68,11 @@ export function createAgentContext(parts: {
     tools: Object.freeze([...workflow.tools]),
     budget: Object.freeze({ ...(workflow.budget ?? parts.defaultBudget) }),
     spentBefore: Object.freeze({
-      tokens: workflow.usage.inputTokens + workflow.usage.outputTokens,
-      costUsd: workflow.usage.costUsd,
+      tokens:
+        workflow.usage.inputTokens +
+        workflow.usage.outputTokens +
+        (parts.uncounted ? parts.uncounted.inputTokens + parts.uncounted.outputTokens : 0),
+      costUsd: workflow.usage.costUsd + (parts.uncounted?.costUsd ?? 0),
     }),
     tracker: parts.tracker,
     signal: parts.signal,

@@ -1,6 +1,7 @@
 import { storableText } from '../json-limits.js';
 import type { ModelRouter, RouterCall } from '../llm/router/router.js';
 import type { FinishReason, Usage } from '../llm/types.js';
+import type { WorkflowUsage } from '../workflows/types.js';
 
 /** A whole text-only turn: what one-off model calls (classification check, planner) need. */
 export interface CollectedText {
@@ -8,6 +9,21 @@ export interface CollectedText {
   /** Undefined when the provider reported none. */
   usage: Usage | undefined;
   finishReason: FinishReason | undefined;
+}
+
+/**
+ * A model call's usage and price as its event carries it (`llm_call`,
+ * `plan`): what a run taking a workflow over counts of the calls a run cut
+ * off never added to the workflow's usage (store/workflow-events.ts
+ * `uncountedUsage`).
+ */
+export function usageDetail(usage: Usage, costUsd: number): WorkflowUsage {
+  return {
+    inputTokens: usage.inputTokens,
+    outputTokens: usage.outputTokens,
+    cachedInputTokens: usage.cachedInputTokens,
+    costUsd,
+  };
 }
 
 /** The usage of several turns together; undefined while no turn reported any. */

@@ -89,6 +89,7 @@ function startRun(options: ExecutorOptions, launch: Launch): void {
     streamed: '',
     usage: undefined,
     costUsd: 0,
+    uncounted: undefined,
   };
   let settle!: () => void;
   const execution: Execution = {

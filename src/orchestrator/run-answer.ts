@@ -4,7 +4,7 @@ import type { RouterEvent } from '../llm/router/types.js';
 import type { Message } from '../llm/types.js';
 import type { PipelineRows } from '../store/pipeline-rows.js';
 import type { Database } from '../store/schema.js';
-import type { NewEventRow } from '../store/workflow-events.js';
+import { type NewEventRow, workflowEventsRepository } from '../store/workflow-events.js';
 import { endingsOfOpenWork, INTERRUPTED_WORK } from '../workflows/open-work.js';
 import type { AwaitingReason, CompletionReason, WorkflowUsage } from '../workflows/types.js';
 import { createAgentContext } from './agent-context.js';
@@ -67,6 +67,7 @@ export async function answerWithToolLoop(
       },
       signal: run.controller.signal,
       defaultBudget: options.orchestrator.defaultBudget,
+      uncounted: run.uncounted,
     }),
     limits: {
       contextWindow: contextWindowOf(options.catalogue, workflow.model),
@@ -167,6 +168,10 @@ async function resumePointOf(run: Run, firstRun: boolean): Promise<LoopResume | 
   const resume =
     run.workflow.kind === 'complex' ? undefined : await loadLoopResume(run.options.db, key);
   if (run.cause === 'reclaimed') {
+    const uncounted = await workflowEventsRepository(run.options.db).uncountedUsage(key);
+    if (uncounted.inputTokens + uncounted.outputTokens > 0 || uncounted.costUsd > 0) {
+      run.uncounted = uncounted;
+    }
     const interrupted = await closeInterruptedWork(run, key);
     await run.tracker.emit('resumed', null, 'info', {
       replica: run.options.replicaId,
@@ -323,14 +328,18 @@ function report(run: Run, event: RouterEvent): void {
   }
 }
 
-/** This run's usage as its `usage` event and as the increment of the workflow's totals. */
+/**
+ * This run's usage, with what runs cut off before it left uncounted, as
+ * its `usage` event and as the increment of the workflow's totals.
+ */
 function usageOf(run: Run): { event: NewEventRow; totals: WorkflowUsage } | undefined {
-  if (!run.usage) return undefined;
+  const { uncounted } = run;
+  if (!run.usage && !uncounted) return undefined;
   const totals: WorkflowUsage = {
-    inputTokens: run.usage.inputTokens,
-    outputTokens: run.usage.outputTokens,
-    cachedInputTokens: run.usage.cachedInputTokens,
-    costUsd: run.costUsd,
+    inputTokens: (run.usage?.inputTokens ?? 0) + (uncounted?.inputTokens ?? 0),
+    outputTokens: (run.usage?.outputTokens ?? 0) + (uncounted?.outputTokens ?? 0),
+    cachedInputTokens: (run.usage?.cachedInputTokens ?? 0) + (uncounted?.cachedInputTokens ?? 0),
+    costUsd: run.costUsd + (uncounted?.costUsd ?? 0),
   };
   return {
     event: {

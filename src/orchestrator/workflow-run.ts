@@ -8,7 +8,7 @@ import type { WorkflowsRepository } from '../store/workflows.js';
 import type { EventHub } from '../tracker/event-hub.js';
 import type { WorkflowTracker } from '../tracker/tracker.js';
 import type { TransitionBatches } from '../workflows/transition-batches.js';
-import type { Workflow } from '../workflows/types.js';
+import type { Workflow, WorkflowUsage } from '../workflows/types.js';
 import type { OrchestratorSettings } from './answer-workflow.js';
 import type { Executions, StopReason } from './executions.js';
 
@@ -71,6 +71,13 @@ export interface Run {
   usage: Usage | undefined;
   /** What the turns cost, each at the prices of the model that answered it (the budget's figure). */
   costUsd: number;
+  /**
+   * What runs cut off before this one (a crash, a hand-over) spent, as
+   * their model calls' events say, and never added to the workflow's usage:
+   * read when this run takes the workflow over, counted against its
+   * budget, and added to the workflow's usage with this run's own.
+   */
+  uncounted: WorkflowUsage | undefined;
 }
 
 /** Thrown inside a run to leave its work once it was stopped. */

@@ -169,6 +169,47 @@ export function workflowEventsRepository(db: DbOrTx) {
       await sql`SELECT pg_notify(${EVENTS_CHANNEL}, ${payload})`.execute(db);
     },
 
+    /**
+     * What the workflow's model calls used since its usage was last added
+     * to its totals: each pause and the end add their run's usage with a
+     * `usage` event, and each model call's event (`llm_call`, the planner's
+     * `plan`) carries its own usage. The calls after the last `usage`
+     * event are those of runs cut off by a crash or a hand-over, read by
+     * the run that takes the workflow over. Only then: it reads every
+     * event after the last pause.
+     */
+    async uncountedUsage(key: { tenantId: string; workflowId: string }): Promise<{
+      inputTokens: number;
+      outputTokens: number;
+      cachedInputTokens: number;
+      costUsd: number;
+    }> {
+      const { rows } = await sql<{
+        input_tokens: string;
+        output_tokens: string;
+        cached_input_tokens: string;
+        cost_usd: string;
+      }>`
+        SELECT coalesce(sum((detail->'usage'->>'inputTokens')::bigint), 0) AS input_tokens,
+               coalesce(sum((detail->'usage'->>'outputTokens')::bigint), 0) AS output_tokens,
+               coalesce(sum((detail->'usage'->>'cachedInputTokens')::bigint), 0) AS cached_input_tokens,
+               coalesce(sum((detail->'usage'->>'costUsd')::numeric), 0) AS cost_usd
+        FROM workflow_events
+        WHERE workflow_id = ${key.workflowId} AND tenant_id = ${key.tenantId}
+          AND type IN ('llm_call', 'plan') AND detail ? 'usage'
+          AND seq > coalesce((
+            SELECT max(seq) FROM workflow_events
+            WHERE workflow_id = ${key.workflowId} AND tenant_id = ${key.tenantId} AND type = 'usage'
+          ), 0)`.execute(db);
+      const row = rows[0];
+      return {
+        inputTokens: Number(row?.input_tokens ?? 0),
+        outputTokens: Number(row?.output_tokens ?? 0),
+        cachedInputTokens: Number(row?.cached_input_tokens ?? 0),
+        costUsd: Number(row?.cost_usd ?? 0),
+      };
+    },
+
     /** The workflow's events of one type in seq order (a pause's question, the user's answers). */
     async listOfType(input: { tenantId: string; workflowId: string; type: string }) {
       return db

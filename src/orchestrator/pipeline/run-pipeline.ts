@@ -6,8 +6,9 @@ import type { PipelineRows } from '../../store/pipeline-rows.js';
 import { pipelinesRepository, type StageAttempt } from '../../store/pipelines.js';
 import type { NewEventRow } from '../../store/workflow-events.js';
 import type { WorkflowTracker } from '../../tracker/tracker.js';
+import type { WorkflowUsage } from '../../workflows/types.js';
 import type { AgentContext } from '../agent-context.js';
-import { addUsage, emptyAnswerFailure } from '../collect-text.js';
+import { addUsage, emptyAnswerFailure, usageDetail } from '../collect-text.js';
 import { capWarning, reachedCap } from '../tool-loop/budget.js';
 import type { LoopOutcome, Spent } from '../tool-loop/types.js';
 import { type NextAction, nextAction, type PipelinePolicy, stageResults } from './next-action.js';
@@ -264,7 +265,7 @@ async function plan(
     );
     return { failure: outcome(run, { answer: '', reason: 'model_error', failure }) };
   }
-  spend(run, planned.usage);
+  const plannerUsage = spend(run, planned.usage);
   input.throwIfStopped();
   const revision = await pipelinesRepository(input.db).savePlan({
     tenantId: input.context.tenantId,
@@ -275,7 +276,7 @@ async function plan(
     'plan',
     'plan',
     'completed',
-    { revision, repaired: planned.repaired, stages: planned.plan.stages },
+    { revision, repaired: planned.repaired, stages: planned.plan.stages, ...plannerUsage },
     performance.now() - started,
   );
   return { state: { revision, plan: planned.plan, attempts: [] } };
@@ -301,6 +302,7 @@ async function synthesize(
   const started = performance.now();
   let text = '';
   let finishReason: FinishReason | undefined;
+  let synthesisUsage: { usage: WorkflowUsage } | undefined;
   let failure: LoopOutcome['failure'];
   for await (const part of input.router.stream({
     model: input.context.model,
@@ -313,7 +315,7 @@ async function synthesize(
       text += part.text;
       if (!input.context.signal.aborted) input.context.tracker.token(part.text);
     } else if (part.type === 'usage') {
-      spend(run, part.usage);
+      synthesisUsage = spend(run, part.usage);
     } else if (part.type === 'finish') {
       finishReason = part.reason;
     } else if (part.type === 'error') {
@@ -329,7 +331,9 @@ async function synthesize(
     'llm_call',
     'synthesis',
     failure ? 'failed' : 'completed',
-    failure ? { model, error: failure } : { model, finishReason: finishReason ?? null },
+    failure
+      ? { model, error: failure, ...synthesisUsage }
+      : { model, finishReason: finishReason ?? null, ...synthesisUsage },
     elapsedMs,
   );
   // As the tool loop's answer (call-model.ts): a budget's early synthesis too, whose stages ran.
@@ -338,11 +342,16 @@ async function synthesize(
   return outcome(run, { answer: text, reason, failure: undefined });
 }
 
-/** Adds a planner or synthesis turn's usage, priced with the model answering now. */
-function spend(run: PipelineRun, usage: Usage | undefined): void {
-  if (!usage) return;
+/**
+ * Adds a planner or synthesis turn's usage, priced with the model answering
+ * now; returns it as the turn's event carries it.
+ */
+function spend(run: PipelineRun, usage: Usage | undefined): { usage: WorkflowUsage } | undefined {
+  if (!usage) return undefined;
+  const costUsd = run.input.costOf(run.input.currentModel(), usage);
   run.usage = addUsage(run.usage, usage);
-  run.costUsd += run.input.costOf(run.input.currentModel(), usage);
+  run.costUsd += costUsd;
+  return { usage: usageDetail(usage, costUsd) };
 }
 
 function outcome(

@@ -1,6 +1,7 @@
 import { storableText } from '../../json-limits.js';
 import type { FinishReason, ModelRequest, ToolCall, Usage } from '../../llm/types.js';
-import { emptyAnswerFailure } from '../collect-text.js';
+import type { WorkflowUsage } from '../../workflows/types.js';
+import { addUsage, emptyAnswerFailure, usageDetail } from '../collect-text.js';
 import { enforceBudget } from './budget.js';
 import { prepareRequest, recoverFromOverflow } from './prepare-request.js';
 import type { LoopRun, LoopStep, PendingCall } from './types.js';
@@ -35,14 +36,14 @@ export async function callModel(
   const collected = await streamTurn(run, request, after);
   options.throwIfStopped();
   const elapsedMs = performance.now() - started;
-  addUsage(run, collected.usage);
+  const usage = spendTurn(run, collected.usage);
 
   if (collected.failure) {
     options.tracker.enqueue(
       'llm_call',
       step,
       'failed',
-      { model: options.currentModel(), error: collected.failure },
+      { model: options.currentModel(), error: collected.failure, ...usage },
       elapsedMs,
     );
     if (collected.contextOverflow) {
@@ -57,7 +58,7 @@ export async function callModel(
     'llm_call',
     step,
     'completed',
-    { model: options.currentModel(), finishReason: collected.finishReason ?? null },
+    { model: options.currentModel(), finishReason: collected.finishReason ?? null, ...usage },
     elapsedMs,
   );
   // A turn without tools may still name some (a model ignoring tool_choice): its text is the answer.
@@ -210,16 +211,11 @@ function toToolCall(pending: PendingCall): ToolCall {
     : { id: pending.id, name: pending.name, arguments: {} };
 }
 
-function addUsage(run: LoopRun, usage: Usage | undefined): void {
-  if (!usage) return;
-  run.costUsd += run.options.costOf(run.options.currentModel(), usage);
-  const total = run.usage;
-  run.usage = total
-    ? {
-        inputTokens: total.inputTokens + usage.inputTokens,
-        outputTokens: total.outputTokens + usage.outputTokens,
-        cachedInputTokens: total.cachedInputTokens + usage.cachedInputTokens,
-        cacheWriteTokens: total.cacheWriteTokens + usage.cacheWriteTokens,
-      }
-    : { ...usage };
+/** Adds the turn's usage to the run's; returns it as its `llm_call` event carries it. */
+function spendTurn(run: LoopRun, usage: Usage | undefined): { usage: WorkflowUsage } | undefined {
+  if (!usage) return undefined;
+  const costUsd = run.options.costOf(run.options.currentModel(), usage);
+  run.costUsd += costUsd;
+  run.usage = addUsage(run.usage, usage);
+  return { usage: usageDetail(usage, costUsd) };
 }

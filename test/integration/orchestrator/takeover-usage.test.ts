@@ -1,0 +1,109 @@
+import { describe, expect, it, vi } from 'vitest';
+import { planReply, stage } from '../../support/pipeline-http.js';
+import {
+  answer,
+  callsTo,
+  toolChoiceOf,
+  useToolLoopHarness,
+} from '../../support/tool-loop-harness.js';
+import {
+  handOver,
+  startWorkflow,
+  storedEvents,
+  takeOverToEnd,
+  waitFor,
+} from '../../support/workflows.js';
+
+/**
+ * What a run cut off by a hand-over (or a crash) spent is not lost: each
+ * model call's event carries its usage, and the run taking the workflow
+ * over counts the calls no pause or end added to the workflow's usage,
+ * against its budget and in its usage. Every reply here uses 120 tokens
+ * (100 in, 20 out).
+ */
+
+const h = useToolLoopHarness({ maxIterations: 10 });
+const usage = { input: 100, output: 20 };
+
+describe('usage across a takeover', () => {
+  it('tool loop: the turns of the run handed over count against the token cap and in the usage', async () => {
+    const hanging = await h.registerTool('/hang', { timeoutMs: 60_000 });
+    const hangsBefore = h.tools.calls.filter((call) => call.path === '/hang').length;
+    // 240 tokens in the first run's two turns; its second turn's tool never answers.
+    h.provider.enqueue(
+      { ...callsTo({ name: 'calculator', arguments: { expression: '1 + 1' } }), usage },
+      { ...callsTo({ name: hanging, arguments: {} }), usage },
+    );
+    const id = await startWorkflow(h.testApp, h.tenant.key, {
+      input: 'Keep working',
+      budget: { maxTokens: 300 },
+    });
+    await vi.waitFor(
+      () =>
+        expect(h.tools.calls.filter((call) => call.path === '/hang')).toHaveLength(hangsBefore + 1),
+      { timeout: 10_000 },
+    );
+    await handOver(h.testApp, id);
+
+    // After the takeover: a third turn (360 tokens, past the cap of 300), then the best-effort turn.
+    const before = h.provider.requests.length;
+    h.provider.enqueue(
+      { ...callsTo({ name: 'calculator', arguments: { expression: '2 + 2' } }), usage },
+      { ...answer('Best effort after the takeover.'), usage },
+    );
+    const done = await takeOverToEnd(h.testApp, h.tenant.key, id);
+    const requests = h.provider.requests.slice(before);
+    const events = await storedEvents(h.testApp, id);
+    expect(done).toMatchObject({
+      result: { reason: 'token_budget' },
+      usage: { inputTokens: 400, outputTokens: 80 },
+    });
+    expect(events.filter((event) => event.type === 'warning').map((event) => event.detail)).toEqual(
+      [expect.objectContaining({ code: 'token_budget', maxTokens: 300, tokens: 360 })],
+    );
+    expect(toolChoiceOf(requests.at(-1))).toBe('none');
+    // Each model call's event says what it used; the one usage event counts all four.
+    expect(
+      events
+        .filter((event) => event.type === 'llm_call' && event.status === 'completed')
+        .map((event) => event.detail.usage),
+    ).toEqual(
+      Array(4).fill({ inputTokens: 100, outputTokens: 20, cachedInputTokens: 0, costUsd: 0 }),
+    );
+    expect(events.filter((event) => event.type === 'usage').map((event) => event.detail)).toEqual([
+      expect.objectContaining({ inputTokens: 400, outputTokens: 80 }),
+    ]);
+  });
+
+  it('pipeline: the planner and the stage the run handed over had done count in the usage', async () => {
+    const before = h.provider.requests.length;
+    h.provider.enqueue(
+      { ...planReply(stage('a'), stage('b')), usage },
+      { ...answer('Result of a.'), usage },
+      { kind: 'stall' },
+    );
+    const id = await startWorkflow(h.testApp, h.tenant.key, {
+      input: 'Compare, then hand over',
+      mode: 'complex',
+    });
+    await waitFor(async () => {
+      const events = await storedEvents(h.testApp, id);
+      return h.provider.requests.length >= before + 3 &&
+        events.some((e) => e.type === 'llm_call' && e.step === 'b/turn-1')
+        ? true
+        : undefined;
+    }, 'stage b to call the model');
+    await handOver(h.testApp, id);
+    h.provider.enqueue({ ...answer('Result of b.'), usage }, { ...answer('Both done.'), usage });
+    const done = await takeOverToEnd(h.testApp, h.tenant.key, id);
+    // Planner, a, then after the takeover b and the synthesis: 4 × 120 tokens.
+    expect(done).toMatchObject({
+      status: 'completed',
+      usage: { inputTokens: 400, outputTokens: 80 },
+    });
+    const plan = (await storedEvents(h.testApp, id)).find(
+      (event) => event.type === 'plan' && event.status === 'completed',
+    );
+    expect(plan?.detail.usage).toMatchObject({ inputTokens: 100, outputTokens: 20 });
+  });
+});
