@@ -1,4 +1,5 @@
 import { describe, expect, it, vi } from 'vitest';
+import type { FakeReply, FakeResponse } from '../../fakes/provider-types.js';
 import { planReply, stage } from '../../support/pipeline-http.js';
 import {
   answer,
@@ -25,14 +26,20 @@ import {
 const h = useToolLoopHarness({ maxIterations: 10 });
 const usage = { input: 100, output: 20 };
 
+/** A reply of the fake (callsTo, answer, planReply make one) using `usage`. */
+function spending(response: FakeResponse): FakeReply {
+  if (response.kind !== 'reply') throw new Error('only a reply reports usage');
+  return { ...response, usage };
+}
+
 describe('usage across a takeover', () => {
   it('tool loop: the turns of the run handed over count against the token cap and in the usage', async () => {
     const hanging = await h.registerTool('/hang', { timeoutMs: 60_000 });
     const hangsBefore = h.tools.calls.filter((call) => call.path === '/hang').length;
     // 240 tokens in the first run's two turns; its second turn's tool never answers.
     h.provider.enqueue(
-      { ...callsTo({ name: 'calculator', arguments: { expression: '1 + 1' } }), usage },
-      { ...callsTo({ name: hanging, arguments: {} }), usage },
+      spending(callsTo({ name: 'calculator', arguments: { expression: '1 + 1' } })),
+      spending(callsTo({ name: hanging, arguments: {} })),
     );
     const id = await startWorkflow(h.testApp, h.tenant.key, {
       input: 'Keep working',
@@ -48,8 +55,8 @@ describe('usage across a takeover', () => {
     // After the takeover: a third turn (360 tokens, past the cap of 300), then the best-effort turn.
     const before = h.provider.requests.length;
     h.provider.enqueue(
-      { ...callsTo({ name: 'calculator', arguments: { expression: '2 + 2' } }), usage },
-      { ...answer('Best effort after the takeover.'), usage },
+      spending(callsTo({ name: 'calculator', arguments: { expression: '2 + 2' } })),
+      spending(answer('Best effort after the takeover.')),
     );
     const done = await takeOverToEnd(h.testApp, h.tenant.key, id);
     const requests = h.provider.requests.slice(before);
@@ -78,8 +85,8 @@ describe('usage across a takeover', () => {
   it('pipeline: the planner and the stage the run handed over had done count in the usage', async () => {
     const before = h.provider.requests.length;
     h.provider.enqueue(
-      { ...planReply(stage('a'), stage('b')), usage },
-      { ...answer('Result of a.'), usage },
+      spending(planReply(stage('a'), stage('b'))),
+      spending(answer('Result of a.')),
       { kind: 'stall' },
     );
     const id = await startWorkflow(h.testApp, h.tenant.key, {
@@ -94,7 +101,7 @@ describe('usage across a takeover', () => {
         : undefined;
     }, 'stage b to call the model');
     await handOver(h.testApp, id);
-    h.provider.enqueue({ ...answer('Result of b.'), usage }, { ...answer('Both done.'), usage });
+    h.provider.enqueue(spending(answer('Result of b.')), spending(answer('Both done.')));
     const done = await takeOverToEnd(h.testApp, h.tenant.key, id);
     // Planner, a, then after the takeover b and the synthesis: 4 × 120 tokens.
     expect(done).toMatchObject({
