@@ -264,6 +264,7 @@ async function sessionHistoryOf(run: Run): Promise<Message[]> {
   if (workflow.sessionId === null) return [];
   return options.sessions.historyFor(workflow.tenantId, workflow.sessionId, {
     ...options.sessionHistory,
+    workflowId: workflow.id,
     kind: providerKindOf(options.catalogue, workflow.model),
   });
 }

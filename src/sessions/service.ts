@@ -119,11 +119,14 @@ export function createSessionService(options: { db: Db }) {
      * The history a workflow of the session sees before its own input: the
      * latest messages that fit the budget (see trimHistory). Read backwards
      * a page at a time, only as far back as the budget and floor reach.
+     * With `workflowId`, only what the session held when that workflow was
+     * created: a run resumed after a pause or a takeover sees the history
+     * its first run saw, not the exchanges of workflows completed since.
      */
     async historyFor(
       tenantId: string,
       sessionId: string,
-      historyOptions: HistoryOptions,
+      historyOptions: HistoryOptions & { workflowId?: string },
     ): Promise<Message[]> {
       const newestFirst: HistoryMessage[] = [];
       let reach: HistoryReach = { pairs: 0, tokens: 0 };
@@ -134,6 +137,7 @@ export function createSessionService(options: { db: Db }) {
           tenantId,
           sessionId,
           beforeSeq,
+          ...(historyOptions.workflowId ? { beforeWorkflow: historyOptions.workflowId } : {}),
           limit: HISTORY_PAGE_ROWS,
         });
         const page = rows.map((row) => ({ role: row.role as SessionRole, content: row.content }));

@@ -124,6 +124,8 @@ export function sessionsRepository(db: DbOrTx) {
       tenantId: string;
       sessionId: string;
       beforeSeq?: number;
+      /** Only messages added before this workflow was created (in the database's own clock). */
+      beforeWorkflow?: string;
       limit: number;
     }): Promise<SessionMessageRow[]> {
       let query = db
@@ -132,6 +134,16 @@ export function sessionsRepository(db: DbOrTx) {
         .where('session_id', '=', input.sessionId)
         .where('tenant_id', '=', input.tenantId);
       if (input.beforeSeq !== undefined) query = query.where('seq', '<', input.beforeSeq);
+      if (input.beforeWorkflow !== undefined) {
+        // A run started early reads the history before its workflow's insert
+        // has committed (orchestrator/early-start.ts): the whole of it then.
+        query = query.where(
+          sql<boolean>`created_at < coalesce((
+            SELECT w.created_at FROM workflows w
+            WHERE w.id = ${input.beforeWorkflow} AND w.tenant_id = ${input.tenantId}
+          ), 'infinity')`,
+        );
+      }
       return query.orderBy('seq', 'desc').limit(input.limit).execute();
     },
   };

@@ -1,7 +1,8 @@
 import { describe, expect, it } from 'vitest';
 import { PARTIAL_ANSWER_TEXT } from '../../../src/orchestrator/tool-loop/prepare-request.js';
+import { bearer } from '../../support/app.js';
 import { sessionHelpers } from '../../support/sessions.js';
-import { answer, useToolLoopHarness } from '../../support/tool-loop-harness.js';
+import { answer, callsTo, useToolLoopHarness } from '../../support/tool-loop-harness.js';
 import { createSession, startWorkflow, waitForStatus } from '../../support/workflows.js';
 
 /**
@@ -11,6 +12,12 @@ import { createSession, startWorkflow, waitForStatus } from '../../support/workf
 
 const h = useToolLoopHarness();
 const { sessionMessages } = sessionHelpers(() => h.testApp);
+
+/** The user messages of a request, as the model read them. */
+const userTexts = (request: { body: Record<string, unknown> } | undefined): string[] =>
+  ((request?.body.messages ?? []) as { role: string; content: unknown }[])
+    .filter((message) => message.role === 'user' && typeof message.content === 'string')
+    .map((message) => message.content as string);
 
 /** A session holding one completed exchange: `question` answered with `reply`. */
 async function sessionWith(question: string, reply: string): Promise<string> {
@@ -43,5 +50,59 @@ describe('workflows of a session', () => {
     expect(done.result).toMatchObject({ answer: PARTIAL_ANSWER_TEXT, reason: 'context_exhausted' });
     const messages = await sessionMessages(h.tenant.key, sessionId);
     expect(messages.filter((message) => message.content === previous)).toHaveLength(1);
+  });
+
+  it('a workflow resumed after a pause sees the history it started with, not exchanges added meanwhile', async () => {
+    const sessionId = await sessionWith('Which planet is largest?', 'Jupiter.');
+    const firstRequest = h.provider.requests.length;
+    h.provider.enqueue(
+      callsTo({
+        name: 'ask_user',
+        arguments: { question: 'Which city?', question_type: 'free_text' },
+      }),
+    );
+    const paused = await startWorkflow(h.testApp, h.tenant.key, {
+      input: 'Weather please',
+      sessionId,
+      mode: 'simple',
+    });
+    await waitForStatus(h.testApp, h.tenant.key, paused, ['awaiting_input']);
+    expect(userTexts(h.provider.requests[firstRequest])).toEqual([
+      'Which planet is largest?',
+      'Weather please',
+    ]);
+
+    // Meanwhile, another workflow of the session completes.
+    h.provider.enqueue(answer('Paris.'));
+    const other = await startWorkflow(h.testApp, h.tenant.key, {
+      input: 'Capital of France?',
+      sessionId,
+      mode: 'simple',
+    });
+    await waitForStatus(h.testApp, h.tenant.key, other, ['completed']);
+
+    const before = h.provider.requests.length;
+    h.provider.enqueue(answer('Sunny in Oslo.'));
+    const answered = await h.testApp.app.inject({
+      method: 'POST',
+      url: `/v1/workflows/${paused}/answer`,
+      headers: bearer(h.tenant.key),
+      payload: { answer: 'Oslo' },
+    });
+    expect(answered.statusCode, answered.body).toBe(202);
+    await waitForStatus(h.testApp, h.tenant.key, paused, ['completed']);
+    expect(userTexts(h.provider.requests[before])).toEqual([
+      'Which planet is largest?',
+      'Weather please',
+    ]);
+    // Its exchange goes after the other's: the session keeps completion order.
+    expect((await sessionMessages(h.tenant.key, sessionId)).map((m) => m.content)).toEqual([
+      'Which planet is largest?',
+      'Jupiter.',
+      'Capital of France?',
+      'Paris.',
+      'Weather please',
+      'Sunny in Oslo.',
+    ]);
   });
 });
