@@ -11,7 +11,7 @@ import type { PlanLimits } from './plan.js';
 const PLANNER_STABLE = [
   'You are the planner of Waymark, an assistant that answers questions with tools.',
   PLAN_MARKER,
-  'The user message is the question. Do not answer it: plan the work that answers it.',
+  'The last user message is the question. Do not answer it: plan the work that answers it. Messages before it, if any, are the conversation so far: use them to understand what the question refers to.',
   'Each stage is run by an agent that sees the stage goal, this plan and the results of earlier stages, and may use tools. A final step writes the answer from all stage results, so do not add a stage that only restates earlier results.',
   '',
   'Reply with one JSON object and nothing else, of this shape:',

@@ -17,6 +17,8 @@ import { readJsonObject } from './read-json.js';
 
 export interface PlannerOptions {
   question: string;
+  /** The session's history, before the question: what the question may refer to. */
+  history: readonly Message[];
   router: Pick<ModelRouter, 'stream'>;
   /** Catalogue name of the model asked. */
   model: string;
@@ -57,12 +59,15 @@ export class PlanInvalidError extends AppError {
 }
 
 export async function planQuestion(options: PlannerOptions): Promise<PlannerOutcome> {
-  const first = await askForPlan(options, [{ role: 'user', content: options.question }]);
+  const first = await askForPlan(options, [
+    ...options.history,
+    { role: 'user', content: options.question },
+  ]);
   if (first.parse.ok) return { plan: first.parse.plan, repaired: false, usage: first.usage };
-  const second = await askForPlan(
-    options,
-    repairMessages(options.question, first.text, first.parse.issues),
-  );
+  const second = await askForPlan(options, [
+    ...options.history,
+    ...repairMessages(options.question, first.text, first.parse.issues),
+  ]);
   const usage = addUsage(first.usage, second.usage);
   if (second.parse.ok) return { plan: second.parse.plan, repaired: true, usage };
   throw new PlanInvalidError(second.parse.issues);

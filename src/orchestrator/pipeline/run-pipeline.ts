@@ -246,6 +246,7 @@ async function plan(
   try {
     planned = await planQuestion({
       question: input.context.input,
+      history: input.context.history,
       router: input.router,
       model: input.context.model,
       limits,
@@ -292,6 +293,7 @@ async function synthesize(
   const request = buildSynthesisRequest({
     base: { stable: input.system.stable },
     question: input.context.input,
+    history: input.context.history,
     plan: state.plan,
     results: stageResults(state.plan, state.attempts, run.policy),
     resultMaxChars: input.settings.synthesisResultMaxChars,

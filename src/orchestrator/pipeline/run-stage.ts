@@ -54,6 +54,7 @@ export async function runStage(
   const stageInput = buildStageInput({
     base: input.system,
     question: input.context.input,
+    history: input.context.history,
     plan: state.plan,
     stage,
     earlierResults,

@@ -20,6 +20,8 @@ export interface StagePromptOptions {
   /** The workflow's system prompt (buildSystemPrompt), for the stage's tools. */
   base: SystemPrompt;
   question: string;
+  /** The session's history, before the stage's message, as the workflow's system prompt announces it. */
+  history: readonly Message[];
   plan: ExecutionPlan;
   stage: PlanStage;
   /** Results of the stages run so far, by stage id. */
@@ -44,7 +46,7 @@ export function buildStageInput(options: StagePromptOptions): StageInput {
       stable: `${options.base.stable}\n\n${pipelineSection(options.plan)}`,
       ...(options.base.volatile !== undefined ? { volatile: options.base.volatile } : {}),
     },
-    messages: [{ role: 'user', content: stageMessage(options) }],
+    messages: [...options.history, { role: 'user', content: stageMessage(options) }],
   };
 }
 

@@ -1,5 +1,5 @@
 import { SYNTHESIS_MARKER } from '../../llm/scripted/markers.js';
-import type { ModelRequest, SystemPrompt } from '../../llm/types.js';
+import type { Message, ModelRequest, SystemPrompt } from '../../llm/types.js';
 import { formatStageResults, planOverview, STAGE_RESULT_TAG } from './format-results.js';
 import type { ExecutionPlan } from './plan.js';
 
@@ -14,6 +14,8 @@ export interface SynthesisPromptOptions {
   /** The workflow's system prompt, built without tools. */
   base: SystemPrompt;
   question: string;
+  /** The session's history, before the synthesis's message. */
+  history: readonly Message[];
   plan: ExecutionPlan;
   /** Every stage's result by stage id; a stage without one (continued past a failure) is left out. */
   results: ReadonlyMap<string, string>;
@@ -42,7 +44,7 @@ export function buildSynthesisRequest(options: SynthesisPromptOptions): ModelReq
       stable: `${options.base.stable}\n\n${synthesisSection(options.plan)}`,
       ...(options.base.volatile !== undefined ? { volatile: options.base.volatile } : {}),
     },
-    messages: [{ role: 'user', content: sections.join('\n\n') }],
+    messages: [...options.history, { role: 'user', content: sections.join('\n\n') }],
   };
 }
 

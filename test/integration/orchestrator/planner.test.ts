@@ -74,6 +74,7 @@ async function fakeProvider(): Promise<{ llm: Llm; server: FakeProviderServer }>
 function options(started: Llm, extra: Partial<PlannerOptions> = {}): PlannerOptions {
   return {
     question: 'Find the population of France, then compare it with Germany.',
+    history: [],
     router: started.router,
     model: started.catalogue.defaultModel,
     limits: { maxStages: DEFAULT_MAX_STAGES },

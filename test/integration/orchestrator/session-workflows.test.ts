@@ -1,6 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { PARTIAL_ANSWER_TEXT } from '../../../src/orchestrator/tool-loop/prepare-request.js';
 import { bearer } from '../../support/app.js';
+import { planReply, stage } from '../../support/pipeline-http.js';
 import { sessionHelpers } from '../../support/sessions.js';
 import { answer, callsTo, useToolLoopHarness } from '../../support/tool-loop-harness.js';
 import { createSession, startWorkflow, waitForStatus } from '../../support/workflows.js';
@@ -104,5 +105,46 @@ describe('workflows of a session', () => {
       'Weather please',
       'Sunny in Oslo.',
     ]);
+  });
+
+  it('a pipeline of a session: the planner, every stage and the synthesis see the history', async () => {
+    const sessionId = await sessionWith(
+      'Which three suppliers did we shortlist?',
+      'Acme Widgets, Globex and Initech.',
+    );
+    const before = h.provider.requests.length;
+    h.provider.enqueue(
+      planReply(stage('a'), stage('b')),
+      answer('Result of a.'),
+      answer('Result of b.'),
+      answer('The final comparison.'),
+    );
+    const id = await startWorkflow(h.testApp, h.tenant.key, {
+      input: 'Compare the three of them on price and delivery',
+      sessionId,
+      mode: 'complex',
+    });
+    const done = await waitForStatus(h.testApp, h.tenant.key, id, ['completed', 'failed']);
+    expect(done).toMatchObject({
+      status: 'completed',
+      result: { answer: 'The final comparison.' },
+    });
+    const requests = h.provider.requests.slice(before);
+    expect(requests).toHaveLength(4);
+    // History first, then the call's own message last.
+    for (const request of requests) {
+      const texts = userTexts(request);
+      expect(texts[0]).toBe('Which three suppliers did we shortlist?');
+      expect(texts).toHaveLength(2);
+      expect(texts[1]).toContain('Compare the three of them on price and delivery');
+    }
+    expect(
+      requests.map(
+        (request) =>
+          ((request.body.messages as { role: string; content: unknown }[]).find(
+            (message) => message.role === 'assistant',
+          )?.content as string | undefined) ?? null,
+      ),
+    ).toEqual(Array(4).fill('Acme Widgets, Globex and Initech.'));
   });
 });

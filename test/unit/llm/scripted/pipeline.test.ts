@@ -35,6 +35,7 @@ function stageRequest(
   return buildStageInput({
     base,
     question,
+    history: [],
     plan,
     stage,
     earlierResults: options.results ?? new Map(),
@@ -88,6 +89,7 @@ describe('the scripted model in a pipeline', () => {
     const request = buildSynthesisRequest({
       base,
       question,
+      history: [],
       plan,
       results: new Map([
         ['stage-1', '[scripted model] Using calculator: 20'],
@@ -106,7 +108,13 @@ describe('the scripted model in a pipeline', () => {
   });
 
   it('says so when no stage produced a result', async () => {
-    const request = buildSynthesisRequest({ base, question, plan, results: new Map() });
+    const request = buildSynthesisRequest({
+      base,
+      question,
+      history: [],
+      plan,
+      results: new Map(),
+    });
     expect(textOf(await collect(request))).toContain('- No stage produced a result.');
   });
 });

@@ -34,6 +34,7 @@ function stageInput(overrides: Partial<Parameters<typeof buildStageInput>[0]> = 
   return buildStageInput({
     base,
     question: 'Who is bigger?',
+    history: [],
     plan,
     stage,
     earlierResults: results,
@@ -105,6 +106,7 @@ describe('synthesis request', () => {
     const request = buildSynthesisRequest({
       base,
       question: 'Who is bigger?',
+      history: [],
       plan,
       results,
     });
