@@ -1,6 +1,5 @@
 import type { Logger } from 'pino';
 import type { ModelRouter, RouterCall } from '../llm/router/router.js';
-import type { SystemPrompt } from '../llm/types.js';
 import type { Db } from '../store/database.js';
 import type { PipelineRows } from '../store/pipeline-rows.js';
 import type { TenantEndpoints } from '../store/tenant-endpoints.js';
@@ -104,6 +103,12 @@ export async function answerWorkflow(input: AnswerWorkflowInput): Promise<LoopOu
       tools: missing,
     });
   }
+  input.throwIfStopped();
+  if (kind === 'complex') {
+    await input.created;
+    input.throwIfStopped();
+    return await answerWithPipeline(input, available);
+  }
   const tools = createToolRegistry(available);
   const system = buildSystemPrompt({
     tools: tools.definitions(),
@@ -111,12 +116,6 @@ export async function answerWorkflow(input: AnswerWorkflowInput): Promise<LoopOu
     kind,
     now: new Date(),
   });
-  input.throwIfStopped();
-  if (kind === 'complex') {
-    await input.created;
-    input.throwIfStopped();
-    return await answerWithPipeline(input, available, system);
-  }
   return await runToolLoop({
     ...loopOptions(input, tools),
     answerRequired: true,
@@ -136,13 +135,16 @@ export async function answerWorkflow(input: AnswerWorkflowInput): Promise<LoopOu
  * user steps in) and without persisting turns: a stage is the pipeline's
  * step, run again whole when a crash cut it off.
  */
-function answerWithPipeline(
-  input: AnswerWorkflowInput,
-  available: Tool[],
-  system: SystemPrompt,
-): Promise<LoopOutcome> {
+function answerWithPipeline(input: AnswerWorkflowInput, available: Tool[]): Promise<LoopOutcome> {
   const offerable = available.filter((tool) => !tool.pauses);
   const stageTools = createToolRegistry(offerable);
+  // The stages' tools only: a prompt naming ask_user would have a stage call a tool it lacks.
+  const system = buildSystemPrompt({
+    tools: stageTools.definitions(),
+    hasSession: input.context.sessionId !== null,
+    kind: 'complex',
+    now: new Date(),
+  });
   return runPipeline({
     db: input.db,
     rows: input.pipeline,

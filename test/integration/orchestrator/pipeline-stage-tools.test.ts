@@ -3,7 +3,12 @@ import type { RecordedRequest } from '../../fakes/provider-types.js';
 import { bearer } from '../../support/app.js';
 import { pipelineRequests, planReply, stage } from '../../support/pipeline-http.js';
 import { expectProblem } from '../../support/problems.js';
-import { answer, offeredToolsOf, useToolLoopHarness } from '../../support/tool-loop-harness.js';
+import {
+  answer,
+  offeredToolsOf,
+  systemTextOf,
+  useToolLoopHarness,
+} from '../../support/tool-loop-harness.js';
 import { startWorkflow, storedEvents, waitForStatus } from '../../support/workflows.js';
 
 /**
@@ -129,5 +134,23 @@ describe('a stage’s tools', () => {
     expect((await act(paused.id, 'continue', { version: again.version })).statusCode).toBe(202);
     await waitForStatus(h.testApp, h.tenant.key, paused.id, ['completed']);
     expect(offeredToolsOf(h.provider.requests[before])).toEqual(['current_time']);
+  });
+
+  it('no stage is offered ask_user, nor told of it in its prompt', async () => {
+    const { workflow, requests } = await runPlan(
+      'Stage tools: ask_user',
+      [stage('only')],
+      ['Result of only.', 'The answer.'],
+    );
+    expect(workflow).toMatchObject({ status: 'completed' });
+    const [, only, synthesis] = requests;
+    expect(offeredToolsOf(only)).not.toContain('ask_user');
+    expect(systemTextOf(only)).not.toContain('ask_user');
+    expect(systemTextOf(synthesis)).not.toContain('ask_user');
+    // A simple workflow of the same tenant is offered it, and told when to use it.
+    h.provider.enqueue(answer('Simple.'));
+    const simple = await h.run('Simple: which tools?', 'gpt', { mode: 'simple' });
+    expect(offeredToolsOf(simple.requests[0])).toContain('ask_user');
+    expect(systemTextOf(simple.requests[0])).toContain('Use ask_user only when');
   });
 });
