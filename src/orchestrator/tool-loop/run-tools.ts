@@ -3,7 +3,7 @@ import type { ToolResultMessage } from '../../llm/types.js';
 import { wrapUntrustedOutput } from '../../tools/untrusted-output.js';
 import { turnStep } from './call-model.js';
 import { type Execution, executeTool } from './execute-tool.js';
-import { blockedMessage, REPEAT_WARNING } from './repeat-guard.js';
+import { blockedMessage, callKey, REPEAT_WARNING } from './repeat-guard.js';
 import type { TurnState } from './state.js';
 import type { LoopRun, LoopStep, PendingCall } from './types.js';
 
@@ -18,8 +18,7 @@ export async function runTools(run: LoopRun, calls: PendingCall[]): Promise<Loop
   // One valid question per turn pauses the loop; the other calls run first.
   const question = calls.find((call) => isValidQuestion(run, call));
   const toRun = calls.filter((call) => call !== question);
-  const parallel = toRun.filter((call) => !isSequential(run, call));
-  const sequential = toRun.filter((call) => isSequential(run, call));
+  const { parallel, sequential } = schedule(run, toRun);
   const results = new Map<PendingCall, ToolResultMessage>();
   const emit = toolEvents(run);
   await Promise.all(
@@ -76,6 +75,29 @@ function toolEvents(run: LoopRun): EmitToolEvent {
     if (run.options.signal.aborted) return;
     run.options.tracker.enqueue('tool_call', step, status, detail, elapsedMs);
   };
+}
+
+/**
+ * Which calls run together and which one at a time, in the model's order:
+ * tools marked `sequential`, and a call identical to one before it in the
+ * turn (same tool, same arguments), which runs after it so the repeat-fail
+ * guard sees that outcome first: one earlier failure and the same call
+ * twice in a turn is three attempts, the third blocked.
+ */
+function schedule(
+  run: LoopRun,
+  calls: PendingCall[],
+): { parallel: PendingCall[]; sequential: PendingCall[] } {
+  const parallel: PendingCall[] = [];
+  const sequential: PendingCall[] = [];
+  const seen = new Set<string>();
+  for (const call of calls) {
+    const key = call.kind === 'valid' ? callKey(call.call.name, call.call.arguments) : undefined;
+    if (isSequential(run, call) || (key !== undefined && seen.has(key))) sequential.push(call);
+    else parallel.push(call);
+    if (key !== undefined) seen.add(key);
+  }
+  return { parallel, sequential };
 }
 
 function isSequential(run: LoopRun, pending: PendingCall): boolean {
