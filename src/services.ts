@@ -122,7 +122,7 @@ export function createServices(options: {
   });
   const executions = createExecutions({ log: options.log });
   const budgetDefaults = configuredBudget(options.config);
-  const sessions = createSessionService({ db: database.db });
+  const sessions = createSessionService({ db: database.db, catalogue: llm.catalogue });
   const endpointsMemory = createEndpointsMemory();
   const builtins = builtinTools(options.config);
   /** A run launched without its tenant's tools reads them; the next workflows start early with them. */

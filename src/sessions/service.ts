@@ -1,6 +1,8 @@
 import { randomUUID } from 'node:crypto';
 import type { Transaction } from 'kysely';
 import { notFound } from '../errors.js';
+import type { Catalogue } from '../llm/catalogue.js';
+import { selectModel, type TenantModelSettings } from '../llm/model-selection.js';
 import type { Message } from '../llm/types.js';
 import type { Db } from '../store/database.js';
 import type { Database, SessionMessageRow, SessionRow } from '../store/schema.js';
@@ -19,6 +21,7 @@ import type { Session, SessionMessage, SessionRole } from './types.js';
 export interface NewSession {
   title?: string;
   metadata?: Record<string, unknown>;
+  model?: string;
 }
 
 export interface SessionWithMessages {
@@ -48,17 +51,23 @@ const HISTORY_PAGE_ROWS = 64;
 const UUID_PATTERN = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 
 /** Sessions as the API and the orchestrator see them: create, read, append, history. */
-export function createSessionService(options: { db: Db }) {
-  const { db } = options;
+export function createSessionService(options: { db: Db; catalogue: Catalogue }) {
+  const { db, catalogue } = options;
   const repository = sessionsRepository(db);
 
   return {
-    async create(tenantId: string, input: NewSession): Promise<Session> {
+    /** A session's `model` must be one the tenant may use, as a request's must. */
+    async create(
+      tenant: { id: string } & TenantModelSettings,
+      input: NewSession,
+    ): Promise<Session> {
+      if (input.model !== undefined) selectModel({ catalogue, tenant, requested: input.model });
       const row = await repository.insert({
         id: randomUUID(),
-        tenantId,
+        tenantId: tenant.id,
         title: input.title ?? null,
         metadata: input.metadata ?? {},
+        model: input.model ?? null,
       });
       return toSession(row);
     },
@@ -87,10 +96,14 @@ export function createSessionService(options: { db: Db }) {
       };
     },
 
-    /** Whether the tenant has a session with this id (any text: workflows name sessions as text). */
-    async exists(tenantId: string, id: string): Promise<boolean> {
-      if (!UUID_PATTERN.test(id)) return false;
-      return (await repository.findById(tenantId, id)) !== undefined;
+    /**
+     * The tenant's session with this id, as a new workflow of it needs it
+     * (any text: workflows name sessions as text); undefined when none.
+     */
+    async find(tenantId: string, id: string): Promise<Session | undefined> {
+      if (!UUID_PATTERN.test(id)) return undefined;
+      const row = await repository.findById(tenantId, id);
+      return row && toSession(row);
     },
 
     /**
@@ -167,6 +180,7 @@ function toSession(row: SessionRow): Session {
     tenantId: row.tenant_id,
     title: row.title,
     metadata: row.metadata,
+    model: row.model,
     lastSeq: row.last_seq,
     createdAt: row.created_at,
     updatedAt: row.updated_at,

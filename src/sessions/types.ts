@@ -13,6 +13,8 @@ export interface Session {
   tenantId: string;
   title: string | null;
   metadata: Record<string, unknown>;
+  /** Catalogue name the session's workflows use when their request names none; null: none. */
+  model: string | null;
   /** Seq of the latest message; 0 while there is none. */
   lastSeq: number;
   createdAt: Date;

@@ -159,6 +159,8 @@ export interface SessionsTable {
   tenant_id: string;
   title: string | null;
   metadata: ColumnType<Record<string, unknown>, string, string>;
+  /** Catalogue name its workflows use when their request names none; null: none. */
+  model: ColumnType<string | null, string | null | undefined, string | null>;
   last_seq: Generated<number>;
   created_at: ColumnType<Date, never, never>;
   updated_at: ColumnType<Date, never, Date>;

@@ -7,6 +7,7 @@ export interface NewSessionRow {
   tenantId: string;
   title: string | null;
   metadata: Record<string, unknown>;
+  model: string | null;
 }
 
 export interface NewSessionMessage {
@@ -25,6 +26,7 @@ export function sessionsRepository(db: DbOrTx) {
           tenant_id: row.tenantId,
           title: row.title,
           metadata: JSON.stringify(row.metadata),
+          model: row.model,
         })
         .returningAll()
         .executeTakeFirstOrThrow();

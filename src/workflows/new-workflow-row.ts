@@ -21,20 +21,20 @@ export function checkedWorkflowRows(
   const { catalogue } = options;
   return async (principal: Principal, input: NewWorkflow): Promise<NewWorkflowRow> => {
     const tenantId = principal.tenant.id;
-    const model = selectModel({
-      catalogue,
-      tenant: principal.tenant,
-      requested: input.model ?? null,
-    });
+    // A model the request names is checked first, before the session is read.
+    const requested = input.model
+      ? selectModel({ catalogue, tenant: principal.tenant, requested: input.model })
+      : undefined;
     const budget = resolveBudget({
       defaults: options.budgetDefaults,
       tenant: principal.tenant.budget,
       requested: input.budget,
     });
-    if (
-      input.sessionId !== undefined &&
-      !(await options.sessions.exists(tenantId, input.sessionId))
-    ) {
+    const session =
+      input.sessionId === undefined
+        ? undefined
+        : await options.sessions.find(tenantId, input.sessionId);
+    if (input.sessionId !== undefined && !session) {
       throw badRequest('unknown_session', 'The sessionId names no session of this tenant', [
         {
           field: 'body.sessionId',
@@ -58,9 +58,12 @@ export function checkedWorkflowRows(
     return {
       id: randomUUID(),
       tenantId,
-      sessionId: input.sessionId ?? null,
+      // As the session's row spells it: an id in capitals names the same session.
+      sessionId: session?.id ?? null,
       mode: input.mode,
-      model,
+      model:
+        requested ??
+        selectModel({ catalogue, tenant: principal.tenant, session: session?.model ?? null }),
       input: input.input,
       tools: input.tools ?? [],
       metadata: input.metadata ?? {},

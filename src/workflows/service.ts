@@ -82,7 +82,7 @@ export interface WorkflowServiceOptions {
   catalogue: Catalogue;
   hub: EventHub;
   /** Checks that a workflow's sessionId names a session of its tenant. */
-  sessions: Pick<SessionService, 'exists'>;
+  sessions: Pick<SessionService, 'find'>;
   /** The tool names a workflow asks for that name no tool of its tenant (tools/tool-names.ts). */
   unknownToolNames: (tenantId: string, requested: readonly string[]) => Promise<string[]>;
   /** This replica's id: the NOTIFY origin of the transitions made here, and the lease owner of what it creates. */

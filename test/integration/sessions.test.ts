@@ -35,6 +35,7 @@ describe('creating and reading a session', () => {
       id: expect.any(String),
       title: 'Quarterly numbers',
       metadata: { user: 'u-1', nested: { n: 1 } },
+      model: null,
       lastSeq: 0,
       createdAt: expect.any(String),
       updatedAt: expect.any(String),

@@ -22,7 +22,9 @@ export const MAX_POSTGRES_INTEGER = 2_147_483_647;
 /** A session's id, in a body or a query string: refused before it reaches a query (NUL, say). */
 export const sessionIdSchema = z
   .string()
-  .regex(/^[A-Za-z0-9._:-]{1,128}$/, 'letters, digits and . _ : - only, at most 128');
+  .regex(/^[A-Za-z0-9._:-]{1,128}$/, 'letters, digits and . _ : - only, at most 128')
+  // A session's id is a uuid, which names it in capitals too: the lower-case form is the one stored.
+  .transform((id) => id.toLowerCase());
 
 /** PostgreSQL rejects NUL in text and in jsonb strings; refusing it in a schema makes it a 400, not a 500. */
 export const hasNoNul = (text: string): boolean => !text.includes('\u0000');
@@ -113,3 +115,6 @@ export function tenantToWire(tenant: Tenant): z.infer<typeof tenantSchema> {
     budget: tenant.budget,
   };
 }
+
+/** A catalogue model's name, as a request or a session names it (checked against the catalogue later). */
+export const modelNameSchema = z.string().min(1).max(200);

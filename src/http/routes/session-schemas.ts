@@ -1,7 +1,7 @@
 import { z } from 'zod';
 import type { SessionWithMessages } from '../../sessions/service.js';
 import { SESSION_ROLES, type Session } from '../../sessions/types.js';
-import { MAX_POSTGRES_INTEGER, metadataSchema, nameSchema } from './schemas.js';
+import { MAX_POSTGRES_INTEGER, metadataSchema, modelNameSchema, nameSchema } from './schemas.js';
 
 /** Wire shapes of the session routes; the OpenAPI document names them. */
 
@@ -9,6 +9,9 @@ export const createSessionBody = z
   .object({
     title: nameSchema.optional().describe('A name for people, at most 200 characters'),
     metadata: metadataSchema('the session'),
+    model: modelNameSchema
+      .optional()
+      .describe('Catalogue name of the model its workflows use when their request names none'),
   })
   .strict();
 
@@ -39,6 +42,10 @@ const sessionFields = {
   id: z.uuid(),
   title: z.string().nullable(),
   metadata: z.record(z.string(), z.unknown()),
+  model: z
+    .string()
+    .nullable()
+    .describe('The model its workflows use when their request names none'),
   lastSeq: z.number().int().describe('Seq of the latest message; 0 while there is none'),
   createdAt: z.iso.datetime(),
   updatedAt: z.iso.datetime(),
@@ -67,6 +74,7 @@ export function sessionToWire(session: Session): z.infer<typeof sessionSchema> {
     id: session.id,
     title: session.title,
     metadata: session.metadata,
+    model: session.model,
     lastSeq: session.lastSeq,
     createdAt: session.createdAt.toISOString(),
     updatedAt: session.updatedAt.toISOString(),

@@ -26,7 +26,8 @@ export const sessionRoutes: FastifyPluginAsyncZod<{ sessions: SessionService }> 
         description:
           'A session groups workflows into one conversation: a workflow created with its id as ' +
           '`sessionId` sees the session’s earlier questions and answers, and its own are ' +
-          'appended when it completes.',
+          'appended when it completes. Its `model`, when set, is the one its workflows use when ' +
+          'their request names none (400 `unknown_model` or `model_not_allowed` as for a workflow).',
         // No body at all is an untitled session, as `{}` is.
         body: createSessionBody.nullish(),
         response: { 201: sessionSchema, ...problemResponses(400, 401, 403, 413, 415, 429) },
@@ -34,7 +35,7 @@ export const sessionRoutes: FastifyPluginAsyncZod<{ sessions: SessionService }> 
     },
     async (request, reply) => {
       const { tenant } = principalOf(request);
-      const session = await sessions.create(tenant.id, request.body ?? {});
+      const session = await sessions.create(tenant, request.body ?? {});
       return reply
         .code(201)
         .header('Location', `/v1/sessions/${session.id}`)

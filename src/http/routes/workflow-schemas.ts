@@ -7,7 +7,13 @@ import {
   type Workflow,
 } from '../../workflows/types.js';
 import { requestedBudgetSchema, workflowBudgetSchema } from './budget-schemas.js';
-import { hasNoNul, metadataSchema, NO_NUL_MESSAGE, sessionIdSchema } from './schemas.js';
+import {
+  hasNoNul,
+  metadataSchema,
+  modelNameSchema,
+  NO_NUL_MESSAGE,
+  sessionIdSchema,
+} from './schemas.js';
 
 /** Wire shapes of the workflow routes; the OpenAPI document names them. */
 
@@ -41,12 +47,11 @@ export const createWorkflowBody = z
       .enum(WORKFLOW_MODES)
       .default('auto')
       .describe('auto: classified; simple: tool loop; complex: pipeline'),
-    model: z
-      .string()
-      .min(1)
-      .max(200)
+    model: modelNameSchema
       .optional()
-      .describe('Catalogue name of the model; the tenant default, then the system default'),
+      .describe(
+        'Catalogue name of the model; else the session’s, the tenant default, the system default',
+      ),
     tools: z
       .array(z.string().regex(/^[A-Za-z0-9_.:-]{1,64}$/, 'a tool name'))
       .max(64)

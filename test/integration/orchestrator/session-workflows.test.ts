@@ -2,6 +2,7 @@ import { describe, expect, it } from 'vitest';
 import { PARTIAL_ANSWER_TEXT } from '../../../src/orchestrator/tool-loop/prepare-request.js';
 import { bearer } from '../../support/app.js';
 import { planReply, stage } from '../../support/pipeline-http.js';
+import { expectProblem } from '../../support/problems.js';
 import { sessionHelpers } from '../../support/sessions.js';
 import { answer, callsTo, useToolLoopHarness } from '../../support/tool-loop-harness.js';
 import { createSession, startWorkflow, waitForStatus } from '../../support/workflows.js';
@@ -146,5 +147,70 @@ describe('workflows of a session', () => {
           )?.content as string | undefined) ?? null,
       ),
     ).toEqual(Array(4).fill('Acme Widgets, Globex and Initech.'));
+  });
+
+  it('a session’s model is its workflows’ when their request names none; a request’s own wins', async () => {
+    const created = await h.testApp.app.inject({
+      method: 'POST',
+      url: '/v1/sessions',
+      headers: bearer(h.tenant.key),
+      payload: { model: 'claude' },
+    });
+    expect(created.statusCode, created.body).toBe(201);
+    expect(created.json()).toMatchObject({ model: 'claude' });
+    const sessionId = created.json().id as string;
+
+    const before = h.provider.requests.length;
+    h.provider.enqueue(answer('From the session’s model.'), answer('From the request’s model.'));
+    const bySession = await startWorkflow(h.testApp, h.tenant.key, {
+      input: 'Which model?',
+      sessionId,
+      mode: 'simple',
+    });
+    expect(await waitForStatus(h.testApp, h.tenant.key, bySession, ['completed'])).toMatchObject({
+      model: 'claude',
+    });
+    const byRequest = await startWorkflow(h.testApp, h.tenant.key, {
+      input: 'Which model now?',
+      sessionId,
+      model: 'gpt',
+      mode: 'simple',
+    });
+    expect(await waitForStatus(h.testApp, h.tenant.key, byRequest, ['completed'])).toMatchObject({
+      model: 'gpt',
+    });
+    expect(h.provider.requests.slice(before).map((request) => request.api)).toEqual([
+      'anthropic',
+      'openai',
+    ]);
+  });
+
+  it('a session naming a model the catalogue lacks is a 400 unknown_model', async () => {
+    const refused = await h.testApp.app.inject({
+      method: 'POST',
+      url: '/v1/sessions',
+      headers: bearer(h.tenant.key),
+      payload: { model: 'nope' },
+    });
+    expectProblem(refused, 400, 'unknown_model');
+  });
+
+  it('a sessionId in capitals names the same session: the workflow lists under the session’s id', async () => {
+    const sessionId = await createSession(h.testApp, h.tenant.key);
+    h.provider.enqueue(answer('Shouted.'));
+    const id = await startWorkflow(h.testApp, h.tenant.key, {
+      input: 'Capitals?',
+      sessionId: sessionId.toUpperCase(),
+      mode: 'simple',
+    });
+    expect(await waitForStatus(h.testApp, h.tenant.key, id, ['completed'])).toMatchObject({
+      sessionId,
+    });
+    const listed = await h.testApp.app.inject({
+      method: 'GET',
+      url: `/v1/workflows?sessionId=${sessionId}`,
+      headers: bearer(h.tenant.key),
+    });
+    expect(listed.json().items.map((item: { id: string }) => item.id)).toEqual([id]);
   });
 });
