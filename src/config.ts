@@ -223,7 +223,7 @@ export const configSchema = z.object({
   SESSION_HISTORY_MAX_TOKENS: integer(0, 10_000_000)
     .default(8000)
     .describe(
-      'Estimated tokens of session history a workflow sees before its input; the oldest question-and-answer pairs are dropped first.',
+      'Estimated tokens of session history a workflow sees before its input (at most a quarter of its model’s context window); the oldest question-and-answer pairs are dropped first.',
     ),
   SESSION_HISTORY_FLOOR_TURNS: integer(0, 1000)
     .default(2)

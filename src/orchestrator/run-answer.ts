@@ -258,12 +258,27 @@ async function pauseForClarification(
   });
 }
 
-/** The session's earlier questions and answers, trimmed to the history budget; none without a session. */
+/**
+ * The history's share of a model's context window, at most: the question,
+ * the system prompt and the tool exchanges need the rest, and the loop
+ * tells the model to wrap up at 70% of it.
+ */
+const HISTORY_WINDOW_SHARE = 0.25;
+
+/**
+ * The session's earlier questions and answers, trimmed to the history
+ * budget, or to a quarter of the model's context window when that is less;
+ * none without a session.
+ */
 async function sessionHistoryOf(run: Run): Promise<Message[]> {
   const { options, workflow } = run;
   if (workflow.sessionId === null) return [];
+  const windowShare = Math.floor(
+    contextWindowOf(options.catalogue, workflow.model) * HISTORY_WINDOW_SHARE,
+  );
   return options.sessions.historyFor(workflow.tenantId, workflow.sessionId, {
     ...options.sessionHistory,
+    budgetTokens: Math.min(options.sessionHistory.budgetTokens, windowShare),
     workflowId: workflow.id,
     kind: providerKindOf(options.catalogue, workflow.model),
   });

@@ -24,13 +24,17 @@ export interface HistoryMessage {
  * follow it, so the model never sees an answer without its question. The
  * oldest pairs go first; the last `floorTurns` pairs stay even over
  * budget, because a follow-up question ("and the second one?") is
- * meaningless without them. Blank messages carry nothing and are left out.
+ * meaningless without them. Blank messages carry nothing and are left out,
+ * and a question whose answer was blank goes with it: kept, it would run
+ * into the next question as if one.
  */
 export function trimHistory(
   messages: readonly HistoryMessage[],
   options: HistoryOptions,
 ): Message[] {
-  const pairs = splitIntoPairs(messages.filter((message) => !isBlank(message)));
+  const pairs = splitIntoPairs(messages)
+    .map((pair) => pair.filter((message) => !isBlank(message)))
+    .filter((pair) => pair[0]?.role === 'user' && pair.length > 1);
   const kept: Message[][] = [];
   let usedTokens = 0;
   for (let index = pairs.length - 1; index >= 0; index--) {

@@ -93,14 +93,16 @@ describe('trimHistory', () => {
     expect(trimHistory([], options(1000, 2))).toEqual([]);
   });
 
-  it('leaves blank messages out', () => {
+  it('leaves a pair with a blank message out whole: no question runs into the next one', () => {
     const history: HistoryMessage[] = [
       { role: 'user', content: text('q1') },
       { role: 'assistant', content: '  \n' },
-      { role: 'user', content: text('q2') },
+      { role: 'user', content: '' },
       { role: 'assistant', content: text('a2') },
+      { role: 'user', content: text('q3') },
+      { role: 'assistant', content: text('a3') },
     ];
-    expect(labels(trimHistory(history, options(1000)))).toEqual(['q1', 'q2', 'a2']);
+    expect(labels(trimHistory(history, options(1000)))).toEqual(['q3', 'a3']);
   });
 
   it('counts with the tokeniser of the provider kind', () => {
