@@ -243,7 +243,10 @@ async function failAfterTakeovers(run: Run, error: WorkflowError): Promise<void>
   try {
     await run.tracker.end(
       { status: 'failed', error },
-      { eventsUnderLock: (tx) => endingsOfOpenWork(tx, keyOf(run), FAILED_AFTER_TAKEOVERS_WORK) },
+      {
+        eventsUnderLock: (tx) => endingsOfOpenWork(tx, keyOf(run), FAILED_AFTER_TAKEOVERS_WORK),
+        countUncountedUsage: true,
+      },
     );
   } catch (endError) {
     // Left leased: the next sweep after its expiry tries again (a cancel meanwhile ended it anyway).
@@ -348,7 +351,10 @@ async function settleAfterError(run: Run, error: unknown): Promise<void> {
         run.log.error({ err: error }, 'the workflow run failed');
         await run.tracker.end(
           { status: 'failed', error: INTERNAL_ERROR },
-          { eventsUnderLock: (tx) => endingsOfOpenWork(tx, keyOf(run), FAILED_WORK) },
+          {
+            eventsUnderLock: (tx) => endingsOfOpenWork(tx, keyOf(run), FAILED_WORK),
+            countUncountedUsage: true,
+          },
         );
         return;
     }

@@ -291,6 +291,8 @@ export function createWorkflowTracker<R extends Returning = 'workflow'>(
         alsoInTransaction?: Transition['alsoInTransaction'];
         /** Events found under the row lock, before the others (TransitionInput's `eventsUnderLock`). */
         eventsUnderLock?: Transition['eventsUnderLock'];
+        /** Count what no run counted (TransitionInput's `countUncountedUsage`): an end from outside. */
+        countUncountedUsage?: boolean;
       } = {},
     ): Promise<TransitionResultOf<R>> {
       const result: WorkflowResult | undefined =
@@ -320,6 +322,7 @@ export function createWorkflowTracker<R extends Returning = 'workflow'>(
         ...(options.usage ? { usage: options.usage } : {}),
         alsoInTransaction: options.alsoInTransaction,
         eventsUnderLock: options.eventsUnderLock,
+        ...(options.countUncountedUsage ? { countUncountedUsage: true } : {}),
       });
     },
 

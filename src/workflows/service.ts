@@ -335,6 +335,8 @@ export function createWorkflowService(options: WorkflowServiceOptions) {
           {
             eventsUnderLock: (tx) =>
               endingsOfOpenWork(tx, { tenantId, workflowId: id }, CANCELLED_WORK),
+            // The run stopped by the cancel never ends itself: what it spent is counted here.
+            countUncountedUsage: true,
           },
         );
         options.stopLocalRun(id);

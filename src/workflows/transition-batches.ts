@@ -39,6 +39,7 @@ export function isBatchable(input: TransitionInput): boolean {
   return (
     !input.alsoInTransaction &&
     !input.eventsUnderLock &&
+    !input.countUncountedUsage &&
     !input.alsoInStatement?.length &&
     !input.alsoSelect?.length &&
     !input.lease &&

@@ -5,7 +5,12 @@ import { encodeEvents } from '../store/event-statement-parts.js';
 import { parametersOf } from '../store/fixed-statement.js';
 import type { Database, WorkflowRow } from '../store/schema.js';
 import { endpointsOf, type TenantEndpoints } from '../store/tenant-endpoints.js';
-import type { NewEventRow, TokensAmongEvents, TurnRow } from '../store/workflow-events.js';
+import {
+  type NewEventRow,
+  type TokensAmongEvents,
+  type TurnRow,
+  workflowEventsRepository,
+} from '../store/workflow-events.js';
 import type { UsageIncrement } from '../store/workflows.js';
 import { toEvent, toWorkflow } from './rows.js';
 import { assertTransition, transitionEffects } from './state-machine.js';
@@ -64,6 +69,14 @@ export interface TransitionInput {
    * write after is accepted.
    */
   eventsUnderLock?: (tx: Transaction<Database>) => Promise<NewEventRow[]>;
+  /**
+   * Counts what the workflow's model calls spent since its last `usage`
+   * event (store/workflow-events.ts `uncountedUsage`, read under the row
+   * lock, and the calls among this transition's own events), adding it to
+   * the totals with a `usage` event before `workflow_end`: an end made
+   * from outside its runs (a cancel, a failure) that no run's end counted.
+   */
+  countUncountedUsage?: boolean;
   /**
    * Writes made in the transition's own statement: data-modifying CTEs that
    * select `FROM changed` (the workflow row as updated), so they happen if
@@ -159,7 +172,7 @@ export async function transitionWorkflow(
   input: TransitionInput,
   batches?: TransitionBatches,
 ): Promise<TransitionResult | SeqTransitionResult> {
-  if (!input.alsoInTransaction && !input.eventsUnderLock) {
+  if (!input.alsoInTransaction && !input.eventsUnderLock && !input.countUncountedUsage) {
     const done =
       batches && isBatchable(input) ? await batches.run(input) : await compareAndSet(db, input);
     if (done) return done;
@@ -179,8 +192,12 @@ export async function transitionWorkflow(
     if (input.expectedVersion !== undefined) assertVersion(current, input.expectedVersion);
     await input.alsoInTransaction?.(tx);
     const found = (await input.eventsUnderLock?.(tx)) ?? [];
+    const withFound = withEventsFirst(input, found);
     // Under the lock with the checks passed, the compare-and-set cannot be refused.
-    const done = await compareAndSet(tx, withEventsFirst(input, found));
+    const done = await compareAndSet(
+      tx,
+      input.countUncountedUsage ? await withUncountedUsage(tx, withFound) : withFound,
+    );
     if (!done)
       throw new Error(`the transition of workflow ${input.workflowId} was refused under its lock`);
     return done;
@@ -195,6 +212,53 @@ export function assertVersion(current: Workflow, expectedVersion: number): void 
     `The workflow changed since version ${expectedVersion}; it is at version ${current.version}`,
     currentState(current),
   );
+}
+
+/**
+ * `input` (its events final but its `workflow_end`) counting what the
+ * workflow's model calls spent since its last `usage` event: the stored
+ * ones and its own, with a `usage` event before its last event.
+ */
+async function withUncountedUsage(
+  tx: Transaction<Database>,
+  input: TransitionInput,
+): Promise<TransitionInput> {
+  const stored = await workflowEventsRepository(tx).uncountedUsage(input);
+  const counted = [...input.events.map(usageOfCall), input.usage].reduce<UsageIncrement>(
+    (sum, usage) => ({
+      inputTokens: sum.inputTokens + (usage?.inputTokens ?? 0),
+      outputTokens: sum.outputTokens + (usage?.outputTokens ?? 0),
+      cachedInputTokens: sum.cachedInputTokens + (usage?.cachedInputTokens ?? 0),
+      costUsd: sum.costUsd + (usage?.costUsd ?? 0),
+    }),
+    stored,
+  );
+  if (counted.inputTokens + counted.outputTokens === 0 && counted.costUsd === 0) return input;
+  const usage: NewEventRow = {
+    type: 'usage',
+    step: null,
+    status: 'info',
+    detail: { ...counted },
+    elapsedMs: null,
+  };
+  return {
+    ...input,
+    usage: counted,
+    events: [...input.events.slice(0, -1), usage, ...input.events.slice(-1)],
+  };
+}
+
+/** A model call's usage as its event carries it (orchestrator/collect-text.ts `usageDetail`). */
+function usageOfCall(event: NewEventRow): UsageIncrement | undefined {
+  if (event.type !== 'llm_call' && event.type !== 'plan') return undefined;
+  const usage = (event.detail as { usage?: Partial<UsageIncrement> }).usage;
+  if (!usage) return undefined;
+  return {
+    inputTokens: usage.inputTokens ?? 0,
+    outputTokens: usage.outputTokens ?? 0,
+    cachedInputTokens: usage.cachedInputTokens ?? 0,
+    costUsd: usage.costUsd ?? 0,
+  };
 }
 
 /** `input` with `events` before its own; tokens among them keep their place after the same events. */

@@ -58,7 +58,7 @@ describe('a stage interrupted', () => {
     expect(view.stages[0].attempts[0].finishedAt).not.toBeNull();
     // The stream ends what it started: the model call, then the stage, as its row says.
     const events = await storedEvents(h.testApp, id);
-    expect(events.slice(-3)).toMatchObject([
+    expect(events.slice(-4)).toMatchObject([
       {
         type: 'llm_call',
         step: 'a/turn-1',
@@ -79,6 +79,8 @@ describe('a stage interrupted', () => {
           },
         },
       },
+      // The planner's turn, which the cancelled run never counted.
+      { type: 'usage', detail: { inputTokens: 10, outputTokens: 5 } },
       { type: 'workflow_end', status: 'cancelled' },
     ]);
     expect(openWork(events)).toEqual([]);

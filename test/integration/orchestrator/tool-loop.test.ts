@@ -221,11 +221,16 @@ describe.each(['gpt', 'claude'])('the tool loop on %s', (model) => {
       expect(statuses[0]).toBe('started');
       expect(['completed', 'failed']).toContain(statuses[1]);
     }
-    expect(events.at(-2)).toMatchObject({
-      type: 'tool_call',
-      status: 'failed',
-      detail: { callId: 'call_hang', tool: hanging, error: 'cancelled' },
-    });
+    expect(events.slice(-3)).toMatchObject([
+      {
+        type: 'tool_call',
+        status: 'failed',
+        detail: { callId: 'call_hang', tool: hanging, error: 'cancelled' },
+      },
+      // The turn's model call, which the cancelled run never counted.
+      { type: 'usage', detail: { inputTokens: 10, outputTokens: 5 } },
+      { type: 'workflow_end', status: 'cancelled' },
+    ]);
     expect((await getWorkflow(h.testApp, h.tenant.key, id)).status).toBe('cancelled');
   });
 

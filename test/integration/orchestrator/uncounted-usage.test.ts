@@ -1,5 +1,6 @@
 import { describe, expect, it, vi } from 'vitest';
 import type { FakeReply, FakeResponse } from '../../fakes/provider-types.js';
+import { bearer } from '../../support/app.js';
 import { planReply, stage } from '../../support/pipeline-http.js';
 import {
   answer,
@@ -13,14 +14,16 @@ import {
   storedEvents,
   takeOverToEnd,
   waitFor,
+  waitForStatus,
 } from '../../support/workflows.js';
 
 /**
- * What a run cut off by a hand-over (or a crash) spent is not lost: each
- * model call's event carries its usage, and the run taking the workflow
- * over counts the calls no pause or end added to the workflow's usage,
- * against its budget and in its usage. Every reply here uses 120 tokens
- * (100 in, 20 out).
+ * What a run that never ends itself spent is not lost: each model call's
+ * event carries its usage. The run taking a workflow over after a
+ * hand-over (or a crash) counts the calls no pause or end added to the
+ * workflow's usage, against its budget and in its usage; a cancel counts
+ * those of the run it stops. Every reply here uses 120 tokens (100 in, 20
+ * out).
  */
 
 const h = useToolLoopHarness({ maxIterations: 10 });
@@ -32,7 +35,7 @@ function spending(response: FakeResponse): FakeReply {
   return { ...response, usage };
 }
 
-describe('usage across a takeover', () => {
+describe('usage no run counted', () => {
   it('tool loop: the turns of the run handed over count against the token cap and in the usage', async () => {
     const hanging = await h.registerTool('/hang', { timeoutMs: 60_000 });
     const hangsBefore = h.tools.calls.filter((call) => call.path === '/hang').length;
@@ -112,5 +115,36 @@ describe('usage across a takeover', () => {
       (event) => event.type === 'plan' && event.status === 'completed',
     );
     expect(plan?.detail.usage).toMatchObject({ inputTokens: 100, outputTokens: 20 });
+  });
+
+  it('a cancel: what the stopped run’s model calls used is in the cancelled workflow’s usage', async () => {
+    const hanging = await h.registerTool('/hang', { timeoutMs: 60_000 });
+    const hangsBefore = h.tools.calls.filter((call) => call.path === '/hang').length;
+    h.provider.enqueue(
+      spending(callsTo({ name: 'calculator', arguments: { expression: '1 + 1' } })),
+      spending(callsTo({ name: hanging, arguments: {} })),
+    );
+    const id = await startWorkflow(h.testApp, h.tenant.key, {
+      input: 'Work until cancelled',
+      mode: 'simple',
+    });
+    await vi.waitFor(
+      () =>
+        expect(h.tools.calls.filter((call) => call.path === '/hang')).toHaveLength(hangsBefore + 1),
+      { timeout: 10_000 },
+    );
+    const cancelled = await h.testApp.app.inject({
+      method: 'POST',
+      url: `/v1/workflows/${id}/cancel`,
+      headers: bearer(h.tenant.key),
+    });
+    expect(cancelled.statusCode, cancelled.body).toBe(202);
+    const done = await waitForStatus(h.testApp, h.tenant.key, id, ['cancelled']);
+    expect(done.usage).toMatchObject({ inputTokens: 200, outputTokens: 40 });
+    const events = await storedEvents(h.testApp, id);
+    expect(events.slice(-2)).toMatchObject([
+      { type: 'usage', detail: { inputTokens: 200, outputTokens: 40 } },
+      { type: 'workflow_end', status: 'cancelled' },
+    ]);
   });
 });
