@@ -2,6 +2,7 @@ import { expect } from 'vitest';
 import type { FakeResponse } from '../fakes/provider-types.js';
 import { bearer } from './app.js';
 import { answer, type ToolLoopHarness } from './tool-loop-harness.js';
+import { startWorkflow, storedEvents, waitFor } from './workflows.js';
 
 /**
  * The complex path over HTTP, as the pipeline's integration tests drive
@@ -24,15 +25,42 @@ export const planReply = (...stages: Record<string, unknown>[]): FakeResponse =>
 /** Requests on the harness `harness()` returns (one a test file starts in its beforeAll). */
 export function pipelineRequests(harness: () => ToolLoopHarness) {
   return {
-    /** `POST /v1/workflows/:id/<action>` (continue, modify, retry, cancel). */
-    act(id: string, action: string, body: Record<string, unknown> = {}) {
+    /** `POST /v1/workflows/:id/<action>` (continue, modify, retry, cancel, answer). */
+    act(
+      id: string,
+      action: string,
+      body: Record<string, unknown> = {},
+      headers: Record<string, string> = {},
+    ) {
       const h = harness();
       return h.testApp.app.inject({
         method: 'POST',
         url: `/v1/workflows/${id}/${action}`,
-        headers: bearer(h.tenant.key),
+        headers: { ...bearer(h.tenant.key), ...headers },
         payload: body,
       });
+    },
+
+    /**
+     * Starts a complex workflow whose model calls get `replies` and then a
+     * reply that stalls; resolves once that call is made: its request
+     * received by the fake and its `llm_call` event (step `step`, the
+     * stalled stage's `<stage>/turn-1`) stored, and with it the stage's row
+     * and `started` event, written before.
+     */
+    async stalledAt(input: string, replies: FakeResponse[], step: string): Promise<string> {
+      const h = harness();
+      const before = h.provider.requests.length;
+      h.provider.enqueue(...replies, { kind: 'stall' });
+      const id = await startWorkflow(h.testApp, h.tenant.key, { input, mode: 'complex' });
+      await waitFor(async () => {
+        const events = await storedEvents(h.testApp, id);
+        return h.provider.requests.length > before + replies.length &&
+          events.some((event) => event.type === 'llm_call' && event.step === step)
+          ? true
+          : undefined;
+      }, `${step} to call the model`);
+      return id;
     },
 
     /** `GET /v1/workflows/:id/pipeline`, which must answer 200. */

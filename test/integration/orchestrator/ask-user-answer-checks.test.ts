@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { bearer } from '../../support/app.js';
+import { pipelineRequests } from '../../support/pipeline-http.js';
 import { expectProblem } from '../../support/problems.js';
 import { answer, callsTo, useToolLoopHarness } from '../../support/tool-loop-harness.js';
 import { startWorkflow, waitForStatus } from '../../support/workflows.js';
@@ -12,18 +13,7 @@ import { startWorkflow, waitForStatus } from '../../support/workflows.js';
 
 const h = useToolLoopHarness();
 
-function postAnswer(
-  id: string,
-  body: Record<string, unknown>,
-  headers: Record<string, string> = {},
-) {
-  return h.testApp.app.inject({
-    method: 'POST',
-    url: `/v1/workflows/${id}/answer`,
-    headers: { ...bearer(h.tenant.key), ...headers },
-    payload: body,
-  });
-}
+const { act } = pipelineRequests(() => h);
 
 const cityQuestion = {
   name: 'ask_user',
@@ -44,7 +34,7 @@ describe('answer checks', () => {
     h.provider.enqueue(
       callsTo({ name: 'ask_user', arguments: { question: 'Celsius?', question_type: 'yes_no' } }),
     );
-    expect((await postAnswer(id, { answer: 'Oslo', version: seen })).statusCode).toBe(202);
+    expect((await act(id, 'answer', { answer: 'Oslo', version: seen })).statusCode).toBe(202);
     const second = await waitForStatus(h.testApp, h.tenant.key, id, [
       'awaiting_input',
       'failed',
@@ -54,18 +44,18 @@ describe('answer checks', () => {
     expect(second.version).toBeGreaterThan(seen);
 
     // This tab still shows the first question, at the version it saw.
-    const late = await postAnswer(id, { answer: 'Bergen', version: seen });
+    const late = await act(id, 'answer', { answer: 'Bergen', version: seen });
     const body = expectProblem(late, 409, 'stale_version');
     expect(body.current).toMatchObject({ status: 'awaiting_input', version: second.version });
     // Same by If-Match.
     expectProblem(
-      await postAnswer(id, { answer: 'Bergen' }, { 'if-match': `"${seen}"` }),
+      await act(id, 'answer', { answer: 'Bergen' }, { 'if-match': `"${seen}"` }),
       409,
       'stale_version',
     );
 
     h.provider.enqueue(answer('Done.'));
-    expect((await postAnswer(id, { answer: 'yes' })).statusCode).toBe(202);
+    expect((await act(id, 'answer', { answer: 'yes' })).statusCode).toBe(202);
     await waitForStatus(h.testApp, h.tenant.key, id, ['completed']);
   });
 
@@ -75,8 +65,8 @@ describe('answer checks', () => {
     );
     const id = await startWorkflow(h.testApp, h.tenant.key, { input: 'help me' });
     await waitForStatus(h.testApp, h.tenant.key, id, ['awaiting_input', 'failed']);
-    expectProblem(await postAnswer(id, { answer: '   ' }), 400, 'answer_blank');
-    expectProblem(await postAnswer(id, { answer: '' }), 400, 'answer_blank');
+    expectProblem(await act(id, 'answer', { answer: '   ' }), 400, 'answer_blank');
+    expectProblem(await act(id, 'answer', { answer: '' }), 400, 'answer_blank');
     await h.testApp.app.inject({
       method: 'POST',
       url: `/v1/workflows/${id}/cancel`,

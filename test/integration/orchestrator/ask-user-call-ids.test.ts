@@ -2,7 +2,7 @@ import { describe, expect, it } from 'vitest';
 import type { TurnState } from '../../../src/orchestrator/tool-loop/state.js';
 import { turnWrite } from '../../../src/orchestrator/tool-loop/turns-repository.js';
 import { workflowEventsRepository } from '../../../src/store/workflow-events.js';
-import { bearer } from '../../support/app.js';
+import { pipelineRequests } from '../../support/pipeline-http.js';
 import {
   answer,
   callsTo,
@@ -25,14 +25,7 @@ import {
 
 const h = useToolLoopHarness();
 
-function postAnswer(id: string, body: Record<string, unknown>) {
-  return h.testApp.app.inject({
-    method: 'POST',
-    url: `/v1/workflows/${id}/answer`,
-    headers: bearer(h.tenant.key),
-    payload: body,
-  });
-}
+const { act } = pipelineRequests(() => h);
 
 describe('two ask_user questions in two turns with the same call id', () => {
   it('each question keeps its own answer in the conversation the model sees', async () => {
@@ -63,7 +56,7 @@ describe('two ask_user questions in two turns with the same call id', () => {
       }),
     );
     const before = h.provider.requests.length;
-    expect((await postAnswer(id, { answer: 'Oslo' })).statusCode).toBe(202);
+    expect((await act(id, 'answer', { answer: 'Oslo' })).statusCode).toBe(202);
     paused = await waitForStatus(h.testApp, h.tenant.key, id, [
       'awaiting_input',
       'failed',
@@ -72,7 +65,7 @@ describe('two ask_user questions in two turns with the same call id', () => {
     expect(paused).toMatchObject({ status: 'awaiting_input' });
 
     h.provider.enqueue(answer('Oslo, in Celsius.'));
-    expect((await postAnswer(id, { answer: 'no' })).statusCode).toBe(202);
+    expect((await act(id, 'answer', { answer: 'no' })).statusCode).toBe(202);
     const done = await waitForStatus(h.testApp, h.tenant.key, id, ['completed', 'failed']);
     expect(done).toMatchObject({ status: 'completed' });
 

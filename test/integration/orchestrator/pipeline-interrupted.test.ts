@@ -4,10 +4,8 @@ import { answer, useToolLoopHarness } from '../../support/tool-loop-harness.js';
 import {
   handOver,
   openWork,
-  startWorkflow,
   storedEvents,
   takeOverToEnd,
-  waitFor,
   waitForStatus,
 } from '../../support/workflows.js';
 
@@ -20,27 +18,11 @@ import {
 
 const h = useToolLoopHarness();
 
-const { act, pipelineOf } = pipelineRequests(() => h);
+const { act, pipelineOf, stalledAt } = pipelineRequests(() => h);
 
-/**
- * Starts a complex workflow (stages a and b) whose stage a's model call
- * stalls, and resolves once stage a is calling the model: its request
- * received by the fake (the planner's came first) and its `llm_call` event
- * stored, and with it the stage's row and `started` event, written before.
- */
-async function stalledInStageA(input: string): Promise<string> {
-  const before = h.provider.requests.length;
-  h.provider.enqueue(planReply(stage('a'), stage('b')), { kind: 'stall' });
-  const id = await startWorkflow(h.testApp, h.tenant.key, { input, mode: 'complex' });
-  await waitFor(async () => {
-    const events = await storedEvents(h.testApp, id);
-    return h.provider.requests.length >= before + 2 &&
-      events.some((e) => e.type === 'llm_call' && e.step === 'a/turn-1')
-      ? true
-      : undefined;
-  }, 'stage a to call the model');
-  return id;
-}
+/** A complex workflow (stages a and b) stalled in stage a's model call. */
+const stalledInStageA = (input: string) =>
+  stalledAt(input, [planReply(stage('a'), stage('b'))], 'a/turn-1');
 
 describe('a stage interrupted', () => {
   it('a cancel during a stage fails its attempt with the workflow: the view shows no stage running', async () => {

@@ -5,6 +5,7 @@ import { turnWrite } from '../../../src/orchestrator/tool-loop/turns-repository.
 import { workflowEventsRepository } from '../../../src/store/workflow-events.js';
 import { workflowsRepository } from '../../../src/store/workflows.js';
 import { bearer } from '../../support/app.js';
+import { pipelineRequests } from '../../support/pipeline-http.js';
 import {
   answer,
   callsTo,
@@ -54,18 +55,7 @@ async function pausedWorkflow(model = 'gpt'): Promise<{ id: string; version: num
   return { id, version: paused.version as number };
 }
 
-function postAnswer(
-  id: string,
-  body: Record<string, unknown>,
-  headers: Record<string, string> = {},
-) {
-  return h.testApp.app.inject({
-    method: 'POST',
-    url: `/v1/workflows/${id}/answer`,
-    headers: { ...bearer(h.tenant.key), ...headers },
-    payload: body,
-  });
-}
+const { act } = pipelineRequests(() => h);
 
 describe.each(['gpt', 'claude'])('answering a clarification on %s', (model) => {
   it('resumes the loop with the answer as the question’s result; the first turn is not asked again', async () => {
@@ -73,7 +63,7 @@ describe.each(['gpt', 'claude'])('answering a clarification on %s', (model) => {
     const before = h.provider.requests.length;
     h.provider.enqueue(answer('Sunny in Bergen.'));
 
-    const accepted = await postAnswer(id, { answer: 'bergen', version });
+    const accepted = await act(id, 'answer', { answer: 'bergen', version });
     expect(accepted.statusCode, accepted.body).toBe(202);
     expect(accepted.json()).toMatchObject({ status: 'running', version: version + 1 });
 
@@ -107,7 +97,7 @@ describe.each(['gpt', 'claude'])('answering a clarification on %s', (model) => {
 describe('answering a clarification', () => {
   it('an answer that is not among the options is a 400 and the workflow keeps waiting', async () => {
     const { id, version } = await pausedWorkflow();
-    const refused = await postAnswer(id, { answer: 'Trondheim' });
+    const refused = await act(id, 'answer', { answer: 'Trondheim' });
     expect(refused.statusCode).toBe(400);
     expect(refused.headers['content-type']).toContain('application/problem+json');
     expect(refused.json()).toMatchObject({
@@ -133,27 +123,29 @@ describe('answering a clarification', () => {
 
   it('a stale version is a 409 with the current one, by body or If-Match', async () => {
     const { id, version } = await pausedWorkflow();
-    const stale = await postAnswer(id, { answer: 'Oslo', version: version - 1 });
+    const stale = await act(id, 'answer', { answer: 'Oslo', version: version - 1 });
     expect(stale.statusCode).toBe(409);
     expect(stale.json()).toMatchObject({
       code: 'stale_version',
       current: { status: 'awaiting_input', awaitingReason: 'clarification', version },
     });
-    const staleHeader = await postAnswer(
+    const staleHeader = await act(
       id,
+      'answer',
       { answer: 'Oslo' },
       { 'if-match': `"${version - 1}"` },
     );
     expect(staleHeader.json()).toMatchObject({ code: 'stale_version' });
-    const mismatch = await postAnswer(
+    const mismatch = await act(
       id,
+      'answer',
       { answer: 'Oslo', version },
       { 'if-match': `"${version - 1}"` },
     );
     expect(mismatch.statusCode).toBe(400);
     expect(mismatch.json()).toMatchObject({ code: 'version_mismatch' });
     h.provider.enqueue(answer('Oslo it is.'));
-    const accepted = await postAnswer(id, { answer: 'Oslo' }, { 'if-match': `"${version}"` });
+    const accepted = await act(id, 'answer', { answer: 'Oslo' }, { 'if-match': `"${version}"` });
     expect(accepted.statusCode, accepted.body).toBe(202);
     await waitForStatus(h.testApp, h.tenant.key, id, ['completed']);
   });
@@ -162,13 +154,13 @@ describe('answering a clarification', () => {
     h.provider.enqueue(answer('Hello.'));
     const id = await startWorkflow(h.testApp, h.tenant.key, { input: 'Say hello' });
     await waitForStatus(h.testApp, h.tenant.key, id, ['completed']);
-    const refused = await postAnswer(id, { answer: 'yes' });
+    const refused = await act(id, 'answer', { answer: 'yes' });
     expect(refused.statusCode).toBe(409);
     expect(refused.json()).toMatchObject({
       code: 'not_awaiting_input',
       current: { status: 'completed', awaitingReason: null },
     });
-    const unknown = await postAnswer(randomUUID(), { answer: 'yes' });
+    const unknown = await act(randomUUID(), 'answer', { answer: 'yes' });
     expect(unknown.statusCode).toBe(404);
   });
 
@@ -177,7 +169,7 @@ describe('answering a clarification', () => {
     h.provider.enqueue(answer('Done.'));
     const responses = await Promise.all(
       Array.from({ length: 10 }, (_, index) =>
-        postAnswer(id, { answer: index % 2 ? 'Oslo' : 'Bergen' }),
+        act(id, 'answer', { answer: index % 2 ? 'Oslo' : 'Bergen' }),
       ),
     );
     const codes = responses.map((response) => response.statusCode).sort();

@@ -1,7 +1,7 @@
 import { describe, expect, it, vi } from 'vitest';
 import type { FakeReply, FakeResponse } from '../../fakes/provider-types.js';
 import { bearer } from '../../support/app.js';
-import { planReply, stage } from '../../support/pipeline-http.js';
+import { pipelineRequests, planReply, stage } from '../../support/pipeline-http.js';
 import {
   answer,
   callsTo,
@@ -13,7 +13,6 @@ import {
   startWorkflow,
   storedEvents,
   takeOverToEnd,
-  waitFor,
   waitForStatus,
 } from '../../support/workflows.js';
 
@@ -27,6 +26,7 @@ import {
  */
 
 const h = useToolLoopHarness({ maxIterations: 10 });
+const { stalledAt } = pipelineRequests(() => h);
 const usage = { input: 100, output: 20 };
 
 /** A reply of the fake (callsTo, answer, planReply make one) using `usage`. */
@@ -35,24 +35,31 @@ function spending(response: FakeResponse): FakeReply {
   return { ...response, usage };
 }
 
+/**
+ * Starts a simple workflow whose first turn calls the calculator and whose
+ * second calls a tool that never answers, each turn's reply using `usage`;
+ * resolves once that tool is called.
+ */
+async function stalledInItsSecondTurn(body: Record<string, unknown>): Promise<string> {
+  const hanging = await h.registerTool('/hang', { timeoutMs: 60_000 });
+  const hangsBefore = h.tools.calls.filter((call) => call.path === '/hang').length;
+  h.provider.enqueue(
+    spending(callsTo({ name: 'calculator', arguments: { expression: '1 + 1' } })),
+    spending(callsTo({ name: hanging, arguments: {} })),
+  );
+  const id = await startWorkflow(h.testApp, h.tenant.key, { mode: 'simple', ...body });
+  await vi.waitFor(
+    () =>
+      expect(h.tools.calls.filter((call) => call.path === '/hang')).toHaveLength(hangsBefore + 1),
+    { timeout: 10_000 },
+  );
+  return id;
+}
+
 describe('usage no run counted', () => {
   it('tool loop: the turns of the run handed over count against the token cap and in the usage', async () => {
-    const hanging = await h.registerTool('/hang', { timeoutMs: 60_000 });
-    const hangsBefore = h.tools.calls.filter((call) => call.path === '/hang').length;
-    // 240 tokens in the first run's two turns; its second turn's tool never answers.
-    h.provider.enqueue(
-      spending(callsTo({ name: 'calculator', arguments: { expression: '1 + 1' } })),
-      spending(callsTo({ name: hanging, arguments: {} })),
-    );
-    const id = await startWorkflow(h.testApp, h.tenant.key, {
-      input: 'Keep working',
-      budget: { maxTokens: 300 },
-    });
-    await vi.waitFor(
-      () =>
-        expect(h.tools.calls.filter((call) => call.path === '/hang')).toHaveLength(hangsBefore + 1),
-      { timeout: 10_000 },
-    );
+    // 240 tokens in the first run's two turns.
+    const id = await stalledInItsSecondTurn({ input: 'Keep working', budget: { maxTokens: 300 } });
     await handOver(h.testApp, id);
 
     // After the takeover: a third turn (360 tokens, past the cap of 300), then the best-effort turn.
@@ -86,23 +93,11 @@ describe('usage no run counted', () => {
   });
 
   it('pipeline: the planner and the stage the run handed over had done count in the usage', async () => {
-    const before = h.provider.requests.length;
-    h.provider.enqueue(
-      spending(planReply(stage('a'), stage('b'))),
-      spending(answer('Result of a.')),
-      { kind: 'stall' },
+    const id = await stalledAt(
+      'Compare, then hand over',
+      [spending(planReply(stage('a'), stage('b'))), spending(answer('Result of a.'))],
+      'b/turn-1',
     );
-    const id = await startWorkflow(h.testApp, h.tenant.key, {
-      input: 'Compare, then hand over',
-      mode: 'complex',
-    });
-    await waitFor(async () => {
-      const events = await storedEvents(h.testApp, id);
-      return h.provider.requests.length >= before + 3 &&
-        events.some((e) => e.type === 'llm_call' && e.step === 'b/turn-1')
-        ? true
-        : undefined;
-    }, 'stage b to call the model');
     await handOver(h.testApp, id);
     h.provider.enqueue(spending(answer('Result of b.')), spending(answer('Both done.')));
     const done = await takeOverToEnd(h.testApp, h.tenant.key, id);
@@ -118,21 +113,7 @@ describe('usage no run counted', () => {
   });
 
   it('a cancel: what the stopped run’s model calls used is in the cancelled workflow’s usage', async () => {
-    const hanging = await h.registerTool('/hang', { timeoutMs: 60_000 });
-    const hangsBefore = h.tools.calls.filter((call) => call.path === '/hang').length;
-    h.provider.enqueue(
-      spending(callsTo({ name: 'calculator', arguments: { expression: '1 + 1' } })),
-      spending(callsTo({ name: hanging, arguments: {} })),
-    );
-    const id = await startWorkflow(h.testApp, h.tenant.key, {
-      input: 'Work until cancelled',
-      mode: 'simple',
-    });
-    await vi.waitFor(
-      () =>
-        expect(h.tools.calls.filter((call) => call.path === '/hang')).toHaveLength(hangsBefore + 1),
-      { timeout: 10_000 },
-    );
+    const id = await stalledInItsSecondTurn({ input: 'Work until cancelled' });
     const cancelled = await h.testApp.app.inject({
       method: 'POST',
       url: `/v1/workflows/${id}/cancel`,
