@@ -6,7 +6,7 @@ import type { TenantEndpoints } from '../store/tenant-endpoints.js';
 import { createToolRegistry, type ToolRegistry } from '../tools/registry.js';
 import type { Tool } from '../tools/types.js';
 import type { WorkflowTracker } from '../tracker/tracker.js';
-import type { WorkflowBudget, WorkflowKind } from '../workflows/types.js';
+import type { WorkflowBudget, WorkflowKind, WorkflowUsage } from '../workflows/types.js';
 import type { AgentContext } from './agent-context.js';
 import { type ClassifierSettings, classifyQuestion, recordClassification } from './classify.js';
 import {
@@ -73,6 +73,8 @@ export interface AnswerWorkflowInput {
   resume?: LoopResume;
   /** The tenant's tools for this run, opened (and closed) by the executor. */
   toolset: Promise<TenantToolset>;
+  /** Usage of a call the loop or pipeline does not count (the classification check): added with the run's. */
+  spentBesideLoop: (usage: WorkflowUsage) => void;
   /** The pipeline's rows as the review that launched this run left them; read by the pipeline otherwise. */
   pipeline?: PipelineRows;
   /**
@@ -241,11 +243,13 @@ async function classify(input: AnswerWorkflowInput): Promise<WorkflowKind> {
             signal: context.signal,
             context: { tenantId: context.tenantId, workflowId: context.workflowId },
             onEvent: input.onRouterEvent,
+            costOf: settings.costOf,
           },
         }
       : {}),
   });
   input.throwIfStopped();
+  if (classification.usage) input.spentBesideLoop(classification.usage);
   await recordClassification(context.tracker, classification, {
     tenantId: context.tenantId,
     id: context.workflowId,

@@ -2,9 +2,9 @@ import { LlmError } from '../llm/errors.js';
 import type { ModelRouter, RouterCall } from '../llm/router/router.js';
 import type { CallContext } from '../llm/router/types.js';
 import { CLASSIFY_MARKER } from '../llm/scripted/markers.js';
-import type { ModelRequest, SystemPrompt } from '../llm/types.js';
-import type { WorkflowKind } from '../workflows/types.js';
-import { collectText } from './collect-text.js';
+import type { ModelRequest, SystemPrompt, Usage } from '../llm/types.js';
+import type { WorkflowKind, WorkflowUsage } from '../workflows/types.js';
+import { collectText, usageDetail } from './collect-text.js';
 
 /**
  * The optional model check of complexity detection: one short turn to a
@@ -23,11 +23,14 @@ export interface ModelCheck {
   onEvent?: RouterCall['onEvent'];
   /** Defaults to CLASSIFY_CHECK_TIMEOUT_MS. */
   timeoutMs?: number;
+  /** What a call of the model cost, at its prices; free when not given. */
+  costOf?: (model: string, usage: Usage) => number;
 }
 
+/** `usage`: what the check's call used and cost, when the provider reported it. */
 export type ModelCheckOutcome =
-  | { status: 'answered'; kind: WorkflowKind; model: string }
-  | { status: 'unusable'; answer: string; model: string }
+  | { status: 'answered'; kind: WorkflowKind; model: string; usage: WorkflowUsage | undefined }
+  | { status: 'unusable'; answer: string; model: string; usage: WorkflowUsage | undefined }
   | { status: 'failed'; problem: string; error: unknown };
 
 /**
@@ -67,6 +70,7 @@ export async function askModel(check: ModelCheck, input: string): Promise<ModelC
     temperature: 0,
   };
   let answer: string;
+  let usage: WorkflowUsage | undefined;
   try {
     const collected = await collectText(
       check.router,
@@ -80,6 +84,9 @@ export async function askModel(check: ModelCheck, input: string): Promise<ModelC
       { maxChars: MAX_ANSWER_CHARS },
     );
     answer = collected.text;
+    usage =
+      collected.usage &&
+      usageDetail(collected.usage, check.costOf?.(check.model, collected.usage) ?? 0);
   } catch (error) {
     const problem = check.signal.aborted
       ? 'it was cancelled'
@@ -95,8 +102,8 @@ export async function askModel(check: ModelCheck, input: string): Promise<ModelC
   }
   const kind = parseComplexityAnswer(answer);
   return kind
-    ? { status: 'answered', kind, model: check.model }
-    : { status: 'unusable', answer, model: check.model };
+    ? { status: 'answered', kind, model: check.model, usage }
+    : { status: 'unusable', answer, model: check.model, usage };
 }
 
 /**

@@ -4,7 +4,12 @@ import type { Catalogue } from '../llm/catalogue.js';
 import type { NewEventRow } from '../store/workflow-events.js';
 import { workflowsRepository } from '../store/workflows.js';
 import type { WorkflowTracker } from '../tracker/tracker.js';
-import type { WorkflowEvent, WorkflowKind, WorkflowMode } from '../workflows/types.js';
+import type {
+  WorkflowEvent,
+  WorkflowKind,
+  WorkflowMode,
+  WorkflowUsage,
+} from '../workflows/types.js';
 import {
   compileKeywords,
   DEFAULT_COMPLEX_KEYWORDS,
@@ -30,6 +35,8 @@ export interface Classification {
   method: ClassificationMethod;
   /** Human-readable, shown in the `classification` event, e.g. `matched "compare" and "for each"`. */
   reason: string;
+  /** What the model check's call used and cost, when its provider reported usage. */
+  usage?: WorkflowUsage;
 }
 
 export interface ClassifyOptions {
@@ -49,11 +56,13 @@ export async function classifyQuestion(options: ClassifyOptions): Promise<Classi
   const heuristic = options.keywords.classify(options.input);
   const keywordReason = describeMatches(heuristic.matched);
   const outcome = await askModel(options.modelCheck, options.input);
+  const usage = outcome.status !== 'failed' && outcome.usage ? { usage: outcome.usage } : {};
   if (outcome.status === 'answered') {
     return {
       kind: outcome.kind,
       method: 'model',
       reason: `model "${outcome.model}" answered ${outcome.kind} (keywords: ${keywordReason})`,
+      ...usage,
     };
   }
   if (outcome.status === 'failed') {
@@ -63,6 +72,7 @@ export async function classifyQuestion(options: ClassifyOptions): Promise<Classi
     kind: heuristic.kind,
     method: 'keywords',
     reason: `${describeFallback(outcome)}, so the keywords decided: ${keywordReason}`,
+    ...usage,
   };
 }
 
@@ -111,14 +121,14 @@ function classifyByRequestOrKeywords(
   return { kind: heuristic.kind, method: 'keywords', reason: describeMatches(heuristic.matched) };
 }
 
-/** The `classification` event of a decision. */
+/** The `classification` event of a decision, with the model check's `usage` as a model call's event carries it. */
 export function classificationEvent(classification: Classification): NewEventRow {
-  const { kind, method, reason } = classification;
+  const { kind, method, reason, usage } = classification;
   return {
     type: 'classification',
     step: 'classify',
     status: 'completed',
-    detail: { kind, method, reason },
+    detail: { kind, method, reason, ...(usage ? { usage } : {}) },
     elapsedMs: null,
   };
 }

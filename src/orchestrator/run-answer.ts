@@ -6,9 +6,15 @@ import type { PipelineRows } from '../store/pipeline-rows.js';
 import type { Database } from '../store/schema.js';
 import { type NewEventRow, workflowEventsRepository } from '../store/workflow-events.js';
 import { endingsOfOpenWork, INTERRUPTED_WORK } from '../workflows/open-work.js';
-import type { AwaitingReason, CompletionReason, WorkflowUsage } from '../workflows/types.js';
+import {
+  type AwaitingReason,
+  addWorkflowUsage,
+  type CompletionReason,
+  type WorkflowUsage,
+} from '../workflows/types.js';
 import { createAgentContext } from './agent-context.js';
 import { answerWorkflow, type TenantToolset } from './answer-workflow.js';
+import { usageDetail } from './collect-text.js';
 import type { PipelinePause } from './pipeline/run-pipeline.js';
 import type { LoopResume } from './tool-loop/resume.js';
 import { loadLoopResume, turnWrite } from './tool-loop/turns-repository.js';
@@ -81,6 +87,9 @@ export async function answerWithToolLoop(
     queueTurn: (state) => tracker.enqueueWrite(turnWrite(state)),
     pause: (request, spent) => pauseForClarification(run, request, spent),
     pausePipeline: (pause) => pausePipeline(run, pause),
+    spentBesideLoop: (usage) => {
+      run.uncounted = addWorkflowUsage(run.uncounted, usage);
+    },
     db: options.db,
     throwIfStopped: () => throwIfStopped(run),
     currentModel: () => run.model,
@@ -345,18 +354,14 @@ function report(run: Run, event: RouterEvent): void {
 }
 
 /**
- * This run's usage, with what runs cut off before it left uncounted, as
- * its `usage` event and as the increment of the workflow's totals.
+ * This run's usage, with what it spent beside its loop and what runs cut
+ * off before it left uncounted, as its `usage` event and as the increment
+ * of the workflow's totals.
  */
 function usageOf(run: Run): { event: NewEventRow; totals: WorkflowUsage } | undefined {
-  const { uncounted } = run;
-  if (!run.usage && !uncounted) return undefined;
-  const totals: WorkflowUsage = {
-    inputTokens: (run.usage?.inputTokens ?? 0) + (uncounted?.inputTokens ?? 0),
-    outputTokens: (run.usage?.outputTokens ?? 0) + (uncounted?.outputTokens ?? 0),
-    cachedInputTokens: (run.usage?.cachedInputTokens ?? 0) + (uncounted?.cachedInputTokens ?? 0),
-    costUsd: run.costUsd + (uncounted?.costUsd ?? 0),
-  };
+  const own = run.usage && usageDetail(run.usage, run.costUsd);
+  const totals = run.uncounted ? addWorkflowUsage(own, run.uncounted) : own;
+  if (!totals) return undefined;
   return {
     event: {
       type: 'usage',

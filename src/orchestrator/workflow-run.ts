@@ -72,10 +72,11 @@ export interface Run {
   /** What the turns cost, each at the prices of the model that answered it (the budget's figure). */
   costUsd: number;
   /**
-   * What runs cut off before this one (a crash, a hand-over) spent, as
-   * their model calls' events say, and never added to the workflow's usage:
-   * read when this run takes the workflow over, counted against its
-   * budget, and added to the workflow's usage with this run's own.
+   * Usage the run's loop does not count, added to the workflow's usage with
+   * the loop's: what runs cut off before this one (a crash, a hand-over)
+   * spent, as their model calls' events say (read when this run takes the
+   * workflow over, and counted against its budget), and this run's
+   * classification check.
    */
   uncounted: WorkflowUsage | undefined;
 }

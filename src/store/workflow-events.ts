@@ -42,6 +42,12 @@ export interface TurnRow {
   state: string;
 }
 
+/**
+ * The events whose `detail.usage` is a model call's usage and price
+ * (`llm_call`, the planner's `plan`, the model check's `classification`).
+ */
+export const USAGE_EVENT_TYPES: readonly string[] = ['llm_call', 'plan', 'classification'];
+
 export function workflowEventsRepository(db: DbOrTx) {
   return {
     /**
@@ -172,8 +178,8 @@ export function workflowEventsRepository(db: DbOrTx) {
     /**
      * What the workflow's model calls used since its usage was last added
      * to its totals: each pause and the end add their run's usage with a
-     * `usage` event, and each model call's event (`llm_call`, the planner's
-     * `plan`) carries its own usage. The calls after the last `usage`
+     * `usage` event, and each model call's event (USAGE_EVENT_TYPES)
+     * carries its own usage. The calls after the last `usage`
      * event are those of runs cut off by a crash or a hand-over, read by
      * the run that takes the workflow over. Only then: it reads every
      * event after the last pause.
@@ -196,7 +202,7 @@ export function workflowEventsRepository(db: DbOrTx) {
                coalesce(sum((detail->'usage'->>'costUsd')::numeric), 0) AS cost_usd
         FROM workflow_events
         WHERE workflow_id = ${key.workflowId} AND tenant_id = ${key.tenantId}
-          AND type IN ('llm_call', 'plan') AND detail ? 'usage'
+          AND type = ANY(${USAGE_EVENT_TYPES}::text[]) AND detail ? 'usage'
           AND seq > coalesce((
             SELECT max(seq) FROM workflow_events
             WHERE workflow_id = ${key.workflowId} AND tenant_id = ${key.tenantId} AND type = 'usage'

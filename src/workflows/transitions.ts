@@ -9,6 +9,7 @@ import {
   type NewEventRow,
   type TokensAmongEvents,
   type TurnRow,
+  USAGE_EVENT_TYPES,
   workflowEventsRepository,
 } from '../store/workflow-events.js';
 import type { UsageIncrement } from '../store/workflows.js';
@@ -25,14 +26,16 @@ import {
   transitionStatements,
   valuesOf,
 } from './transition-statement.js';
-import type {
-  AwaitingReason,
-  Workflow,
-  WorkflowError,
-  WorkflowEvent,
-  WorkflowKind,
-  WorkflowResult,
-  WorkflowStatus,
+import {
+  type AwaitingReason,
+  addWorkflowUsage,
+  type Workflow,
+  type WorkflowError,
+  type WorkflowEvent,
+  type WorkflowKind,
+  type WorkflowResult,
+  type WorkflowStatus,
+  type WorkflowUsage,
 } from './types.js';
 
 export interface TransitionInput {
@@ -224,13 +227,8 @@ async function withUncountedUsage(
   input: TransitionInput,
 ): Promise<TransitionInput> {
   const stored = await workflowEventsRepository(tx).uncountedUsage(input);
-  const counted = [...input.events.map(usageOfCall), input.usage].reduce<UsageIncrement>(
-    (sum, usage) => ({
-      inputTokens: sum.inputTokens + (usage?.inputTokens ?? 0),
-      outputTokens: sum.outputTokens + (usage?.outputTokens ?? 0),
-      cachedInputTokens: sum.cachedInputTokens + (usage?.cachedInputTokens ?? 0),
-      costUsd: sum.costUsd + (usage?.costUsd ?? 0),
-    }),
+  const counted = [...input.events.map(usageOfCall), input.usage].reduce<WorkflowUsage>(
+    (sum, usage) => (usage ? addWorkflowUsage(sum, usage) : sum),
     stored,
   );
   if (counted.inputTokens + counted.outputTokens === 0 && counted.costUsd === 0) return input;
@@ -250,7 +248,7 @@ async function withUncountedUsage(
 
 /** A model call's usage as its event carries it (orchestrator/collect-text.ts `usageDetail`). */
 function usageOfCall(event: NewEventRow): UsageIncrement | undefined {
-  if (event.type !== 'llm_call' && event.type !== 'plan') return undefined;
+  if (!USAGE_EVENT_TYPES.includes(event.type)) return undefined;
   const usage = (event.detail as { usage?: Partial<UsageIncrement> }).usage;
   if (!usage) return undefined;
   return {

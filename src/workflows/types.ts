@@ -95,6 +95,20 @@ export interface WorkflowUsage {
   costUsd: number;
 }
 
+/** `total` with `usage` added; `usage` alone when there is no total yet. */
+export function addWorkflowUsage(
+  total: WorkflowUsage | undefined,
+  usage: WorkflowUsage,
+): WorkflowUsage {
+  if (!total) return { ...usage };
+  return {
+    inputTokens: total.inputTokens + usage.inputTokens,
+    outputTokens: total.outputTokens + usage.outputTokens,
+    cachedInputTokens: total.cachedInputTokens + usage.cachedInputTokens,
+    costUsd: total.costUsd + usage.costUsd,
+  };
+}
+
 /**
  * The caps of one workflow, resolved when it is created (request, then
  * tenant override, then configured default). `maxTokens` counts input plus

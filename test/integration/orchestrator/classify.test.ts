@@ -170,6 +170,8 @@ describe('classification model check', () => {
       method: 'keywords',
       reason:
         'model "cheap" gave no usable answer ("Sure! Paris is the capital."), so the keywords decided: no complexity keyword matched',
+      // The check's call is counted all the same (free here: the catalogue has no prices).
+      usage: { inputTokens: 10, outputTokens: 5, cachedInputTokens: 0, costUsd: 0 },
     });
   });
 });
