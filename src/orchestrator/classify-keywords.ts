@@ -45,7 +45,8 @@ export interface KeywordMatcher {
 
 /** A hyphen-minus, the Unicode hyphens (U+2010, U+2011) and whitespace separate a keyword's parts. */
 const SEPARATOR = String.raw`[\s\-\u2010\u2011]+`;
-const WORD_CHAR = String.raw`[\p{L}\p{N}_]`;
+/** Letters, digits, `_` and combining marks: "comparé" spelled with U+0301 is one word, as its precomposed form is. */
+const WORD_CHAR = String.raw`[\p{L}\p{M}\p{N}_]`;
 
 /** Splits `CLASSIFY_COMPLEX_KEYWORDS`: comma-separated, blanks dropped, whitespace collapsed. */
 export function parseKeywordList(text: string): string[] {

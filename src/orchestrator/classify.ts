@@ -88,8 +88,10 @@ function describeFallback(outcome: Exclude<ModelCheckOutcome, { status: 'answere
     case 'failed':
       return `the model check failed because ${outcome.problem}`;
     case 'unusable': {
-      const flat = outcome.answer.replace(/\s+/g, ' ').trim();
-      const shown = flat.length > 40 ? `${flat.slice(0, 39)}…` : flat;
+      // Cut between characters (code points), never inside one: half of an
+      // emoji is no text PostgreSQL stores, and the event's write would fail.
+      const flat = [...outcome.answer.replace(/\s+/g, ' ').trim()];
+      const shown = flat.length > 40 ? `${flat.slice(0, 39).join('')}…` : flat.join('');
       return `model "${outcome.model}" gave no usable answer (${shown ? `"${shown}"` : 'empty'})`;
     }
   }

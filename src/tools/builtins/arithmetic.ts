@@ -90,7 +90,11 @@ function roundTo(x: number, digits: number, fail: (reason: string) => never): nu
     const factor = 10 ** digits;
     return (sign * Math.round(magnitude * factor)) / factor;
   }
-  return sign * Number(`${Math.round(Number(`${text}e${digits}`))}e${-digits}`);
+  const scaled = Math.round(Number(`${text}e${digits}`));
+  // From 1e21 on, String() spells a number in exponent form ("1e+21e-1" is
+  // NaN); and a double that large is far coarser than 10^-digits already.
+  if (Math.abs(scaled) >= 1e21) return x;
+  return sign * Number(`${scaled}e${-digits}`);
 }
 
 const SYMBOLS: Record<string, string> = {
@@ -144,7 +148,8 @@ function tokenize(input: string): Token[] {
       at += 2;
       continue;
     }
-    const char = input[at] ?? '';
+    // A whole character: one outside the BMP is two UTF-16 units.
+    const char = String.fromCodePoint(input.codePointAt(at) ?? 0);
     const symbol = SYMBOLS[char];
     if (!symbol) throw new ExpressionError(`unexpected character "${char}"`, at);
     tokens.push({ kind: 'symbol', symbol, position: at });

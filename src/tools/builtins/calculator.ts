@@ -39,5 +39,7 @@ export const calculatorTool: Tool<typeof parameters> = {
 function describeError(expression: string, error: ExpressionError): string {
   const shown = expression.replace(/\s/g, ' ');
   if (shown.length > 120) return `Cannot evaluate the expression ${error.message}.`;
-  return `Cannot evaluate the expression ${error.message}.\n  ${shown}\n  ${' '.repeat(error.position)}^`;
+  // One column per character: a character outside the BMP is two UTF-16 units of `position`.
+  const column = [...shown.slice(0, error.position)].length;
+  return `Cannot evaluate the expression ${error.message}.\n  ${shown}\n  ${' '.repeat(column)}^`;
 }

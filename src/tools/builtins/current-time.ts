@@ -44,7 +44,7 @@ export function createCurrentTimeTool(options: CurrentTimeOptions = {}): Tool<ty
           isError: true,
         };
       }
-      return { content: JSON.stringify(zonedTime(now(), formatter)) };
+      return { content: JSON.stringify(zonedTime(now(), formatter, zone)) };
     },
   };
 }
@@ -69,7 +69,13 @@ function zoneFormatter(zone: string): Intl.DateTimeFormat | undefined {
   }
 }
 
-export function zonedTime(instant: Date, formatter: Intl.DateTimeFormat): ZonedTime {
+/**
+ * `asked`: the zone's name as the model gave it. Reported as asked (in
+ * Intl's case when only the case differs): Intl resolves a current name to
+ * its deprecated alias on Node 20 (Asia/Kolkata to Asia/Calcutta,
+ * Europe/Kyiv to Europe/Kiev), which the model would then repeat.
+ */
+function zonedTime(instant: Date, formatter: Intl.DateTimeFormat, asked: string): ZonedTime {
   const parts = Object.fromEntries(
     formatter.formatToParts(instant).map((part) => [part.type, part.value]),
   ) as Record<Intl.DateTimeFormatPartTypes, string | undefined>;
@@ -88,8 +94,9 @@ export function zonedTime(instant: Date, formatter: Intl.DateTimeFormat): ZonedT
   const absolute = Math.abs(offsetMinutes);
   const utcOffset = `${sign}${pad(Math.floor(absolute / 60))}:${pad(absolute % 60)}`;
   const local = new Date(localAsUtc).toISOString().slice(0, 19);
+  const resolved = formatter.resolvedOptions().timeZone;
   return {
-    timezone: formatter.resolvedOptions().timeZone,
+    timezone: resolved.toLowerCase() === asked.toLowerCase() ? resolved : asked,
     localTime: `${local}${utcOffset}`,
     weekday: parts.weekday ?? '',
     utcOffset,

@@ -124,3 +124,22 @@ describe('CLASSIFY_COMPLEX_KEYWORDS', () => {
     );
   });
 });
+
+describe('keyword heuristic: combining marks belong to the word they follow', () => {
+  it('decides the same for a question in NFC and in NFD (decomposed accents)', () => {
+    // "comparé" (French, "compared"): in NFD its last letter is "e" + U+0301,
+    // and the combining accent, not being \p{L}, counts as a word boundary.
+    for (const text of ['Le prix est comparé', 'un écompare']) {
+      expect(defaults.classify(text).matched, text).toEqual([]);
+      expect(defaults.classify(text.normalize('NFD')).matched, `${text} (NFD)`).toEqual([]);
+    }
+  });
+
+  it('does not match a configured Devanagari keyword inside a longer word', () => {
+    // "फिर" (then) is not a word of its own in "फिरा" (turned): the vowel sign
+    // U+093E that follows it is a combining mark (\p{Mc}), not a boundary.
+    const hindi = compileKeywords(['फिर']);
+    expect(hindi.classify('फिर से').matched).toEqual(['फिर']);
+    expect(hindi.classify('वह घर फिरा').matched).toEqual([]);
+  });
+});

@@ -290,3 +290,33 @@ describe('calculator tool', () => {
     expect(calculatorTool.parameters.safeParse({ expression: '' }).success).toBe(false);
   });
 });
+
+describe('calculator round(x, digits) on large values', () => {
+  // roundTo builds `${Math.round(...)}e${-digits}`: once x * 10^digits reaches
+  // 1e21, String() of the rounded value is itself exponential ("1e+21"), the
+  // text becomes "1e+21e-1", Number() of it is NaN, and the calculator
+  // answers "result is not a real number" for a perfectly finite number.
+  it.each([
+    ['round(1e20, 1)', 1e20],
+    ['round(123456789012, 10)', 123456789012],
+    ['round(12345678901.5, 12)', 12345678901.5],
+  ])('%s = %d', (expression, expected) => {
+    expect(evaluateExpression(expression)).toBe(expected);
+  });
+
+  it('answers the model with the number, not an error', async () => {
+    const result = await calculatorTool.execute({ expression: 'round(1e20, 2)' }, ctx);
+    expect(result).toEqual({ content: formatNumber(1e20) });
+  });
+});
+
+describe('calculator error message for a character outside the BMP', () => {
+  it('names the whole character, not half of its surrogate pair', async () => {
+    // input[at] is one UTF-16 unit: the message quotes a lone surrogate, which
+    // becomes U+FFFD on its way to the model ("unexpected character "�"").
+    const result = await calculatorTool.execute({ expression: '𝟐 + 1' }, ctx);
+    expect(result.isError).toBe(true);
+    expect(result.content.isWellFormed()).toBe(true);
+    expect(result.content).toContain('unexpected character "𝟐"');
+  });
+});

@@ -68,3 +68,21 @@ describe('current_time', () => {
     expect([first, second]).toEqual(['2024-01-01T00:00:00Z', '2024-01-02T00:00:00Z']);
   });
 });
+
+const juneTool = createCurrentTimeTool({ now: () => new Date('2024-06-01T12:00:00Z') });
+
+describe('current_time names the zone the model asked for', () => {
+  // The reported name is Intl's resolvedOptions().timeZone, which on Node 20's
+  // ICU is the CLDR canonical id: the deprecated IANA link names.
+  it.each([
+    ['Asia/Kolkata'],
+    ['Europe/Kyiv'],
+    ['Asia/Kathmandu'],
+    ['Asia/Ho_Chi_Minh'],
+    ['America/Nuuk'],
+  ])('%s is reported under that name, not its old alias', async (zone) => {
+    const result = await juneTool.execute({ timezone: zone }, ctx);
+    expect(result.isError).toBeUndefined();
+    expect(JSON.parse(result.content).timezone).toBe(zone);
+  });
+});
