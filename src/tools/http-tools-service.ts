@@ -121,17 +121,11 @@ export function createHttpToolsService(options: {
 
 export type HttpToolsService = ReturnType<typeof createHttpToolsService>;
 
-/** Large enough for any real tool; every byte of it is sent to the model at each turn. */
-const MAX_PARAMETERS_SCHEMA_CHARS = 32 * 1024;
-
 function checkParameters(parameters: JsonSchemaObject): void {
   const problem = (message: string) =>
     badRequest('invalid_parameters_schema', `The parameters schema is not usable: ${message}`, [
       { field: 'body.parameters', message },
     ]);
-  if (JSON.stringify(parameters).length > MAX_PARAMETERS_SCHEMA_CHARS) {
-    throw problem(`longer than ${MAX_PARAMETERS_SCHEMA_CHARS} characters as JSON`);
-  }
   try {
     parametersFromJsonSchema(parameters);
   } catch (error) {

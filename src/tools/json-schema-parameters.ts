@@ -8,9 +8,18 @@ import { z } from 'zod';
  * keys it derives), so no keyword zod does not model is lost on the way.
  * The one addition is `additionalProperties: {}` where none was given,
  * which means the same as its absence.
+ *
+ * `pattern` and `patternProperties` are offered but not checked: their
+ * regular expressions are the tenant's (or an MCP server's), and one like
+ * `^(a+)+$` takes seconds of the event loop, every tenant's, on a
+ * 28-character argument, doubling with each more. The tool checks its own
+ * arguments against them.
  */
 
 export type JsonSchemaObject = Record<string, unknown>;
+
+/** Large enough for any real tool; every byte of it is sent to the model at each turn. */
+export const MAX_PARAMETERS_SCHEMA_CHARS = 32 * 1024;
 
 const JSON_TYPES = ['object', 'array', 'string', 'number', 'integer', 'boolean', 'null'] as const;
 
@@ -78,6 +87,11 @@ export function parametersFromJsonSchema(schema: JsonSchemaObject): z.ZodType {
   if (schema.type !== 'object') {
     throw new InvalidParametersSchema('the parameters schema must have "type": "object"');
   }
+  if (JSON.stringify(schema).length > MAX_PARAMETERS_SCHEMA_CHARS) {
+    throw new InvalidParametersSchema(
+      `longer than ${MAX_PARAMETERS_SCHEMA_CHARS} characters as JSON`,
+    );
+  }
   const shape = schemaShape.safeParse(schema);
   if (!shape.success) {
     const issue = shape.error.issues[0];
@@ -86,10 +100,58 @@ export function parametersFromJsonSchema(schema: JsonSchemaObject): z.ZodType {
   }
   let converted: z.ZodType;
   try {
-    converted = z.fromJSONSchema(schema as Parameters<typeof z.fromJSONSchema>[0]);
+    converted = z.fromJSONSchema(withoutPatterns(schema) as Parameters<typeof z.fromJSONSchema>[0]);
   } catch (error) {
     throw new InvalidParametersSchema((error as Error).message);
   }
   // Metadata lives in a WeakMap and goes with the schema (no `id`: refused above).
   return converted.meta(schema);
+}
+
+/** Keywords whose values are schemas, keyed by name (`properties`) or listed (`anyOf`). */
+const SCHEMA_MAPS = ['properties', '$defs', 'definitions', 'dependentSchemas'] as const;
+const SCHEMA_LISTS = ['anyOf', 'oneOf', 'allOf', 'prefixItems'] as const;
+const SCHEMA_VALUES = [
+  'items',
+  'additionalProperties',
+  'not',
+  'if',
+  'then',
+  'else',
+  'contains',
+  'propertyNames',
+  'unevaluatedItems',
+  'unevaluatedProperties',
+] as const;
+
+/**
+ * A copy of `schema` without `pattern` and `patternProperties` where they
+ * are keywords (a property may be named "pattern"), for the checks
+ * Waymark makes; the model is offered the schema as written. Checks are
+ * left out, never made stricter.
+ */
+function withoutPatterns(schema: unknown): unknown {
+  if (typeof schema !== 'object' || schema === null || Array.isArray(schema)) return schema;
+  const { pattern: _pattern, patternProperties, ...rest } = schema as Record<string, unknown>;
+  // What `patternProperties` allowed is no longer told from additional properties: leave them unchecked.
+  if (patternProperties !== undefined) delete rest.additionalProperties;
+  for (const key of SCHEMA_MAPS) {
+    const map = rest[key];
+    if (typeof map === 'object' && map !== null && !Array.isArray(map)) {
+      rest[key] = Object.fromEntries(
+        Object.entries(map).map(([name, value]) => [name, withoutPatterns(value)]),
+      );
+    }
+  }
+  for (const key of SCHEMA_LISTS) {
+    const list = rest[key];
+    if (Array.isArray(list)) rest[key] = list.map(withoutPatterns);
+  }
+  for (const key of SCHEMA_VALUES) {
+    if (key in rest)
+      rest[key] = Array.isArray(rest[key])
+        ? (rest[key] as unknown[]).map(withoutPatterns)
+        : withoutPatterns(rest[key]);
+  }
+  return rest;
 }
