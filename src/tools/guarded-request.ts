@@ -144,3 +144,15 @@ export function untilAborted<T>(work: Promise<T>, signal: AbortSignal): Promise<
     work.then(resolve, reject).finally(() => signal.removeEventListener('abort', onAbort));
   });
 }
+
+/** An answer's body as text, in the charset its Content-Type declares (UTF-8 when none, or one unknown). */
+export function decodeText(body: Buffer, contentType: string | undefined): string {
+  const charset = /;\s*charset="?([^";\s]+)/i.exec(contentType ?? '')?.[1];
+  try {
+    return new TextDecoder(charset ?? 'utf-8').decode(body);
+  } catch (error) {
+    // An unknown charset label; UTF-8 is the best guess on today's web.
+    if (error instanceof RangeError) return new TextDecoder('utf-8').decode(body);
+    throw error;
+  }
+}

@@ -1,5 +1,5 @@
 import type { HttpToolRow } from '../store/schema.js';
-import { type GuardedResponse, guardedRequest } from './guarded-request.js';
+import { decodeText, type GuardedResponse, guardedRequest } from './guarded-request.js';
 import { hostAllowed } from './host-allowlist.js';
 import { parametersFromJsonSchema } from './json-schema-parameters.js';
 import { BlockedAddressError, type Resolver } from './network-guard.js';
@@ -101,7 +101,7 @@ async function callHttpTool(call: {
 }
 
 function toResult(answer: GuardedResponse): ToolResult {
-  const text = answer.body.toString('utf8');
+  const text = decodeText(answer.body, answer.headers['content-type']);
   if (answer.status < 200 || answer.status > 299) {
     const excerpt = text.replace(/\s+/g, ' ').trim().slice(0, ERROR_EXCERPT_CHARS);
     return failed(`the tool answered HTTP ${answer.status}${excerpt ? `: ${excerpt}` : ''}`);

@@ -3,7 +3,14 @@ import { type Tool as McpListedTool, ToolSchema } from '@modelcontextprotocol/sd
 import { z } from 'zod';
 import type { McpToolSnapshot } from '../store/schema.js';
 
-/** Every page of the server's `tools/list`. */
+/**
+ * Tools one server may list: more than a model can choose among, and a
+ * bound on what a server answering every page with a next cursor makes us
+ * hold before the deadline (mcp-tools.ts `connectMcpServer`) ends it.
+ */
+export const MAX_LISTED_TOOLS = 256;
+
+/** Every page of the server's `tools/list`; throws past MAX_LISTED_TOOLS. */
 export async function listTools(
   client: Client,
   requestOptions: { timeout: number; signal: AbortSignal | undefined },
@@ -19,6 +26,9 @@ export async function listTools(
         ...(tool.description ? { description: tool.description } : {}),
         inputSchema: tool.inputSchema,
       });
+    }
+    if (listed.length > MAX_LISTED_TOOLS) {
+      throw new Error(`it lists more than ${MAX_LISTED_TOOLS} tools`);
     }
     cursor = page.nextCursor;
   } while (cursor);

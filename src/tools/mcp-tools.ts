@@ -3,8 +3,10 @@ import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import type { CallToolResult, ContentBlock } from '@modelcontextprotocol/sdk/types.js';
 import type { Logger } from 'pino';
+import { storableText } from '../json-limits.js';
 import type { McpServerRow, McpToolSnapshot } from '../store/schema.js';
 import { createGuardedFetch } from './guarded-fetch.js';
+import { untilAborted } from './guarded-request.js';
 import { type HttpToolPolicy, isHostAllowed } from './http-tool.js';
 import { InvalidParametersSchema, parametersFromJsonSchema } from './json-schema-parameters.js';
 import { listTools } from './mcp-list-tools.js';
@@ -59,8 +61,11 @@ export interface McpConnection {
 }
 
 /**
- * Connects to one server and lists its tools, within the server's timeout.
- * Throws `McpUnreachable` with a reason fit for the tenant.
+ * Connects to one server and lists its tools, within the server's timeout
+ * for the whole of it: each request has that timeout, but a server may
+ * answer every `tools/list` with a next cursor, or never answer the
+ * `notifications/initialized` the SDK waits for. Throws `McpUnreachable`
+ * with a reason fit for the tenant.
  */
 export async function connectMcpServer(
   server: Pick<McpServerRow, 'name' | 'url' | 'headers' | 'timeout_ms'>,
@@ -84,19 +89,27 @@ export async function connectMcpServer(
     requestInit: { headers: server.headers },
   });
   const client = new Client(CLIENT_INFO);
-  const requestOptions = { timeout: server.timeout_ms, signal: options.signal };
-  try {
+  const deadline = AbortSignal.timeout(server.timeout_ms);
+  const signal = options.signal ? AbortSignal.any([options.signal, deadline]) : deadline;
+  const requestOptions = { timeout: server.timeout_ms, signal };
+  const opening = (async () => {
     await client.connect(transport, requestOptions);
-    const tools =
-      options.list === false
-        ? []
-        : await listTools(client, requestOptions, (skipped) =>
-            options.log.warn({ mcpServer: server.name, ...skipped }, 'MCP tool skipped'),
-          );
+    if (options.list === false) return [];
+    return listTools(client, requestOptions, (skipped) =>
+      options.log.warn({ mcpServer: server.name, ...skipped }, 'MCP tool skipped'),
+    );
+  })();
+  try {
+    const tools = await untilAborted(opening, signal);
     return { client, tools, close: () => closeConnection(client, transport, options.log) };
   } catch (error) {
+    // Given up on: what it still awaits fails as the connection closes.
+    opening.catch(() => undefined);
     await closeConnection(client, transport, options.log);
-    throw new McpUnreachable(describeFailure(error, url), { cause: error });
+    const reason = deadline.aborted
+      ? `${url.host} did not answer in time`
+      : describeFailure(error, url);
+    throw new McpUnreachable(reason, { cause: error });
   }
 }
 
@@ -326,13 +339,25 @@ export class McpUnreachable extends Error {
   override name = 'McpUnreachable';
 }
 
+/**
+ * Of a failure's message, what a reason quotes: the server's own words (an
+ * HTTP error's body, say) go into a warning of every run and the
+ * registration's 400, so they are cut as an HTTP tool's error answer is,
+ * and made storable (a NUL failed the run's write).
+ */
+const FAILURE_EXCERPT_CHARS = 300;
+
 function describeFailure(error: unknown, url: URL): string {
   if (error instanceof BlockedAddressError) return `refused: ${error.userMessage}`;
   if (isTimeout(error)) return `${url.host} did not answer in time`;
   const cause = (error as { cause?: NodeJS.ErrnoException }).cause;
   const code = (error as NodeJS.ErrnoException).code ?? cause?.code;
   if (typeof code === 'string') return `could not reach ${url.host}: ${code}`;
-  return `${url.host}: ${(error as Error).message}`;
+  const message = String((error as Error).message)
+    .replace(/\s+/g, ' ')
+    .trim();
+  const excerpt = [...message].slice(0, FAILURE_EXCERPT_CHARS).join('');
+  return storableText(`${url.host}: ${excerpt}${excerpt.length < message.length ? '…' : ''}`);
 }
 
 /** The SDK's `RequestTimeout` McpError (JSON-RPC code -32001). */

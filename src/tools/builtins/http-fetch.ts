@@ -1,6 +1,6 @@
 import type { IncomingHttpHeaders } from 'node:http';
 import { z } from 'zod';
-import { type GuardedResponse, guardedRequest } from '../guarded-request.js';
+import { decodeText, type GuardedResponse, guardedRequest } from '../guarded-request.js';
 import { hostAllowed } from '../host-allowlist.js';
 import { BlockedAddressError, type Resolver } from '../network-guard.js';
 import { type Tool, type ToolContext, ToolFailure, type ToolResult } from '../types.js';
@@ -171,7 +171,7 @@ function describeBody(
   if (!isText(contentType, response.body)) {
     return `[Binary content (${contentType ?? 'unknown type'}), ${response.body.length} bytes read; not shown.]`;
   }
-  let text = decode(response.body, contentType);
+  let text = decodeText(response.body, contentType);
   if (!response.truncated) return text;
   // The cut may split a multi-byte character; drop its remains.
   text = text.replace(/\uFFFD+$/, '');
@@ -185,17 +185,6 @@ function isText(contentType: string | undefined, body: Buffer): boolean {
   if (contentType) return TEXT_TYPES.test(contentType.trim());
   // No declared type: text unless it has NUL bytes early on.
   return !body.subarray(0, 1024).includes(0);
-}
-
-function decode(body: Buffer, contentType: string | undefined): string {
-  const charset = /;\s*charset="?([^";\s]+)/i.exec(contentType ?? '')?.[1];
-  try {
-    return new TextDecoder(charset ?? 'utf-8').decode(body);
-  } catch (error) {
-    // An unknown charset label; UTF-8 is the best guess on today's web.
-    if (error instanceof RangeError) return new TextDecoder('utf-8').decode(body);
-    throw error;
-  }
 }
 
 function header(headers: IncomingHttpHeaders, name: string): string | undefined {

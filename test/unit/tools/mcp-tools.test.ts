@@ -87,3 +87,17 @@ describe('connectMcpServer', () => {
     );
   });
 });
+
+describe('the size of an MCP tool offered to the model', () => {
+  it('an input schema far past what an HTTP tool may have (32 KiB as JSON) is a problem, not offered at every turn', () => {
+    const properties = Object.fromEntries(
+      Array.from({ length: 2000 }, (_, i) => [
+        `field_${i}`,
+        { type: 'string', description: 'padding '.repeat(10) },
+      ]),
+    );
+    const inputSchema = { type: 'object', properties };
+    expect(JSON.stringify(inputSchema).length).toBeGreaterThan(150_000);
+    expect(mcpToolProblem('docs', { name: 'huge', inputSchema })).toBeDefined();
+  });
+});

@@ -1,0 +1,63 @@
+import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
+import type { AddressInfo } from 'node:net';
+
+/**
+ * A hand-written MCP server (streamable HTTP, JSON answers) whose answer to
+ * each JSON-RPC message a test scripts, for the misbehaviours the SDK's
+ * own server (mcp-server.ts) cannot be made to show: endless pages, a
+ * notification never answered, an HTTP error with a hostile body.
+ */
+
+export interface RawRpc {
+  jsonrpc: '2.0';
+  /** Absent on a notification. */
+  id?: number | string;
+  method: string;
+  params?: unknown;
+}
+
+export type RawMcpScript = (message: RawRpc, response: ServerResponse) => void;
+
+export interface RawMcpServer {
+  /** The MCP endpoint, `http://127.0.0.1:<port>/mcp`. */
+  url: string;
+  close(): Promise<void>;
+}
+
+/** What `initialize` answers when a script lets it through. */
+export const INITIALIZE_RESULT = {
+  protocolVersion: '2025-06-18',
+  capabilities: { tools: {} },
+  serverInfo: { name: 'raw', version: '1' },
+};
+
+export async function startRawMcpServer(script: RawMcpScript): Promise<RawMcpServer> {
+  const server = createServer(async (request: IncomingMessage, response) => {
+    if (request.method !== 'POST') {
+      response.writeHead(405).end();
+      return;
+    }
+    const chunks: Buffer[] = [];
+    for await (const chunk of request) chunks.push(chunk as Buffer);
+    script(JSON.parse(Buffer.concat(chunks).toString()) as RawRpc, response);
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  return {
+    url: `http://127.0.0.1:${(server.address() as AddressInfo).port}/mcp`,
+    async close() {
+      server.closeAllConnections();
+      await new Promise<void>((resolve) => server.close(() => resolve()));
+    },
+  };
+}
+
+/** Answers a request with its JSON-RPC result. */
+export function replyResult(response: ServerResponse, id: RawRpc['id'], result: unknown): void {
+  response.writeHead(200, { 'content-type': 'application/json' });
+  response.end(JSON.stringify({ jsonrpc: '2.0', id, result }));
+}
+
+/** Accepts a notification (no answer body). */
+export function acceptNotification(response: ServerResponse): void {
+  response.writeHead(202).end();
+}
