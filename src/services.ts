@@ -239,6 +239,7 @@ export function createServices(options: {
       intervalMs: options.config.LEASE_RECLAIM_INTERVAL_MS,
       resume: (workflow, takeoversWithoutProgress) =>
         executor.launch(workflow, 'reclaimed', { takeoversWithoutProgress }),
+      runningHere: executions.ids,
     }),
     workflows,
     reviews: createPipelineReviews({

@@ -52,6 +52,9 @@ export function createExecutions(options: { log: Logger }) {
 
     isRunning: (workflowId: string): boolean => running.has(workflowId),
 
+    /** The workflows running here. */
+    ids: (): string[] => [...running.keys()],
+
     /** The run of the workflow on this replica, if any. */
     get: (workflowId: string): Execution | undefined => running.get(workflowId),
 

@@ -1,6 +1,6 @@
 import { AppError } from '../errors.js';
 import { isDatabaseUnavailable } from '../store/database.js';
-import { workflowsRepository } from '../store/workflows.js';
+import { LeaseLostError, workflowsRepository } from '../store/workflows.js';
 import { createWorkflowTracker } from '../tracker/tracker.js';
 import {
   endingsOfOpenWork,
@@ -75,6 +75,7 @@ function startRun(options: ExecutorOptions, launch: Launch): void {
       tenantId: workflow.tenantId,
       workflowId: workflow.id,
       origin: options.replicaId,
+      heldBy: options.replicaId,
       log,
       created: launch.preload.created,
       transitionBatches: options.transitionBatches,
@@ -326,6 +327,11 @@ async function settleAfterError(run: Run, error: unknown): Promise<void> {
         );
         return;
       case undefined:
+        if (error instanceof LeaseLostError) {
+          // Taken over while it stalled: the other run's writes stand, and this one makes none.
+          run.log.warn('the workflow was taken over while its run stalled; the run stopped');
+          return;
+        }
         if (isDatabaseUnavailable(error)) {
           // A database out of reach, or a connection lost, fails the step,
           // not the workflow: what the run persisted stands, and another

@@ -19,6 +19,12 @@ export interface LeaseReclaimerOptions {
    * it that found nothing completed since (see claimExpiredLeases).
    */
   resume: (workflow: Workflow, takeoversWithoutProgress: number) => void;
+  /**
+   * The workflows running on this replica: never taken over by its own
+   * sweep, even when a lease renewal came late (its run is alive, and a
+   * second run queued behind it would resume a workflow that has moved on).
+   */
+  runningHere: () => string[];
   /** Workflows taken over per sweep, so one replica does not take a whole backlog at once. */
   batchSize?: number;
   /**
@@ -41,6 +47,7 @@ export function createLeaseReclaimer(options: LeaseReclaimerOptions) {
   /** Takes over what is waiting, up to one batch; returns the workflows resumed here. */
   async function sweepOnce(): Promise<Workflow[]> {
     const rows = await claimExpiredLeases(options.db, {
+      exceptIds: options.runningHere(),
       owner: options.replicaId,
       leaseMs: options.leaseMs,
       unclaimedGraceMs: options.unclaimedGraceMs ?? 5000,

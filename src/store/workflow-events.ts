@@ -8,6 +8,7 @@ import {
   turnsWritten,
 } from './event-statement-parts.js';
 import type { WorkflowEventRow } from './schema.js';
+import { LeaseLostError } from './workflows.js';
 
 export interface NewEventRow {
   type: string;
@@ -124,6 +125,8 @@ export function workflowEventsRepository(db: DbOrTx) {
       tokens?: TokensAmongEvents;
       /** NOTIFY origin: the replica that appends, which skips its own echo. */
       origin: string;
+      /** A run's append: only while this replica holds the workflow's lease, else LeaseLostError. */
+      heldBy?: string;
       fastCommit?: boolean;
     }): Promise<{ rows: WorkflowEventRow[]; lastSeq: number }> {
       const count = input.events.length;
@@ -133,7 +136,8 @@ export function workflowEventsRepository(db: DbOrTx) {
       }
       const commitMode = input.fastCommit ? sql`, ${WITHOUT_FLUSH_WAIT}` : sql``;
       const unfinished = sql`id = ${input.workflowId} AND tenant_id = ${input.tenantId}
-            AND status NOT IN ('completed', 'failed', 'cancelled')`;
+            AND status NOT IN ('completed', 'failed', 'cancelled')
+            ${input.heldBy === undefined ? sql`` : sql`AND lease_owner = ${input.heldBy}`}`;
       if (count === 0) {
         if (input.tokens) throw new Error('token text travels in the NOTIFY of events');
         const written = await sql<{ last_seq: number }>`
@@ -278,14 +282,22 @@ export function workflowEventsRepository(db: DbOrTx) {
 /** An append found no unfinished workflow: 409 when it is finished, an internal error when it is gone. */
 async function throwWhyNotAppended(
   db: DbOrTx,
-  input: { workflowId: string; tenantId: string },
+  input: { workflowId: string; tenantId: string; heldBy?: string },
 ): Promise<never> {
   const exists = await db
     .selectFrom('workflows')
-    .select('status')
+    .select(['status', 'lease_owner'])
     .where('id', '=', input.workflowId)
     .where('tenant_id', '=', input.tenantId)
     .executeTakeFirst();
-  if (exists) throw conflict('workflow_finished', `The workflow is already ${exists.status}`);
-  throw new Error(`workflow ${input.workflowId} does not exist`);
+  if (!exists) throw new Error(`workflow ${input.workflowId} does not exist`);
+  if (FINISHED.includes(exists.status)) {
+    throw conflict('workflow_finished', `The workflow is already ${exists.status}`);
+  }
+  if (input.heldBy !== undefined && exists.lease_owner !== input.heldBy) {
+    throw new LeaseLostError(input.workflowId);
+  }
+  throw conflict('workflow_finished', `The workflow is already ${exists.status}`);
 }
+
+const FINISHED: readonly string[] = ['completed', 'failed', 'cancelled'];

@@ -273,13 +273,21 @@ export function workflowsRepository(db: DbOrTx) {
  */
 export async function claimExpiredLeases(
   db: DbOrTx,
-  input: { owner: string; leaseMs: number; unclaimedGraceMs: number; limit: number },
+  input: {
+    owner: string;
+    leaseMs: number;
+    unclaimedGraceMs: number;
+    limit: number;
+    /** Workflows not to claim: those the claiming replica runs already. */
+    exceptIds?: string[];
+  },
 ): Promise<WorkflowRow[]> {
   const claimed = await sql<WorkflowRow>`
     WITH expired AS (
       SELECT id, tenant_id FROM workflows
       WHERE status = ANY(${LEASABLE}::text[])
         AND awaiting_reason IS NULL AND finished_at IS NULL
+        AND NOT (id = ANY(${input.exceptIds ?? []}::uuid[]))
         AND (lease_expires_at < now()
           OR (lease_expires_at IS NULL
             AND updated_at < now() - ${input.unclaimedGraceMs}::double precision * interval '1 millisecond'))
@@ -309,6 +317,18 @@ export async function claimExpiredLeases(
     WHERE workflows.id = progress.id
     RETURNING workflows.*`.execute(db);
   return claimed.rows;
+}
+
+/**
+ * A run's write refused because its replica no longer holds the workflow's
+ * lease: another replica took the workflow over while the run stalled. The
+ * run stops and writes nothing more.
+ */
+export class LeaseLostError extends Error {
+  override name = 'LeaseLostError';
+  constructor(readonly workflowId: string) {
+    super(`workflow ${workflowId}: this replica no longer holds its lease`);
+  }
 }
 
 export type WorkflowsRepository = ReturnType<typeof workflowsRepository>;

@@ -140,6 +140,7 @@ export function createWorkflowTracker<R extends Returning = 'workflow'>(
           writes: merged.writes,
           tokens: merged.tokens,
           origin: options.origin,
+          ...(options.heldBy ? { heldBy: options.heldBy } : {}),
         });
         return rows.map(toEvent);
       });
@@ -170,6 +171,7 @@ export function createWorkflowTracker<R extends Returning = 'workflow'>(
         tenantId,
         workflowId,
         origin: options.origin,
+        ...(options.heldBy ? { heldBy: options.heldBy } : {}),
         returning: options.returning ?? 'workflow',
       };
       // With `returning` as R says: the result is the one for R.

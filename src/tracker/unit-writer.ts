@@ -28,6 +28,12 @@ export interface UnitWriterOptions {
   workflowId: string;
   /** This replica's id, carried in the NOTIFYs. */
   origin: string;
+  /**
+   * A run's tracker: its writes are made only while this replica (its id)
+   * holds the workflow's lease, else refused with `LeaseLostError`
+   * (TransitionInput's `heldBy`).
+   */
+  heldBy?: string;
   log: Logger;
   /**
    * A run started before its workflow's insert answered: nothing is
@@ -80,6 +86,7 @@ export function createUnitWriter(options: UnitWriterOptions) {
               writes: writesOf(items),
               tokens: between,
               origin: options.origin,
+              ...(options.heldBy ? { heldBy: options.heldBy } : {}),
               fastCommit: true,
             })
           ).rows.map(toEvent);

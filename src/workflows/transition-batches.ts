@@ -13,6 +13,7 @@ import type { WorkflowRow } from '../store/schema.js';
 import { createStatementBatches, type StatementBatches } from '../store/statement-batches.js';
 import { toEvent, toWorkflow } from './rows.js';
 import { statusesBefore, transitionEffects } from './state-machine.js';
+import { heldBy } from './transition-statement.js';
 import type { SeqTransitionResult, TransitionInput, TransitionResult } from './transitions.js';
 
 /**
@@ -117,9 +118,11 @@ async function writeBatch(
         from_statuses text[], kind text, result jsonb, error jsonb,
         input_tokens bigint, output_tokens bigint, cached_input_tokens bigint, cost_usd numeric,
         starts boolean, finishes boolean, clears_lease boolean, at timestamptz,
-        count integer, events jsonb, turns jsonb, origin text, tokens text, tokens_after integer)
+        count integer, events jsonb, turns jsonb, origin text, tokens text, tokens_after integer,
+        held_by text)
       WHERE w.id = ANY(${batch.map((input) => input.workflowId)}::uuid[])
         AND w.tenant_id = ${tenantId} AND w.id = i.id AND w.status = ANY(i.from_statuses)
+        AND (i.held_by IS NULL OR w.lease_owner = i.held_by)
       -- The row as updated, and what the writes below need of the input,
       -- so that they read this CTE alone.
       RETURNING w AS workflow, w.id, w.tenant_id, w.last_seq, i.n, i.count, i.at,
@@ -188,6 +191,7 @@ function batchItem(n: number, input: TransitionInput, at: Date, eventsJson: stri
     origin: input.origin,
     tokens: input.tokens?.text ?? null,
     tokens_after: input.tokens?.afterEvents ?? null,
+    held_by: heldBy(input) ?? null,
   });
   return `${head.slice(0, -1)},"events":${eventsJson},"turns":${turnRowsJson(input.turnRows ?? [])}}`;
 }

@@ -48,6 +48,8 @@ export interface TransitionShape {
   durable: boolean;
   /** Returns the row's seq alone (`returning: 'seq'`), not the whole row. */
   seqOnly: boolean;
+  /** Made by a run: only while its replica holds the lease (TransitionInput's `heldBy`). */
+  held: boolean;
 }
 
 export interface TransitionValues extends Record<string, unknown> {
@@ -62,6 +64,7 @@ export interface TransitionValues extends Record<string, unknown> {
   now: string;
   leaseOwner: string | undefined;
   leaseMs: number | undefined;
+  heldBy: string | undefined;
   kind: WorkflowKind | undefined;
   /** JSON */
   result: string | undefined;
@@ -106,7 +109,13 @@ export function shapeOf(input: TransitionInput, effects: Effects): TransitionSha
     tokens: input.tokens !== undefined,
     durable: input.durable !== false,
     seqOnly: input.returning === 'seq',
+    held: heldBy(input) !== undefined,
   };
+}
+
+/** The lease a transition requires: a run's, unless the transition takes the lease itself. */
+export function heldBy(input: TransitionInput): string | undefined {
+  return input.lease ? undefined : input.heldBy;
 }
 
 export function valuesOf(
@@ -120,6 +129,7 @@ export function valuesOf(
     now: encoded.ts.toISOString(),
     leaseOwner: input.lease?.owner,
     leaseMs: input.lease?.leaseMs,
+    heldBy: heldBy(input),
     kind: input.kind,
     result: input.result && JSON.stringify(input.result),
     error: input.error && JSON.stringify(input.error),
@@ -173,6 +183,7 @@ export const transitionStatements = statementsByShape<
       shape.tokens,
       shape.durable,
       shape.seqOnly,
+      shape.held,
     ].join(),
   build: (shape, v) => transitionStatement(shape, v),
 });
@@ -209,6 +220,7 @@ export function transitionStatement(
         AND status = ANY(${v.from}::text[])
         ${shape.expectedVersion ? sql`AND version = ${v.expectedVersion}` : sql``}
         ${shape.fromAwaiting ? sql`AND awaiting_reason = ANY(${v.fromAwaiting}::text[])` : sql``}
+        ${shape.held ? sql`AND lease_owner = ${v.heldBy}` : sql``}
       RETURNING ${shape.seqOnly ? sql`id, tenant_id, last_seq` : sql`*`}
     ), ${sql.join(
       [

@@ -12,7 +12,7 @@ import {
   USAGE_EVENT_TYPES,
   workflowEventsRepository,
 } from '../store/workflow-events.js';
-import type { UsageIncrement } from '../store/workflows.js';
+import { LeaseLostError, type UsageIncrement } from '../store/workflows.js';
 import { toEvent, toWorkflow } from './rows.js';
 import { assertTransition, transitionEffects } from './state-machine.js';
 import {
@@ -21,6 +21,7 @@ import {
   type TransitionBatches,
 } from './transition-batches.js';
 import {
+  heldBy,
   shapeOf,
   transitionStatement,
   transitionStatements,
@@ -72,6 +73,14 @@ export interface TransitionInput {
    * write after is accepted.
    */
   eventsUnderLock?: (tx: Transaction<Database>) => Promise<NewEventRow[]>;
+  /**
+   * The replica whose run makes the transition: made only while it holds
+   * the workflow's lease, else refused with `LeaseLostError`. A run stalled
+   * past its lease (a frozen process, a blocked event loop) whose workflow
+   * another replica took over must not write over that one's work.
+   * Ignored by a transition that takes the lease.
+   */
+  heldBy?: string;
   /**
    * Counts what the workflow's model calls spent since its last `usage`
    * event (store/workflow-events.ts `uncountedUsage`, read under the row
@@ -193,6 +202,9 @@ export async function transitionWorkflow(
     if (input.fromAwaiting) assertAwaiting(current, input.fromAwaiting);
     assertTransition(current.status, input.to);
     if (input.expectedVersion !== undefined) assertVersion(current, input.expectedVersion);
+    const owner = heldBy(input);
+    if (owner !== undefined && row.lease_owner !== owner)
+      throw new LeaseLostError(input.workflowId);
     await input.alsoInTransaction?.(tx);
     const found = (await input.eventsUnderLock?.(tx)) ?? [];
     const withFound = withEventsFirst(input, found);

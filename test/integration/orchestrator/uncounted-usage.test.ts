@@ -13,6 +13,7 @@ import {
   startWorkflow,
   storedEvents,
   takeOverToEnd,
+  waitFor,
   waitForStatus,
 } from '../../support/workflows.js';
 
@@ -114,6 +115,13 @@ describe('usage no run counted', () => {
 
   it('a cancel: what the stopped run’s model calls used is in the cancelled workflow’s usage', async () => {
     const id = await stalledInItsSecondTurn({ input: 'Work until cancelled' });
+    // Both model calls' events stored (progress is written within ~20 ms, later on a busy host).
+    await waitFor(async () => {
+      const calls = (await storedEvents(h.testApp, id)).filter(
+        (event) => event.type === 'llm_call' && event.status === 'completed',
+      );
+      return calls.length === 2 ? true : undefined;
+    }, 'both model calls stored');
     const cancelled = await h.testApp.app.inject({
       method: 'POST',
       url: `/v1/workflows/${id}/cancel`,
