@@ -22,6 +22,12 @@ interface Running {
   services?: Services;
   embedded?: EmbeddedPostgres;
   stopping: boolean;
+  /** Aborted by a shutdown during the start: a wait it can give up (another replica's migration lock) ends. */
+  startAborted: AbortController;
+  /** Settles when the start has ended, however. */
+  started?: Promise<unknown>;
+  /** Settles when the embedded PostgreSQL's start (a first start's initdb) has ended, however. */
+  embeddedStarted?: Promise<unknown>;
 }
 
 async function main(): Promise<void> {
@@ -36,13 +42,20 @@ async function main(): Promise<void> {
     throw error;
   }
   const log = createLogger(config);
-  const running: Running = { config, log, stopping: false };
-  process.once('SIGTERM', () => void shutdown(running, 'SIGTERM'));
-  process.once('SIGINT', () => void shutdown(running, 'SIGINT'));
+  const running: Running = { config, log, stopping: false, startAborted: new AbortController() };
+  // `on`, not `once`: Ctrl-C on `npm start` delivers SIGINT twice (the
+  // terminal's and npm's), and a second signal left to Node's default
+  // killed the process mid-drain, its embedded PostgreSQL orphaned.
+  process.on('SIGTERM', () => void shutdown(running, 'SIGTERM'));
+  process.on('SIGINT', () => void shutdown(running, 'SIGINT'));
 
+  const starting = start(running);
+  running.started = starting.catch(() => undefined);
   try {
-    await start(running);
+    await starting;
   } catch (error) {
+    // A shutdown during the start stops it; the shutdown ends the process.
+    if (running.stopping) return;
     log.fatal({ err: error }, 'waymark failed to start');
     await releaseResources(running);
     process.exit(1);
@@ -57,11 +70,13 @@ async function start(running: Running): Promise<void> {
       { dataDir: config.WAYMARK_DATA_DIR },
       'DATABASE_URL is not set; starting embedded PostgreSQL',
     );
-    running.embedded = await startEmbeddedPostgres({
+    const starting = startEmbeddedPostgres({
       dataDir: config.WAYMARK_DATA_DIR,
       port: config.WAYMARK_EMBEDDED_PG_PORT,
       log,
     });
+    running.embeddedStarted = starting.catch(() => undefined);
+    running.embedded = await starting;
     databaseUrl = running.embedded.url;
     void running.embedded.exited.then((code) => {
       if (running.stopping) return;
@@ -80,7 +95,11 @@ async function start(running: Running): Promise<void> {
     env: process.env,
     holdReadiness: true,
   });
-  const result = await migrate(running.services.database.pool, log, migrations);
+  const result = await migrate(running.services.database.pool, log, {
+    migrations,
+    signal: running.startAborted.signal,
+  });
+  if (running.stopping) return;
   log.info({ applied: result.applied, current: result.current }, 'database migrations are current');
   const bootstrap = await running.services.tenancy.bootstrap();
   await running.services.hub.start();
@@ -135,10 +154,21 @@ async function announceBootstrapKey(
  * database.
  */
 async function shutdown(running: Running, reason: string, exitCode = 0): Promise<void> {
-  if (running.stopping) return;
-  running.stopping = true;
   const { log, config } = running;
+  if (running.stopping) {
+    log.info({ reason }, 'already shutting down');
+    return;
+  }
+  running.stopping = true;
   log.info({ reason, graceMs: config.SHUTDOWN_GRACE_MS }, 'shutting down');
+  // A start under way ends first: stopped where it can be (the migration
+  // lock's wait), else at its next step, within the grace. The embedded
+  // PostgreSQL's own start is always waited for (seconds at most): exiting
+  // under a first start's initdb orphaned it and left a data folder without
+  // its password file, which no later start could open.
+  running.startAborted.abort();
+  await running.embeddedStarted;
+  await settledWithin(running.started, config.SHUTDOWN_GRACE_MS);
   let forced = false;
   const grace = setTimeout(() => {
     forced = true;
@@ -177,6 +207,14 @@ async function shutdown(running: Running, reason: string, exitCode = 0): Promise
   if (!(await releaseResources(running))) exitCode = 1;
   log.info({ forced }, 'waymark stopped');
   process.exit(exitCode);
+}
+
+/** Waits for `work` to settle, at most `ms`. */
+async function settledWithin(work: Promise<unknown> | undefined, ms: number): Promise<void> {
+  if (!work) return;
+  let timer: NodeJS.Timeout | undefined;
+  await Promise.race([work, new Promise((resolve) => (timer = setTimeout(resolve, ms)))]);
+  clearTimeout(timer);
 }
 
 /** Closes the pool, then stops the embedded database; true when both went well. */

@@ -90,7 +90,9 @@ export async function startFloorService(
   // An idle connection ending as the database stops must not fail the process.
   pool.on('error', () => {});
   cleanups.push(() => pool.end());
-  await migrate(pool, createLogger({ LOG_LEVEL: 'silent' }), await readMigrations());
+  await migrate(pool, createLogger({ LOG_LEVEL: 'silent' }), {
+    migrations: await readMigrations(),
+  });
   const tenantId = randomUUID();
   await pool.query(`INSERT INTO tenants (id, name) VALUES ($1, 'floor')`, [tenantId]);
   const providerFetch = createProviderFetch();

@@ -130,7 +130,7 @@ export async function startBenchServices(
   options: BenchServicesOptions,
 ): Promise<{ services: Services; bootstrap: CreatedTenant }> {
   const services = await createBenchServices(cleanups, options);
-  await migrate(services.database.pool, services.log, services.migrations);
+  await migrate(services.database.pool, services.log, { migrations: services.migrations });
   const bootstrap = await services.tenancy.bootstrap();
   if (!bootstrap) throw new Error('the fresh database already had a tenant; no key was issued');
   return { services, bootstrap };

@@ -27,6 +27,8 @@ export interface EventStreams {
   workflows: Pick<WorkflowService, 'get'>;
   config: Pick<Config, 'SSE_HEARTBEAT_MS' | 'SSE_RETRY_MS' | 'SSE_MAX_BUFFERED_EVENTS'>;
   open: Set<OpenStream>;
+  /** The app is closing: a stream that opens now ends at once, as the open ones did. */
+  closing: boolean;
   /** One serialization per event however many local streams it goes to (the hub hands them the same object). */
   frames: WeakMap<WorkflowEvent, string>;
 }

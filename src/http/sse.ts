@@ -39,9 +39,10 @@ export const eventStreams = fp(
     options: Pick<EventStreams, 'hub' | 'db' | 'workflows' | 'config'>,
   ) => {
     const open = new Set<OpenStream>();
-    const streams: EventStreams = { ...options, open, frames: new WeakMap() };
+    const streams: EventStreams = { ...options, open, closing: false, frames: new WeakMap() };
     app.decorate('eventStreams', streams);
     app.addHook('preClose', async () => {
+      streams.closing = true;
       await Promise.all([...open].map((stream) => stream.shutdown()));
     });
   },
@@ -115,6 +116,9 @@ export async function streamWorkflowEvents(
     nothingStored: options.justCreated === true && options.workflow !== undefined,
   });
   streams.open.add(stream);
+  // Begun before the app started closing (a create whose insert was slow),
+  // opened after: without this it stayed open until the grace ran out.
+  if (streams.closing) void stream.shutdown();
   try {
     await stream.done;
   } finally {

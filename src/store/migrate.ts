@@ -57,14 +57,27 @@ export interface MigrationResult {
  *
  * Refuses a database that carries a migration this build does not know, or
  * whose applied migration differs from the file (migrations are frozen).
+ *
+ * `signal` gives up: a process stopped while it waits for another
+ * replica's lock (which may be held for as long as its migrations take)
+ * drops its connection, which rolls the transaction back, rather than
+ * wait on.
  */
 export async function migrate(
   pool: Pool,
   log: Logger,
-  migrations?: Migration[],
+  options: { migrations?: Migration[]; signal?: AbortSignal } = {},
 ): Promise<MigrationResult> {
-  const known = migrations ?? (await readMigrations());
+  const known = options.migrations ?? (await readMigrations());
   const client = await pool.connect();
+  const { signal } = options;
+  let dropped = false;
+  const drop = () => {
+    dropped = true;
+    client.release(new Error('the migration was given up'));
+  };
+  if (signal?.aborted) drop();
+  else signal?.addEventListener('abort', drop, { once: true });
   try {
     await client.query('BEGIN');
     await client.query('SELECT pg_advisory_xact_lock($1)', [MIGRATION_LOCK_KEY.toString()]);
@@ -88,12 +101,15 @@ export async function migrate(
     await client.query('COMMIT');
     return { applied: pending.map((m) => m.name), current: known.length };
   } catch (error) {
+    if (dropped)
+      throw new Error('the migration was given up: the process is stopping', { cause: error });
     await client.query('ROLLBACK').catch((rollbackError: unknown) => {
       log.error({ err: rollbackError }, 'rollback after a failed migration failed too');
     });
     throw error;
   } finally {
-    client.release();
+    signal?.removeEventListener('abort', drop);
+    if (!dropped) client.release();
   }
 }
 

@@ -90,7 +90,9 @@ describe('migrations', () => {
     const edited = (await readMigrations()).map((m, i) =>
       i === 0 ? { ...m, checksum: 'edited' } : m,
     );
-    await expect(migrate(pool, log, edited)).rejects.toThrow(/differs from the one applied/);
+    await expect(migrate(pool, log, { migrations: edited })).rejects.toThrow(
+      /differs from the one applied/,
+    );
   });
 
   it('a failing migration leaves nothing half-applied', async () => {
@@ -102,7 +104,9 @@ describe('migrations', () => {
       path.join(dir, '0002_bad.sql'),
       'CREATE TABLE second_table (id int); SELECT no_such_function();',
     );
-    await expect(migrate(pool, log, await readMigrations(dir))).rejects.toThrow(/no_such_function/);
+    await expect(migrate(pool, log, { migrations: await readMigrations(dir) })).rejects.toThrow(
+      /no_such_function/,
+    );
     expect(await tables(pool)).toEqual([]);
   });
 
