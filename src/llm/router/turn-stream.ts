@@ -1,5 +1,5 @@
 import type { Logger } from 'pino';
-import type { LlmError } from '../errors.js';
+import { LlmError } from '../errors.js';
 import type { StreamPart } from '../types.js';
 import { Attempt } from './attempt.js';
 import type { Turn, TurnStep } from './turn.js';
@@ -90,8 +90,16 @@ export class TurnStream implements AsyncIterableIterator<StreamPart> {
   }
 
   // Arrow properties: passed to `then` on every part without a bind.
-  readonly #received = (result: IteratorResult<StreamPart>): IteratorResult<StreamPart> => {
+  readonly #received = (
+    result: IteratorResult<StreamPart>,
+  ): IteratorResult<StreamPart> | Promise<IteratorResult<StreamPart>> => {
     const attempt = this.#attempt as Attempt;
+    // Ended by its own bounds (an answer past its size, the stream's
+    // deadline) while the adapter still had parts read ahead: it fails now,
+    // not when the adapter next looks at its signal, which a stream
+    // delivered in one burst could reach the end before doing.
+    const { signal } = attempt;
+    if (signal.aborted && signal.reason instanceof LlmError) return this.#failed(signal.reason);
     if (result.done) {
       attempt.succeeded();
       this.turn.succeeded(this.#step as AttemptStep);
@@ -100,6 +108,7 @@ export class TurnStream implements AsyncIterableIterator<StreamPart> {
       return DONE;
     }
     attempt.observe(result.value);
+    if (signal.aborted && signal.reason instanceof LlmError) return this.#failed(signal.reason);
     return result;
   };
 

@@ -289,8 +289,9 @@ describe('model router', () => {
     server.enqueue({ kind: 'reply', chunks: Array.from({ length: 50 }, () => 'x'.repeat(1_000)) });
     const result = await turn();
     expect(result.error?.code).toBe('llm_stream_interrupted');
-    expect(result.text.length).toBeGreaterThan(256 * 64);
-    expect(result.text.length).toBeLessThan(50_000);
+    // The text up to the bound, not the part past it, however fast the rest came.
+    expect(result.text.length).toBeGreaterThan(0);
+    expect(result.text.length).toBeLessThanOrEqual(256 * 64);
     expect(server.requests).toHaveLength(1);
   });
 
