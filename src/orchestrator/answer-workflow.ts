@@ -68,6 +68,8 @@ export interface AnswerWorkflowInput {
   /** The pipeline's plan and stage attempts are read and written here. */
   db: Db;
   throwIfStopped: () => void;
+  /** Where each model turn of a tool loop begins (LoopOptions' `beforeStep`). */
+  beforeStep: () => void;
   currentModel: () => string;
   /** The persisted turns of earlier runs, when the workflow runs again. */
   resume?: LoopResume;
@@ -222,6 +224,7 @@ function loopOptions(
     signal: context.signal,
     onRouterEvent: input.onRouterEvent,
     throwIfStopped: input.throwIfStopped,
+    beforeStep: input.beforeStep,
     currentModel: input.currentModel,
   };
 }

@@ -15,6 +15,11 @@ export interface Execution {
   readonly workflowId: string;
   /** Aborts the run's work; what the reason means for the workflow is the run's business. */
   stop(reason: StopReason): void;
+  /**
+   * Stops the run, as `shutdown`, where its next step would begin (a tool
+   * loop's next model turn): the step under way finishes and is persisted.
+   */
+  stopBeforeNextStep(): void;
   /** Settles once the run has cleaned up; never rejects. */
   readonly done: Promise<void>;
 }
@@ -28,6 +33,7 @@ export function createExecutions(options: { log: Logger }) {
   const log = options.log.child({ component: 'executions' });
   const running = new Map<string, Execution>();
   let closed = false;
+  let draining = false;
 
   return {
     /**
@@ -37,6 +43,8 @@ export function createExecutions(options: { log: Logger }) {
     add(execution: Execution): boolean {
       if (closed || running.has(execution.workflowId)) return false;
       running.set(execution.workflowId, execution);
+      // Started by a request still in flight at the shutdown: it hands the workflow over at once.
+      if (draining) execution.stopBeforeNextStep();
       void execution.done.finally(() => {
         if (running.get(execution.workflowId) === execution) running.delete(execution.workflowId);
       });
@@ -61,13 +69,18 @@ export function createExecutions(options: { log: Logger }) {
     size: (): number => running.size,
 
     /**
-     * For shutdown: lets the runs finish for up to `graceMs` (runs started
-     * meanwhile, by create requests still in flight, are waited for too),
-     * then stops the rest with `shutdown` and waits for their cleanup. No
-     * run is accepted afterwards.
+     * For shutdown: lets each run finish the step it is in for up to
+     * `graceMs`, then hand its workflow over (runs started meanwhile, by
+     * create requests still in flight, are waited for too); stops the rest
+     * with `shutdown` once the grace is over and waits for their cleanup.
+     * No run is accepted afterwards. A run that went on to its next step
+     * was cut off at the grace's end: that step's model call was made
+     * again elsewhere, and the handover came the whole grace late.
      */
     async drain(graceMs: number): Promise<void> {
       const deadline = Date.now() + graceMs;
+      draining = true;
+      for (const execution of running.values()) execution.stopBeforeNextStep();
       while (running.size > 0 && Date.now() < deadline) {
         let timer: NodeJS.Timeout | undefined;
         const graceOver = new Promise<void>((resolve) => {

@@ -91,6 +91,7 @@ function startRun(options: ExecutorOptions, launch: Launch): void {
     usage: undefined,
     costUsd: 0,
     uncounted: undefined,
+    stopBeforeNextStep: false,
   };
   let settle!: () => void;
   const execution: Execution = {
@@ -99,6 +100,9 @@ function startRun(options: ExecutorOptions, launch: Launch): void {
       settle = resolve;
     }),
     stop: (reason) => stop(run, reason),
+    stopBeforeNextStep: () => {
+      run.stopBeforeNextStep = true;
+    },
   };
   if (!options.executions.add(execution)) {
     settle();

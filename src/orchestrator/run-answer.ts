@@ -19,7 +19,7 @@ import type { PipelinePause } from './pipeline/run-pipeline.js';
 import type { LoopResume } from './tool-loop/resume.js';
 import { loadLoopResume, turnWrite } from './tool-loop/turns-repository.js';
 import type { ClarificationRequest, Spent } from './tool-loop/types.js';
-import { type Run, throwIfStopped } from './workflow-run.js';
+import { beforeStep, type Run, throwIfStopped } from './workflow-run.js';
 
 /**
  * The answering part of a workflow run: the session history, the
@@ -92,6 +92,7 @@ export async function answerWithToolLoop(
     },
     db: options.db,
     throwIfStopped: () => throwIfStopped(run),
+    beforeStep: () => beforeStep(run),
     currentModel: () => run.model,
   });
   run.usage = outcome.usage;

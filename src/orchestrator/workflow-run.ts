@@ -79,6 +79,8 @@ export interface Run {
    * classification check.
    */
   uncounted: WorkflowUsage | undefined;
+  /** A shutdown asked the run to stop where its next step begins (see `beforeStep`). */
+  stopBeforeNextStep: boolean;
 }
 
 /** Thrown inside a run to leave its work once it was stopped. */
@@ -98,4 +100,10 @@ export function stop(run: Run, reason: StopReason): void {
 
 export function throwIfStopped(run: Run): void {
   if (run.stopReason) throw new RunStopped();
+}
+
+/** Where a step begins: stops the run there when a shutdown asked it to (Execution's `stopBeforeNextStep`). */
+export function beforeStep(run: Run): void {
+  if (run.stopBeforeNextStep) stop(run, 'shutdown');
+  throwIfStopped(run);
 }

@@ -20,7 +20,7 @@ export async function callModel(
   after?: Promise<void>,
 ): Promise<LoopStep> {
   const { options } = run;
-  options.throwIfStopped();
+  options.beforeStep();
   await enforceBudget(run);
   run.turns += 1;
   const withTools = !run.wrappingUp && options.tools.definitions().length > 0;

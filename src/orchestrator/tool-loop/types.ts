@@ -74,6 +74,8 @@ export interface LoopOptions {
   queueTurn: (state: TurnState) => void;
   /** Throws when the run was stopped (cancel, shutdown, lost lease). */
   throwIfStopped: () => void;
+  /** Called where each model turn begins, before anything of it: throws when the run must stop there. */
+  beforeStep: () => void;
   /** The model answering now; changes on a fallback. */
   currentModel: () => string;
   /** The turns of earlier runs of this workflow, continued from; absent on a first run. */
