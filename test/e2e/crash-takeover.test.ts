@@ -8,6 +8,7 @@ import type { FakeProviderServer, FakeResponse, RecordedRequest } from '../fakes
 import { createTestDatabase, type TestDatabase } from '../support/database.js';
 import { eventually, openStream, within } from '../support/event-streams.js';
 import { printedBootstrapKeys, type WaymarkProcess, waymarkProcesses } from '../support/process.js';
+import { replicaEnv as clusterReplicaEnv } from '../support/replica-cluster.js';
 import { toolResultsOf } from '../support/tool-loop-harness.js';
 import { waitFor } from '../support/workflows.js';
 
@@ -46,29 +47,9 @@ afterAll(async () => {
   await Promise.all(dataDirs.map((dir) => rm(dir, { recursive: true, force: true })));
 });
 
+/** Replica `index`'s settings: short leases and sweeps, so takeovers happen in about two seconds. */
 function replicaEnv(database: TestDatabase, index: number): Record<string, string> {
-  return {
-    DATABASE_URL: database.url,
-    WAYMARK_DATA_DIR: dataDirs[index] as string,
-    WAYMARK_MODELS: JSON.stringify({
-      providers: [{ name: 'oai', kind: 'openai', baseUrl: provider.openaiBaseUrl }],
-      models: [
-        {
-          name: 'gpt',
-          provider: 'oai',
-          modelId: 'gpt-id',
-          contextWindow: 32_000,
-          maxOutputTokens: 256,
-        },
-      ],
-      defaultModel: 'gpt',
-    }),
-    LLM_MAX_RETRIES_PER_MODEL: '0',
-    WORKFLOW_LEASE_MS: '2000',
-    WORKFLOW_LEASE_RENEW_MS: '500',
-    LEASE_RECLAIM_INTERVAL_MS: '250',
-    SHUTDOWN_GRACE_MS: '2000',
-  };
+  return clusterReplicaEnv(provider, database.url, dataDirs[index] as string);
 }
 
 /** Requests the fake received for one workflow's question. */
