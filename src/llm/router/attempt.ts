@@ -59,6 +59,8 @@ export class Attempt {
   #usage: Usage = emptyUsage();
   #ttftMs: number | null = null;
   #yieldedAny = false;
+  /** Set when the attempt ended itself (a bound passed): the turn stream fails it at the next part. */
+  ended: LlmError | undefined;
 
   constructor(private readonly options: AttemptOptions) {
     const { call } = options;
@@ -111,9 +113,8 @@ export class Attempt {
 
   #fail(kind: 'timeout' | 'stream_interrupted', detail: string): void {
     const { model } = this.options;
-    this.#controller.abort(
-      new LlmError({ kind, provider: model.provider, model: model.modelId, detail }),
-    );
+    this.ended = new LlmError({ kind, provider: model.provider, model: model.modelId, detail });
+    this.#controller.abort(this.ended);
   }
 
   succeeded(): void {

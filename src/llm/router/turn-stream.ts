@@ -1,5 +1,5 @@
 import type { Logger } from 'pino';
-import { LlmError } from '../errors.js';
+import type { LlmError } from '../errors.js';
 import type { StreamPart } from '../types.js';
 import { Attempt } from './attempt.js';
 import type { Turn, TurnStep } from './turn.js';
@@ -98,8 +98,7 @@ export class TurnStream implements AsyncIterableIterator<StreamPart> {
     // deadline) while the adapter still had parts read ahead: it fails now,
     // not when the adapter next looks at its signal, which a stream
     // delivered in one burst could reach the end before doing.
-    const { signal } = attempt;
-    if (signal.aborted && signal.reason instanceof LlmError) return this.#failed(signal.reason);
+    if (attempt.ended) return this.#failed(attempt.ended);
     if (result.done) {
       attempt.succeeded();
       this.turn.succeeded(this.#step as AttemptStep);
@@ -108,7 +107,7 @@ export class TurnStream implements AsyncIterableIterator<StreamPart> {
       return DONE;
     }
     attempt.observe(result.value);
-    if (signal.aborted && signal.reason instanceof LlmError) return this.#failed(signal.reason);
+    if (attempt.ended) return this.#failed(attempt.ended);
     return result;
   };
 
