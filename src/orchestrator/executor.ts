@@ -1,18 +1,12 @@
-import { AppError } from '../errors.js';
-import { isDatabaseUnavailable } from '../store/database.js';
-import { LeaseLostError, workflowsRepository } from '../store/workflows.js';
+import { workflowsRepository } from '../store/workflows.js';
 import { createWorkflowTracker } from '../tracker/tracker.js';
-import {
-  endingsOfOpenWork,
-  FAILED_AFTER_TAKEOVERS_WORK,
-  FAILED_WORK,
-} from '../workflows/open-work.js';
 import type { RunPreload } from '../workflows/service.js';
 import type { Workflow, WorkflowError } from '../workflows/types.js';
 import type { TenantToolset } from './answer-workflow.js';
 import { classificationEvent, classifyWithoutModel } from './classify.js';
 import type { Execution } from './executions.js';
 import { answerWithToolLoop } from './run-answer.js';
+import { failAfterTakeovers, settleAfterError } from './settle-run.js';
 import { type ExecutorOptions, type Run, type RunCause, stop } from './workflow-run.js';
 
 export type { ExecutorOptions } from './workflow-run.js';
@@ -23,11 +17,6 @@ export type { ExecutorOptions } from './workflow-run.js';
  * the workflow. Each run holds its own state (a `Run`); the executor
  * itself holds none.
  */
-
-const INTERNAL_ERROR: WorkflowError = {
-  code: 'internal_error',
-  message: 'An internal error occurred',
-};
 
 export function createExecutor(options: ExecutorOptions) {
   return {
@@ -235,32 +224,6 @@ function takeoversExhausted(run: Run, preload: RunPreload): WorkflowError | unde
   };
 }
 
-/**
- * Ends a workflow taken over too many times without progress, without
- * running anything of it; what its last run left open ends with it
- * (open-work.ts).
- */
-async function failAfterTakeovers(run: Run, error: WorkflowError): Promise<void> {
-  run.log.error(
-    { code: error.code },
-    'the workflow was taken over too often without progress (WORKFLOW_MAX_TAKEOVERS); it is failed',
-  );
-  try {
-    await run.tracker.end(
-      { status: 'failed', error },
-      {
-        eventsUnderLock: (tx) => endingsOfOpenWork(tx, keyOf(run), FAILED_AFTER_TAKEOVERS_WORK),
-        countUncountedUsage: true,
-      },
-    );
-  } catch (endError) {
-    // Left leased: the next sweep after its expiry tries again (a cancel meanwhile ended it anyway).
-    logSettleFailure(run, endError);
-  } finally {
-    run.tracker.close();
-  }
-}
-
 /** Closes the run's tool connections (MCP sessions); a toolset that failed to open has none. */
 async function closeToolset(run: Run, toolset: Promise<TenantToolset>): Promise<void> {
   try {
@@ -291,113 +254,4 @@ function startHeartbeat(
 
 function leaseMsOf(options: ExecutorOptions): number {
   return options.leaseMs ?? 30_000;
-}
-
-/**
- * Ends the workflow after the run was stopped or failed. A stopped run
- * makes no transition of its own unless it was stopped by a shutdown: a
- * cancel has ended the workflow already, and a lost lease means another
- * runner owns it now. A run failed by its database going away hands the
- * workflow over, as a shutdown does, rather than failing it. Any other
- * error fails the workflow, ending the calls and the stage attempt the run
- * had started (open-work.ts), after what it queued.
- */
-async function settleAfterError(run: Run, error: unknown): Promise<void> {
-  // What the run queued is written first: nothing it reported may follow what ends or hands it over.
-  await run.tracker.drain();
-  try {
-    switch (run.stopReason) {
-      case 'cancelled':
-        run.log.info('the workflow was cancelled; its run stopped');
-        if (run.streamed !== '') {
-          await run.repository.keepPartialAnswer(
-            run.workflow.tenantId,
-            run.workflow.id,
-            run.streamed,
-          );
-        }
-        return;
-      case 'lease_lost':
-        run.log.warn('the workflow’s lease was lost; its run stopped');
-        return;
-      case 'superseded':
-        run.log.debug('the run started before its workflow’s insert answered was superseded');
-        return;
-      case 'shutdown':
-        // Handed over rather than failed: another replica resumes it from its last persisted turn.
-        await handOver(run);
-        run.log.info(
-          'the service is shutting down; the workflow is handed over to another replica',
-        );
-        return;
-      case undefined:
-        if (error instanceof LeaseLostError) {
-          // Taken over while it stalled: the other run's writes stand, and this one makes none.
-          run.log.warn('the workflow was taken over while its run stalled; the run stopped');
-          return;
-        }
-        if (isDatabaseUnavailable(error)) {
-          // A database out of reach, or a connection lost, fails the step,
-          // not the workflow: what the run persisted stands, and another
-          // run resumes from it, at the next sweep once the lease is handed
-          // over, or once it expires while the database is still away.
-          run.log.warn(
-            { err: error },
-            'the database was out of reach; the workflow is handed over to resume from its last persisted turn',
-          );
-          await handOver(run).catch((handOverError: unknown) =>
-            run.log.warn(
-              { err: handOverError },
-              'handing the workflow over failed; it is resumed once its lease expires',
-            ),
-          );
-          return;
-        }
-        if (isFinishedConflict(error)) {
-          // Ended meanwhile through another path (a cancel whose event had not reached us yet).
-          run.log.info({ code: error.code }, 'the workflow ended while it ran; its run stopped');
-          return;
-        }
-        run.log.error({ err: error }, 'the workflow run failed');
-        await run.tracker.end(
-          { status: 'failed', error: INTERNAL_ERROR },
-          {
-            eventsUnderLock: (tx) => endingsOfOpenWork(tx, keyOf(run), FAILED_WORK),
-            countUncountedUsage: true,
-          },
-        );
-        return;
-    }
-  } catch (settleError) {
-    logSettleFailure(run, settleError);
-  }
-}
-
-/** Ends the run's lease now, so that the next sweep of any replica resumes the workflow. */
-function handOver(run: Run): Promise<void> {
-  return run.repository.handOverLease({
-    tenantId: run.workflow.tenantId,
-    id: run.workflow.id,
-    owner: run.options.replicaId,
-  });
-}
-
-function logSettleFailure(run: Run, error: unknown): void {
-  if (isFinishedConflict(error)) {
-    run.log.info({ code: error.code }, 'the workflow had already ended');
-  } else {
-    run.log.error({ err: error }, 'ending the failed workflow failed');
-  }
-}
-
-/** The 409 a transition answers when the workflow is finished or cannot take that step any more. */
-function isFinishedConflict(error: unknown): error is AppError {
-  return (
-    error instanceof AppError &&
-    (error.code === 'workflow_finished' || error.code === 'invalid_transition')
-  );
-}
-
-function keyOf(run: Run): { tenantId: string; workflowId: string } {
-  return { tenantId: run.workflow.tenantId, workflowId: run.workflow.id };
 }

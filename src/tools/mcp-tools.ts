@@ -1,7 +1,7 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
-import type { CallToolResult, ContentBlock } from '@modelcontextprotocol/sdk/types.js';
+import type { CallToolResult } from '@modelcontextprotocol/sdk/types.js';
 import type { Logger } from 'pino';
 import { storableText } from '../json-limits.js';
 import type { McpServerRow, McpToolSnapshot } from '../store/schema.js';
@@ -11,6 +11,7 @@ import { type HttpToolPolicy, isHostAllowed } from './http-tool.js';
 import { InvalidParametersSchema, parametersFromJsonSchema } from './json-schema-parameters.js';
 import { listTools } from './mcp-list-tools.js';
 import type { McpToolLists } from './mcp-tool-lists.js';
+import { toolResultFromMcp } from './mcp-tool-result.js';
 import { BlockedAddressError } from './network-guard.js';
 import { TOOL_NAME } from './registry.js';
 import type { Tool, ToolContext, ToolResult } from './types.js';
@@ -297,41 +298,6 @@ async function callMcpTool(call: {
     if (isTimeout(error)) return failed(`the tool did not answer within ${server.timeout_ms} ms`);
     return failed(`the ${server.name} MCP server failed: ${(error as Error).message}`);
   }
-}
-
-/** An MCP tool result as the model sees it: text joined, other content summarised. */
-export function toolResultFromMcp(result: CallToolResult | { toolResult: unknown }): ToolResult {
-  // Protocol 2024-10-07 and older answered `{ toolResult }`.
-  if (!('content' in result)) return { content: JSON.stringify(result.toolResult ?? null) };
-  const parts = (result.content ?? []).map(describeContent);
-  if (parts.length === 0 && result.structuredContent !== undefined) {
-    parts.push(JSON.stringify(result.structuredContent));
-  }
-  const content = parts.length > 0 ? parts.join('\n') : '(the tool returned no content)';
-  return result.isError ? failed(content) : { content };
-}
-
-function describeContent(block: ContentBlock): string {
-  switch (block.type) {
-    case 'text':
-      return block.text;
-    case 'image':
-    case 'audio':
-      return `[${block.type} content, ${block.mimeType}, ${base64Bytes(block.data)} bytes, not shown]`;
-    case 'resource_link':
-      return `[resource link: ${block.uri}${block.name ? ` (${block.name})` : ''}]`;
-    case 'resource': {
-      const resource = block.resource;
-      if ('text' in resource && typeof resource.text === 'string') return resource.text;
-      return `[resource ${resource.uri}${resource.mimeType ? `, ${resource.mimeType}` : ''}, binary, not shown]`;
-    }
-    default:
-      return `[${(block as { type: string }).type} content, not shown]`;
-  }
-}
-
-function base64Bytes(data: string): number {
-  return Math.floor((data.length * 3) / 4) - (data.endsWith('==') ? 2 : data.endsWith('=') ? 1 : 0);
 }
 
 /** A server that cannot be connected to or listed. */

@@ -4,11 +4,11 @@ import path from 'node:path';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import type { WorkflowEvent } from '../../src/workflows/types.js';
 import { startFakeProviderServer } from '../fakes/provider-server.js';
-import type { FakeProviderServer, FakeResponse, RecordedRequest } from '../fakes/provider-types.js';
+import type { FakeProviderServer, RecordedRequest } from '../fakes/provider-types.js';
 import { createTestDatabase, type TestDatabase } from '../support/database.js';
 import { eventually, openStream, within } from '../support/event-streams.js';
 import { printedBootstrapKeys, type WaymarkProcess, waymarkProcesses } from '../support/process.js';
-import { replicaEnv as clusterReplicaEnv } from '../support/replica-cluster.js';
+import { replicaEnv as clusterReplicaEnv, hangingReply } from '../support/replica-cluster.js';
 import { toolResultsOf } from '../support/tool-loop-harness.js';
 import { waitFor } from '../support/workflows.js';
 
@@ -76,30 +76,6 @@ async function startReplicas(
   return { a, b, key };
 }
 
-/** A reply that hangs after its first chunk until released: the model turn A is killed in. */
-function hangingReply(): { reply: FakeResponse; started: Promise<void>; release: () => void } {
-  let release: () => void = () => undefined;
-  const held = new Promise<void>((resolve) => {
-    release = resolve;
-  });
-  let markStarted: () => void = () => undefined;
-  const started = new Promise<void>((resolve) => {
-    markStarted = resolve;
-  });
-  return {
-    reply: {
-      kind: 'reply',
-      chunks: ['The answer ', 'is cut off.'],
-      betweenChunks: async () => {
-        markStarted();
-        await held;
-      },
-    },
-    started,
-    release,
-  };
-}
-
 async function createWorkflow(
   replica: WaymarkProcess,
   key: string,
@@ -129,7 +105,7 @@ async function startHangingToolLoop(
   key: string,
   turn: { callId: string; expression: string; question: string },
 ): Promise<{ hanging: ReturnType<typeof hangingReply>; question: string; id: string }> {
-  const hanging = hangingReply();
+  const hanging = hangingReply(['The answer ', 'is cut off.']);
   provider.enqueue(
     {
       kind: 'reply',
@@ -220,7 +196,7 @@ describe('a replica that stops while it runs a workflow', () => {
 
   it('SIGKILL in the middle of a pipeline stage: the other replica finishes it; stages completed before the crash are not run again; the SSE client sees every event once', async () => {
     const { a, b, key } = await startReplicas();
-    const hanging = hangingReply();
+    const hanging = hangingReply(['The answer ', 'is cut off.']);
     const stage = (id: string) => ({ id, title: `Stage ${id}`, goal: `Work out ${id}` });
     provider.enqueue(
       { kind: 'reply', text: JSON.stringify({ stages: [stage('a'), stage('b'), stage('c')] }) },
@@ -310,8 +286,8 @@ describe('a workflow whose runs are cut at the same point again and again', () =
   it('SIGKILL in the same turn on two replicas in a row, with WORKFLOW_MAX_TAKEOVERS 1: the third fails it with too_many_takeovers and calls no model', async () => {
     const limit = { WORKFLOW_MAX_TAKEOVERS: '1' };
     const { a, b, key } = await startReplicas(limit);
-    const onA = hangingReply();
-    const onB = hangingReply();
+    const onA = hangingReply(['The answer ', 'is cut off.']);
+    const onB = hangingReply(['The answer ', 'is cut off.']);
     provider.enqueue(onA.reply, onB.reply);
     const question = `Which turn never ends? (${Date.now()})`;
     const id = await createWorkflow(a, key, { input: question, mode: 'simple' });

@@ -1,11 +1,7 @@
 import pino from 'pino';
 import { describe, expect, it } from 'vitest';
-import {
-  connectMcpServer,
-  McpUnreachable,
-  mcpToolProblem,
-  toolResultFromMcp,
-} from '../../../src/tools/mcp-tools.js';
+import { toolResultFromMcp } from '../../../src/tools/mcp-tool-result.js';
+import { connectMcpServer, McpUnreachable, mcpToolProblem } from '../../../src/tools/mcp-tools.js';
 
 describe('toolResultFromMcp', () => {
   it('joins text content and summarises the rest', () => {
