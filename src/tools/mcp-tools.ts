@@ -7,8 +7,9 @@ import { storableText } from '../json-limits.js';
 import type { McpServerRow, McpToolSnapshot } from '../store/schema.js';
 import { createGuardedFetch } from './guarded-fetch.js';
 import { untilAborted } from './guarded-request.js';
-import { type HttpToolPolicy, isHostAllowed } from './http-tool.js';
+import { type HttpToolPolicy, idempotencyKey, isHostAllowed } from './http-tool.js';
 import { InvalidParametersSchema, parametersFromJsonSchema } from './json-schema-parameters.js';
+import { MCP_CALL_KEY_META, McpCallStreams } from './mcp-call-streams.js';
 import { listTools } from './mcp-list-tools.js';
 import type { McpToolLists } from './mcp-tool-lists.js';
 import { toolResultFromMcp } from './mcp-tool-result.js';
@@ -57,9 +58,14 @@ export interface McpConnectOptions {
 /** An open connection to one MCP server. */
 export interface McpConnection {
   client: Client;
+  /** Tells a call that its answering stream ended without its result. */
+  calls: McpCallStreams;
   tools: McpToolSnapshot[];
   close(): Promise<void>;
 }
+
+/** What a tool call goes over. */
+type CallChannel = Pick<McpConnection, 'client' | 'calls'>;
 
 /**
  * Connects to one server and lists its tools, within the server's timeout
@@ -81,12 +87,15 @@ export async function connectMcpServer(
   if (!isHostAllowed(url.hostname, options.policy)) {
     throw new McpUnreachable(`${url.hostname} is not among the hosts tools may call`);
   }
+  const calls = new McpCallStreams();
   const transport = new StreamableHTTPClientTransport(url, {
-    fetch: createGuardedFetch({
-      allowPrivate: options.policy.allowPrivate,
-      resolver: options.policy.resolver,
-      maxBytes: MCP_MAX_RESPONSE_BYTES,
-    }),
+    fetch: calls.watch(
+      createGuardedFetch({
+        allowPrivate: options.policy.allowPrivate,
+        resolver: options.policy.resolver,
+        maxBytes: MCP_MAX_RESPONSE_BYTES,
+      }),
+    ),
     requestInit: { headers: server.headers },
   });
   const client = new Client(CLIENT_INFO);
@@ -102,7 +111,12 @@ export async function connectMcpServer(
   })();
   try {
     const tools = await untilAborted(opening, signal);
-    return { client, tools, close: () => closeConnection(client, transport, options.log) };
+    return {
+      client,
+      calls,
+      tools,
+      close: () => closeConnection(client, transport, options.log),
+    };
   } catch (error) {
     // Given up on: what it still awaits fails as the connection closes.
     opening.catch(() => undefined);
@@ -132,7 +146,7 @@ export async function connectMcpTools(
       options.lists?.remember(server.id, connection.tools);
       return {
         tools: connection.tools,
-        client: async () => connection.client,
+        channel: async () => connection,
         close: connection.close,
       };
     }),
@@ -152,7 +166,7 @@ export async function connectMcpTools(
     const serverTools = outcome.value;
     opened.push(serverTools);
     for (const snapshot of serverTools.tools) {
-      const exposed = exposeMcpTool(server, snapshot, serverTools.client);
+      const exposed = exposeMcpTool(server, snapshot, serverTools.channel);
       // A server listing a name twice, or (registered before server names lost `__` and a
       // trailing `_`) `a` + `_b` and `a_` + `b`: the first listed (servers by name) keeps it.
       if (exposed.ok && names.has(exposed.tool.name)) {
@@ -183,7 +197,7 @@ export async function connectMcpTools(
 /** One server's tools for a run, and the run's connection that their calls go over. */
 interface ServerTools {
   tools: McpToolSnapshot[];
-  client(): Promise<Client>;
+  channel(): Promise<CallChannel>;
   /** Ends the connection, if one was opened. Never throws. */
   close(): Promise<void>;
 }
@@ -201,12 +215,12 @@ function lazyConnection(
   let opening: Promise<McpConnection> | undefined;
   let ended = false;
   return {
-    client() {
+    channel() {
       if (ended) return Promise.reject(new McpUnreachable('the run has ended'));
       const attempt = opening ?? connectMcpServer(server, { ...options, list: false });
       opening = attempt;
       return attempt.then(
-        (connection) => connection.client,
+        (connection) => connection,
         (error: unknown) => {
           if (opening === attempt) opening = undefined;
           throw error;
@@ -253,7 +267,7 @@ type Exposed = { ok: true; tool: Tool } | { ok: false; reason: string };
 function exposeMcpTool(
   server: McpServerRow,
   snapshot: McpToolSnapshot,
-  client: () => Promise<Client>,
+  channel: () => Promise<CallChannel>,
 ): Exposed {
   const problem = mcpToolProblem(server.name, snapshot);
   if (problem !== undefined) return { ok: false, reason: problem };
@@ -269,34 +283,47 @@ function exposeMcpTool(
       // A second more than the call's own timeout, so the loop gets this tool's clearer message first.
       timeoutMs: server.timeout_ms + 1000,
       execute: (args, ctx) =>
-        callMcpTool({ client, server, toolName: snapshot.name, args: args as object, ctx }),
+        callMcpTool({ channel, server, toolName: snapshot.name, args: args as object, ctx }),
     },
   };
 }
 
 async function callMcpTool(call: {
-  client: () => Promise<Client>;
+  channel: () => Promise<CallChannel>;
   server: McpServerRow;
   toolName: string;
   args: object;
   ctx: ToolContext;
 }): Promise<ToolResult> {
   const { server, ctx } = call;
+  const key = idempotencyKey(ctx);
+  const lost = new AbortController();
+  let unwatch = () => {};
   try {
-    const client = await call.client();
+    const { client, calls } = await call.channel();
+    unwatch = calls.onLost(key, () => lost.abort());
     const result = await client.callTool(
-      { name: call.toolName, arguments: call.args as Record<string, unknown> },
+      {
+        name: call.toolName,
+        arguments: call.args as Record<string, unknown>,
+        _meta: { [MCP_CALL_KEY_META]: key },
+      },
       undefined,
-      { signal: ctx.signal, timeout: server.timeout_ms },
+      { signal: AbortSignal.any([ctx.signal, lost.signal]), timeout: server.timeout_ms },
     );
     return toolResultFromMcp(result as CallToolResult);
   } catch (error) {
     if (ctx.signal.aborted) return failed('the call was cancelled');
+    if (lost.signal.aborted) {
+      return failed(`the ${server.name} MCP server closed the call before answering`);
+    }
     if (error instanceof McpUnreachable) {
       return failed(`the ${server.name} MCP server could not be reached: ${error.message}`);
     }
     if (isTimeout(error)) return failed(`the tool did not answer within ${server.timeout_ms} ms`);
     return failed(`the ${server.name} MCP server failed: ${(error as Error).message}`);
+  } finally {
+    unwatch();
   }
 }
 

@@ -31,8 +31,16 @@ export const INITIALIZE_RESULT = {
   serverInfo: { name: 'raw', version: '1' },
 };
 
-export async function startRawMcpServer(script: RawMcpScript): Promise<RawMcpServer> {
+/**
+ * `onGet` answers GET requests (the SDK's standalone or resumed event
+ * stream); without it they are 405, as a server without one answers.
+ */
+export async function startRawMcpServer(
+  script: RawMcpScript,
+  onGet?: (request: IncomingMessage, response: ServerResponse) => void,
+): Promise<RawMcpServer> {
   const server = createServer(async (request: IncomingMessage, response) => {
+    if (request.method === 'GET' && onGet) return onGet(request, response);
     if (request.method !== 'POST') {
       response.writeHead(405).end();
       return;
