@@ -87,7 +87,12 @@ export const tenantSchema = z
   })
   .meta({ id: 'Tenant' });
 
-export const idParamsSchema = z.object({ id: z.uuid() });
+/**
+ * A resource's id in a path. A uuid names it in capitals too (PostgreSQL finds
+ * the row either way), but the code compares ids, announces them to other
+ * replicas and keys caches and runs by them: the lower-case form is the one used.
+ */
+export const idParamsSchema = z.object({ id: z.uuid().transform((id) => id.toLowerCase()) });
 
 export function apiKeyToWire(key: ApiKey): z.infer<typeof apiKeySchema> {
   return {
