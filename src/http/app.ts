@@ -106,11 +106,13 @@ export async function buildApp(services: Services): Promise<FastifyInstance> {
     async (v1) => {
       await v1.register(bearerAuth, { tenancy: services.tenancy, streamTokens });
       await v1.register(rateLimit, {
-        // After auth (onRequest), so the limit is per API key, not per address.
-        hook: 'preHandler',
+        // Right after auth's onRequest hook, so the limit is per API key (a
+        // stream token's is the key it was issued to), not per address, and
+        // counts a request before its body is read and validated.
+        hook: 'onRequest',
         max: config.RATE_LIMIT_MAX,
         timeWindow: config.RATE_LIMIT_WINDOW_MS,
-        keyGenerator: (request: FastifyRequest) => request.principal?.key.id ?? request.ip,
+        keyGenerator: rateLimitKey,
         errorResponseBuilder: (_request, context) =>
           new AppError({
             code: 'rate_limited',
@@ -156,4 +158,17 @@ function requestLogFields(request: FastifyRequest) {
     remoteAddress: request.ip,
     remotePort: request.socket?.remotePort,
   };
+}
+
+/**
+ * Whose limit a request counts against: its API key's; a stream token's
+ * request, the key's that asked for the token (a token from before
+ * `keyId`, its tenant's); the address only for a request authenticated
+ * neither way, which no /v1 route lets through.
+ */
+function rateLimitKey(request: FastifyRequest): string {
+  const grant = request.streamGrant;
+  if (request.principal) return request.principal.key.id;
+  if (grant) return grant.keyId ?? `tenant:${grant.tenantId}`;
+  return request.ip;
 }

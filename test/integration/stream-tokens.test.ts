@@ -210,7 +210,11 @@ describe('createStreamTokens', () => {
     const options = { db: testApp.services.database.db, ttlSeconds: 60, now: () => now };
     // Instances racing to create the secret: one wins, all use it.
     const instances = Array.from({ length: 4 }, () => createStreamTokens(options));
-    const grant = { tenantId, workflowId: '7b0c3c1e-1a52-4bd4-9df5-6a4f6d7c2b10' };
+    const grant = {
+      tenantId,
+      workflowId: '7b0c3c1e-1a52-4bd4-9df5-6a4f6d7c2b10',
+      keyId: '0b7e6c1a-52d4-4f3e-9a1b-2c3d4e5f6a7b',
+    };
     const issued = await Promise.all(instances.map((tokens) => tokens.issue(grant)));
     for (const tokens of instances) {
       for (const { token } of issued) {

@@ -112,9 +112,13 @@ export const workflowEventRoutes: FastifyPluginAsyncZod<{
       },
     },
     async (request) => {
-      const { tenant } = principalOf(request);
+      const { tenant, key } = principalOf(request);
       const workflow = await workflows.get(tenant.id, request.params.id);
-      const issued = await streamTokens.issue({ tenantId: tenant.id, workflowId: workflow.id });
+      const issued = await streamTokens.issue({
+        tenantId: tenant.id,
+        workflowId: workflow.id,
+        keyId: key.id,
+      });
       return {
         token: issued.token,
         expiresAt: issued.expiresAt.toISOString(),
