@@ -10,12 +10,14 @@ const BUDGET_FIELDS = ['maxIterations', 'maxTokens', 'maxCostUsd'] as const;
 
 /**
  * The largest value any cap may have, in the configuration, a tenant's
- * overrides and a request alike. A cost cap fits the numeric(14, 8) column.
+ * overrides and a request alike. A cost cap fits the numeric(14, 8)
+ * columns (below 10^6) once rounded to their 8 decimals: 999999.999999999
+ * would round to 10^6, so the bound is a whole dollar below it.
  */
 export const BUDGET_LIMITS = {
   maxIterations: 100,
   maxTokens: 1_000_000_000_000,
-  maxCostUsd: 1_000_000,
+  maxCostUsd: 999_999,
 } as const satisfies WorkflowBudget;
 
 /** The configured defaults (BUDGET_MAX_*); an unset token or cost default leaves it uncapped. */
