@@ -12,7 +12,7 @@ import type { Services } from '../services.js';
 import { createStreamTokens } from '../tenancy/stream-tokens.js';
 import { builtinTools } from '../tools/registry.js';
 import { bearerAuth } from './auth.js';
-import { registerCors } from './cors.js';
+import { corsHeadersFor, registerCors } from './cors.js';
 import { answerClientError, answerFrameworkError, installErrorHandling } from './error-handler.js';
 import { parseJsonBodies } from './json-body.js';
 import { registerOpenApi } from './openapi.js';
@@ -67,7 +67,7 @@ export async function buildApp(services: Services): Promise<FastifyInstance> {
       const given = request.headers['x-request-id'];
       return typeof given === 'string' && REQUEST_ID_PATTERN.test(given) ? given : randomUUID();
     },
-    frameworkErrors: answerFrameworkError,
+    frameworkErrors: answerFrameworkError(corsHeadersFor(config.CORS_ALLOWED_ORIGINS)),
     clientErrorHandler: answerClientError(loggerInstance),
     // Our own 503 while closing (below), a problem+json like every other error.
     return503OnClosing: false,
@@ -83,6 +83,9 @@ export async function buildApp(services: Services): Promise<FastifyInstance> {
   // Set when the app starts closing (SIGTERM): a request that arrives on a
   // connection still open is sent elsewhere by its load balancer, before
   // any work is done for it (Fastify also asks the client to close it).
+  // Before every route scope, so a preflight is answered ahead of /v1's
+  // authentication, and before the closing hook, so its 503 is marked too.
+  await registerCors(app, config.CORS_ALLOWED_ORIGINS);
   let closing = false;
   app.addHook('preClose', async () => {
     closing = true;
@@ -91,8 +94,6 @@ export async function buildApp(services: Services): Promise<FastifyInstance> {
     reply.header('x-request-id', request.id);
     if (closing) return sendProblem(reply, request, SHUTTING_DOWN);
   });
-  // Before every route scope, so a preflight is answered ahead of /v1's authentication.
-  await registerCors(app, config.CORS_ALLOWED_ORIGINS);
 
   await registerOpenApi(app);
   await app.register(eventStreams, {

@@ -49,6 +49,28 @@ export function isOrigin(value: string): boolean {
   }
 }
 
+export type CorsHeaders = Record<string, string>;
+
+/**
+ * The headers that mark a response to `origin` as @fastify/cors's hook
+ * does, for responses answered before any hook runs (the router's own
+ * refusals); none for an origin not allowed, or no origin.
+ */
+export function corsHeadersFor(origins: readonly string[]) {
+  const exposed = EXPOSED_HEADERS.join(', ');
+  return (origin: string | undefined): CorsHeaders => {
+    if (origins.includes('*')) {
+      return { 'access-control-allow-origin': '*', 'access-control-expose-headers': exposed };
+    }
+    if (origin === undefined || !origins.includes(origin)) return {};
+    return {
+      'access-control-allow-origin': origin,
+      'access-control-expose-headers': exposed,
+      vary: 'Origin',
+    };
+  };
+}
+
 /** Answers preflights and marks responses to the allowed origins; registers nothing when there are none. */
 export async function registerCors(
   app: FastifyInstance,

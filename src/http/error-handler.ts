@@ -12,6 +12,7 @@ import { hasZodFastifySchemaValidationErrors } from 'fastify-type-provider-zod';
 import FindMyWay, { type HTTPMethod } from 'find-my-way';
 import { AppError, type FieldProblem, toAppError } from '../errors.js';
 import { isDatabaseUnavailable } from '../store/database.js';
+import type { CorsHeaders } from './cors.js';
 import { PROBLEM_CONTENT_TYPE, sendProblem, toProblem } from './problem.js';
 
 /**
@@ -68,15 +69,15 @@ function answerError(error: FastifyError, request: FastifyRequest, reply: Fastif
 /**
  * Fastify's `frameworkErrors`: what its router refuses before any hook
  * runs (a path that is not valid percent-encoding, a path parameter longer
- * than its limit), answered as every other error.
+ * than its limit), answered as every other error, with the CORS headers
+ * the hooks would have added (`corsHeaders`).
  */
-export function answerFrameworkError(
-  error: FastifyError,
-  request: FastifyRequest,
-  reply: FastifyReply,
-): FastifyReply {
-  reply.header('x-request-id', request.id);
-  return answerError(error, request, reply);
+export function answerFrameworkError(corsHeaders: (origin: string | undefined) => CorsHeaders) {
+  return (error: FastifyError, request: FastifyRequest, reply: FastifyReply): FastifyReply => {
+    reply.header('x-request-id', request.id);
+    reply.headers(corsHeaders(request.headers.origin));
+    return answerError(error, request, reply);
+  };
 }
 
 /** Node's HTTP parser errors (the request never became a Fastify request), by their code. */
