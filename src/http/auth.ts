@@ -80,7 +80,9 @@ async function verifyStreamToken(
     throw unauthorized('invalid_stream_token', 'The stream token is not valid');
   }
   const grant = await streamTokens.verify(token);
-  if (grant.workflowId !== (request.params as { id?: unknown }).id) {
+  // The path's id as sent (it is validated, and lower-cased, after this hook).
+  const id = (request.params as { id?: unknown }).id;
+  if (typeof id !== 'string' || grant.workflowId !== id.toLowerCase()) {
     throw unauthorized('stream_token_scope', 'The stream token is for another workflow');
   }
   return grant;
