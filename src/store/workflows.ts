@@ -89,6 +89,9 @@ export interface InsertedWorkflow {
  */
 const LEASABLE = ['queued', 'running'];
 
+/** What every change of a workflow row sets besides the change: README's "every change bumps `version`". */
+const CHANGED = { version: sql<number>`version + 1`, updated_at: sql<Date>`now()` };
+
 /**
  * The `workflows` rows. Every query is scoped by tenant; status changes go
  * through src/workflows/transitions.ts, never through here.
@@ -229,7 +232,10 @@ export function workflowsRepository(db: DbOrTx) {
     async keepPartialAnswer(tenantId: string, id: string, text: string): Promise<void> {
       await db
         .updateTable('workflows')
-        .set({ result: JSON.stringify({ answer: text, reason: 'cancelled' }) })
+        .set({
+          result: JSON.stringify({ answer: text, reason: 'cancelled' }),
+          ...CHANGED,
+        })
         .where('tenant_id', '=', tenantId)
         .where('id', '=', id)
         .where('status', '=', 'cancelled')
@@ -241,7 +247,7 @@ export function workflowsRepository(db: DbOrTx) {
     async setKind(tenantId: string, id: string, kind: string): Promise<void> {
       await db
         .updateTable('workflows')
-        .set({ kind })
+        .set({ kind, ...CHANGED })
         .where('tenant_id', '=', tenantId)
         .where('id', '=', id)
         .execute();

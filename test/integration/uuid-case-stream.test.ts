@@ -38,7 +38,7 @@ describe('an events URL with the workflow id in capitals', () => {
 
     const get = await fetch(`${baseUrl}/v1/workflows/${upper}`, { headers: bearer(key) });
     expect(get.status).toBe(200);
-    expect((await get.json()).id).toBe(workflowId);
+    expect(((await get.json()) as { id: string }).id).toBe(workflowId);
 
     const tracker = trackerOn(testApp, { tenantId, workflowId });
     await tracker.begin();
