@@ -49,7 +49,7 @@ function startRun(options: ExecutorOptions, launch: Launch): void {
   // and the user was quick): start once it is done.
   const previous = options.executions.get(workflow.id);
   if (previous) {
-    void previous.done.then(() => startRun(options, launch));
+    startAfter(previous, options, launch);
     return;
   }
   const log = options.log.child({ workflowId: workflow.id });
@@ -99,6 +99,33 @@ function startRun(options: ExecutorOptions, launch: Launch): void {
     return;
   }
   void executeRun(run, launch.preload).finally(settle);
+}
+
+/**
+ * Starts the run once the workflow's previous run here is done, unless
+ * the workflow ended meanwhile: a cancel made while it waits stops the
+ * previous run (the only one registered) and must stop this one too, which
+ * would otherwise begin past the cancel's `workflow_end` and call the model
+ * for a cancelled workflow. It listens as a run does, from the launch's seq.
+ */
+function startAfter(previous: Execution, options: ExecutorOptions, launch: Launch): void {
+  const { workflow } = launch;
+  let ended = false;
+  const unsubscribe = options.hub.subscribe(
+    workflow.id,
+    {
+      onEvent: (event) => {
+        if (event.type === 'workflow_end') ended = true;
+      },
+      onTokens: () => undefined,
+    },
+    workflow.lastSeq,
+  );
+  void previous.done.then(() => {
+    unsubscribe();
+    if (!ended) return startRun(options, launch);
+    options.log.info({ workflowId: workflow.id }, 'the workflow ended before its run could start');
+  });
 }
 
 /**
