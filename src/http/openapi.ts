@@ -41,20 +41,39 @@ export async function registerOpenApi(app: FastifyInstance): Promise<void> {
 }
 
 /**
- * Every route may answer 500 (a bug), and 503 while the process shuts down
- * or its database cannot be reached (`database_unavailable`): documented
- * once for all of them, each a route's own schema may still state.
+ * What the document says every route may answer besides its own
+ * responses, each a route's own schema may still state: 500 (a bug) and
+ * 503 (shutting down, or the database cannot be reached); with path
+ * parameters, the router's 400 `invalid_url` and 414
+ * `path_parameter_too_long`; with a method that carries a body, 413
+ * `payload_too_large` and 415 `unsupported_media_type`. Problems are
+ * documented as what they are served as, application/problem+json.
  */
 function withServerErrors<Route extends Parameters<typeof jsonSchemaTransform>[0]>(
   route: Route,
 ): Route {
-  const { response } = route.schema;
+  const { response, params } = route.schema;
   if (!response || typeof response !== 'object') return route;
-  return {
-    ...route,
-    schema: { ...route.schema, response: { 500: problemSchema, 503: problemSchema, ...response } },
+  const methods = [route.route.method].flat();
+  const statuses = [500, 503];
+  if (params) statuses.push(400, 414);
+  if (methods.some((method) => !BODILESS_METHODS.has(method))) statuses.push(413, 415);
+  const merged: Record<string, unknown> = {
+    ...Object.fromEntries(statuses.map((status) => [status, problemSchema])),
+    ...response,
   };
+  for (const [status, schema] of Object.entries(merged)) {
+    if (schema === problemSchema) merged[status] = PROBLEM_CONTENT;
+  }
+  return { ...route, schema: { ...route.schema, response: merged } };
 }
+
+const BODILESS_METHODS = new Set(['GET', 'HEAD', 'OPTIONS']);
+
+const PROBLEM_CONTENT = {
+  description: 'A problem (RFC 9457) with a stable `code`',
+  content: { 'application/problem+json': { schema: problemSchema } },
+};
 
 /** The committed form of the document: stable key order as generated, two-space JSON. */
 export function formatOpenApiDocument(document: unknown): string {
