@@ -1,4 +1,5 @@
 import type { Logger } from 'pino';
+import { within } from '../within.js';
 
 /**
  * Why a run is stopped before it ends by itself:
@@ -82,15 +83,10 @@ export function createExecutions(options: { log: Logger }) {
       draining = true;
       for (const execution of running.values()) execution.stopBeforeNextStep();
       while (running.size > 0 && Date.now() < deadline) {
-        let timer: NodeJS.Timeout | undefined;
-        const graceOver = new Promise<void>((resolve) => {
-          timer = setTimeout(resolve, deadline - Date.now());
-        });
-        await Promise.race([
+        await within(
           Promise.all([...running.values()].map((execution) => execution.done)),
-          graceOver,
-        ]);
-        clearTimeout(timer);
+          deadline - Date.now(),
+        );
       }
       closed = true;
       const left = [...running.values()];

@@ -47,6 +47,12 @@ export function openDatabase(options: {
     // gives up.
     connectionTimeoutMillis: 10_000,
     idleTimeoutMillis: 30_000,
+    // A database host that vanished without closing its connections (a
+    // crash, a partition) is found by TCP keep-alive probes, and the
+    // statements waiting on those connections fail, rather than waiting
+    // until the kernel gives up on a write, or forever on a read.
+    keepAlive: true,
+    keepAliveInitialDelayMillis: 10_000,
   });
   // A connection lost (a database restart, a failover, its backend
   // terminated) emits 'error' on its client, idle or in use; without a

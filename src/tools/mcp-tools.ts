@@ -1,10 +1,10 @@
-import { setTimeout as sleep } from 'node:timers/promises';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import type { CallToolResult } from '@modelcontextprotocol/sdk/types.js';
 import type { Logger } from 'pino';
 import { storableText } from '../json-limits.js';
 import type { McpServerRow, McpToolSnapshot } from '../store/schema.js';
+import { within } from '../within.js';
 import { createGuardedFetch } from './guarded-fetch.js';
 import { untilAborted } from './guarded-request.js';
 import { type HttpToolPolicy, idempotencyKey, isHostAllowed } from './http-tool.js';
@@ -376,12 +376,7 @@ async function closeConnection(
     const terminated = transport
       .terminateSession()
       .catch((error: unknown) => log.debug({ err: error }, 'ending an MCP session failed'));
-    const gaveUp = new AbortController();
-    await Promise.race([
-      terminated,
-      sleep(TERMINATE_SESSION_WAIT_MS, undefined, { signal: gaveUp.signal }).catch(() => undefined),
-    ]);
-    gaveUp.abort();
+    await within(terminated, TERMINATE_SESSION_WAIT_MS);
   }
   try {
     await client.close();
