@@ -1,6 +1,6 @@
-import { randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { bearer, startTestApp, type TestApp } from '../support/app.js';
+import { insertWorkflow } from '../support/event-streams.js';
 import { bootstrapOperator, createTenant, scriptedCatalogue } from '../support/workflows.js';
 
 /**
@@ -22,26 +22,6 @@ beforeAll(async () => {
   operatorKey = await bootstrapOperator(testApp);
 });
 afterAll(async () => testApp?.close());
-
-/** A finished workflow of the tenant, inserted directly: its events URL answers 204 at once. */
-async function finishedWorkflow(tenantId: string): Promise<string> {
-  const id = randomUUID();
-  await testApp.services.database.db
-    .insertInto('workflows')
-    .values({
-      id,
-      tenant_id: tenantId,
-      status: 'completed',
-      mode: 'simple',
-      model: 'scripted',
-      input: 'done',
-      tools: [],
-      metadata: '{}',
-      finished_at: new Date(),
-    })
-    .execute();
-  return id;
-}
 
 async function streamToken(key: string, workflowId: string): Promise<string> {
   const response = await testApp.app.inject({
@@ -75,8 +55,8 @@ describe('rate limits', () => {
   it('a stream token’s requests count against the key it was issued to, not the address', async () => {
     const a = await createTenant(testApp, operatorKey, { name: 'tenant a' });
     const b = await createTenant(testApp, operatorKey, { name: 'tenant b' });
-    const urlA = await streamToken(a.key, await finishedWorkflow(a.id));
-    const urlB = await streamToken(b.key, await finishedWorkflow(b.id));
+    const urlA = await streamToken(a.key, await insertWorkflow(testApp, a.id, 'completed'));
+    const urlB = await streamToken(b.key, await insertWorkflow(testApp, b.id, 'completed'));
     // Tenant A's page opens (and reopens) its stream: the token request and two opens make 3.
     const opens: number[] = [];
     for (let i = 0; i < 3; i++) {

@@ -5,6 +5,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startTestAppOn } from '../support/app.js';
 import { createTestDatabase, type TestDatabase } from '../support/database.js';
 
+const ORIGIN = 'https://app.example.com';
 let database: TestDatabase;
 beforeAll(async () => {
   database = await createTestDatabase();
@@ -13,7 +14,7 @@ afterAll(async () => database?.drop());
 
 describe('a replica that is closing', () => {
   it('answers a request arriving on an open connection with 503 shutting_down as problem+json, and closes the connection; the request in flight completes', async () => {
-    const replica = await startTestAppOn(database);
+    const replica = await startTestAppOn(database, { CORS_ALLOWED_ORIGINS: ORIGIN });
     await replica.app.listen({ host: '127.0.0.1', port: 0 });
     const address = replica.app.server.address();
     if (!address || typeof address === 'string') throw new Error('no port');
@@ -31,7 +32,7 @@ describe('a replica that is closing', () => {
     const closed = replica.close();
     await sleep(50);
     // The rest of the first body, and a second request behind it on the same connection.
-    socket.write('}GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n');
+    socket.write(`}GET /healthz HTTP/1.1\r\nHost: x\r\nOrigin: ${ORIGIN}\r\n\r\n`);
     await once(socket, 'close');
     await closed;
 
@@ -44,6 +45,8 @@ describe('a replica that is closing', () => {
     expect(head.toLowerCase()).toContain('content-type: application/problem+json');
     expect(head.toLowerCase()).toContain('retry-after: 1');
     expect(head.toLowerCase()).toContain('connection: close');
+    // Marked for the page's origin, so it can read the problem and its Retry-After.
+    expect(head.toLowerCase()).toContain(`access-control-allow-origin: ${ORIGIN}`);
     expect(JSON.parse(body)).toMatchObject({
       status: 503,
       code: 'shutting_down',

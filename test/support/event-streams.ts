@@ -35,20 +35,28 @@ export async function operatorTenant(testApp: TestApp): Promise<{ tenantId: stri
   return { tenantId: created.tenant.id, key: created.adminKey.secret };
 }
 
-/** A queued workflow of the tenant, inserted directly (no executor runs it). */
-export async function insertWorkflow(testApp: TestApp, tenantId: string): Promise<string> {
+/**
+ * A workflow of the tenant, inserted directly (no executor runs it):
+ * queued, or `completed` (its events URL answers 204 at once).
+ */
+export async function insertWorkflow(
+  testApp: TestApp,
+  tenantId: string,
+  status: 'queued' | 'completed' = 'queued',
+): Promise<string> {
   const id = randomUUID();
   await testApp.services.database.db
     .insertInto('workflows')
     .values({
       id,
       tenant_id: tenantId,
-      status: 'queued',
+      status,
       mode: 'simple',
       model: 'scripted',
       input: 'a question for the stream tests',
       tools: [],
       metadata: '{}',
+      finished_at: status === 'completed' ? new Date() : null,
     })
     .execute();
   return id;
