@@ -33,7 +33,7 @@ export async function registerOpenApi(app: FastifyInstance): Promise<void> {
         },
       },
     },
-    transform: (route) => jsonSchemaTransform(withServerErrors(route)),
+    transform: (route) => jsonSchemaTransform(withCommonProblems(route)),
     transformObject: jsonSchemaTransformObject,
   });
   await app.register(swaggerUi, { routePrefix: '/docs' });
@@ -49,7 +49,7 @@ export async function registerOpenApi(app: FastifyInstance): Promise<void> {
  * `payload_too_large` and 415 `unsupported_media_type`. Problems are
  * documented as what they are served as, application/problem+json.
  */
-function withServerErrors<Route extends Parameters<typeof jsonSchemaTransform>[0]>(
+function withCommonProblems<Route extends Parameters<typeof jsonSchemaTransform>[0]>(
   route: Route,
 ): Route {
   const { response, params } = route.schema;
