@@ -101,7 +101,12 @@ async function start(running: Running): Promise<void> {
   });
   if (running.stopping) return;
   log.info({ applied: result.applied, current: result.current }, 'database migrations are current');
-  const bootstrap = await running.services.tenancy.bootstrap();
+  // The key is saved and printed before the bootstrap commits, so a start
+  // that fails later (the port in use, the LISTEN database out of reach)
+  // never loses it: later starts find the tenant and create no other key.
+  const bootstrap = await running.services.tenancy.bootstrap(({ adminKey }) =>
+    deliverBootstrapKey(running, adminKey),
+  );
   await running.services.hub.start();
   running.services.retention.start();
   running.services.reclaimer.start();
@@ -110,16 +115,16 @@ async function start(running: Running): Promise<void> {
   if (running.stopping) return;
   const address = await running.app.listen({ port: config.PORT, host: config.HOST });
   log.info({ address }, 'waymark is listening');
-  if (bootstrap) await announceBootstrapKey(running, bootstrap.adminKey, address);
+  if (bootstrap) {
+    process.stdout.write(
+      `Try: curl -H "Authorization: Bearer ${bootstrap.adminKey.secret}" ${address}/v1/me\n`,
+    );
+  }
   running.services.startup.complete();
 }
 
-/** Prints the first admin key once and saves it for the quick start. */
-async function announceBootstrapKey(
-  running: Running,
-  key: IssuedApiKey,
-  address: string,
-): Promise<void> {
+/** Saves the first admin key for the quick start and prints it once. */
+async function deliverBootstrapKey(running: Running, key: IssuedApiKey): Promise<void> {
   const { config, log } = running;
   let saved: string;
   try {
@@ -141,7 +146,6 @@ async function announceBootstrapKey(
       `  ${key.secret}`,
       '',
       saved,
-      `Try: curl -H "Authorization: Bearer ${key.secret}" ${address}/v1/me`,
       '================================================================',
       '',
     ].join('\n'),

@@ -138,18 +138,27 @@ export function createTenancyService(db: Db, options: TenancyOptions = {}) {
      * Creates the operator tenant and its first admin key when the database
      * has no tenant yet. Replicas starting together on an empty database
      * queue on an advisory lock; exactly one of them gets the key back.
+     *
+     * `deliver` hands the key to the operator before the commit: a key that
+     * is committed has been delivered, whatever fails or kills the process
+     * next, and a key delivered whose commit never came is replaced by the
+     * next start's bootstrap. Nothing else ever reads the key's secret.
      */
-    async bootstrap(): Promise<CreatedTenant | undefined> {
+    async bootstrap(
+      deliver?: (created: CreatedTenant) => Promise<void>,
+    ): Promise<CreatedTenant | undefined> {
       return db.transaction().execute(async (tx) => {
         await sql`SELECT pg_advisory_xact_lock(${BOOTSTRAP_LOCK_KEY.toString()}::bigint)`.execute(
           tx,
         );
         if ((await tenantsRepository(tx).count()) > 0) return undefined;
-        return insertTenantWithAdminKey(tx, {
+        const created = await insertTenantWithAdminKey(tx, {
           name: 'operator',
           adminKeyName: 'bootstrap admin key',
           isOperator: true,
         });
+        await deliver?.(created);
+        return created;
       });
     },
 
