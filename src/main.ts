@@ -168,8 +168,8 @@ async function shutdown(running: Running, reason: string, exitCode = 0): Promise
   // A start under way ends first: stopped where it can be (the migration
   // lock's wait), else at its next step, within the grace. The embedded
   // PostgreSQL's own start is always waited for (seconds at most): exiting
-  // under a first start's initdb orphaned it and left a data folder without
-  // its password file, which no later start could open.
+  // under a first start's initdb orphaned it, its work then thrown away and
+  // done again by the next start.
   running.startAborted.abort();
   await running.embeddedStarted;
   await settledWithin(running.started, config.SHUTDOWN_GRACE_MS);

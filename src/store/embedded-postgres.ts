@@ -1,12 +1,10 @@
-import { type ChildProcess, execFile, spawn } from 'node:child_process';
-import { randomBytes } from 'node:crypto';
-import { existsSync } from 'node:fs';
-import { chmod, chown, mkdir, readdir, readFile, rm, writeFile } from 'node:fs/promises';
+import { type ChildProcess, spawn } from 'node:child_process';
+import { chmod, chown, mkdir } from 'node:fs/promises';
 import path from 'node:path';
-import { promisify } from 'node:util';
 import pg from 'pg';
 import type { Logger } from 'pino';
 import { freePort } from '../free-ports.js';
+import { postgresOsUser, prepareCluster, SUPERUSER } from './embedded-cluster.js';
 import { stopOrphanedServer } from './orphaned-postgres.js';
 
 /**
@@ -16,8 +14,6 @@ import { stopOrphanedServer } from './orphaned-postgres.js';
  * handlers that stop the database and exit with 143 before in-flight
  * requests have drained.
  */
-
-const execFileAsync = promisify(execFile);
 
 export interface EmbeddedPostgresOptions {
   /** Folder holding the cluster (`postgres/`) and its password file. */
@@ -50,39 +46,24 @@ interface Binaries {
   postgres: string;
 }
 
-interface OsUser {
-  uid: number;
-  gid: number;
-}
-
-const SUPERUSER = 'postgres';
-
 export async function startEmbeddedPostgres(
   options: EmbeddedPostgresOptions,
 ): Promise<EmbeddedPostgres> {
   const log = options.log.child({ component: 'embedded-postgres' });
   const binaries = await loadBinaries();
   const clusterDir = path.join(options.dataDir, 'postgres');
-  const passwordFile = path.join(options.dataDir, 'postgres-password');
   await mkdir(options.dataDir, { recursive: true, mode: 0o700 });
   const osUser = await postgresOsUser();
-  if (osUser) {
-    // The postgres user must traverse the data folder to reach its cluster;
-    // 0711 lets it pass without listing the folder or reading the key files (0600).
-    await chmod(options.dataDir, 0o711);
-    await mkdir(clusterDir, { recursive: true, mode: 0o700 });
-    await chown(clusterDir, osUser.uid, osUser.gid);
-    await assertWritableBy(clusterDir, osUser);
-  }
-
-  let password: string;
-  if (existsSync(path.join(clusterDir, 'PG_VERSION'))) {
-    password = (await readFile(passwordFile, 'utf8')).trim();
-  } else {
-    password = randomBytes(24).toString('hex');
-    await initCluster({ binaries, clusterDir, osUser, password, log });
-    await writeFile(passwordFile, `${password}\n`, { mode: 0o600 });
-  }
+  // The postgres user must traverse the data folder to reach its cluster;
+  // 0711 lets it pass without listing the folder or reading the key files (0600).
+  if (osUser) await chmod(options.dataDir, 0o711);
+  const password = await prepareCluster({
+    initdb: binaries.initdb,
+    dataDir: options.dataDir,
+    clusterDir,
+    osUser,
+    log,
+  });
 
   await stopOrphanedServer(clusterDir, log);
   const port = options.port === 0 ? await freePort() : options.port;
@@ -188,80 +169,6 @@ async function loadBinaries(): Promise<Binaries> {
         'set DATABASE_URL to use an external PostgreSQL',
       { cause: error },
     );
-  }
-}
-
-/**
- * PostgreSQL refuses to run as root, so as root the server runs as the
- * `postgres` OS user, created (as a system user) when missing.
- */
-async function postgresOsUser(): Promise<OsUser | undefined> {
-  if (process.getuid?.() !== 0) return undefined;
-  const lookup = async (): Promise<OsUser> => {
-    const [uid, gid] = await Promise.all([
-      execFileAsync('id', ['-u', SUPERUSER]),
-      execFileAsync('id', ['-g', SUPERUSER]),
-    ]);
-    return { uid: Number(uid.stdout.trim()), gid: Number(gid.stdout.trim()) };
-  };
-  try {
-    return await lookup();
-  } catch {
-    await execFileAsync('useradd', ['--system', '--user-group', '--no-create-home', SUPERUSER]);
-    return lookup();
-  }
-}
-
-async function assertWritableBy(dir: string, user: OsUser): Promise<void> {
-  try {
-    await execFileAsync('test', ['-w', dir, '-a', '-x', dir], { uid: user.uid, gid: user.gid });
-  } catch {
-    throw new Error(
-      `the OS user ${SUPERUSER} cannot write ${dir} (a parent folder may deny it); ` +
-        'set WAYMARK_DATA_DIR to a folder it can reach, e.g. /var/lib/waymark',
-    );
-  }
-}
-
-interface InitClusterOptions {
-  binaries: Binaries;
-  clusterDir: string;
-  osUser: OsUser | undefined;
-  password: string;
-  log: Logger;
-}
-
-async function initCluster(options: InitClusterOptions): Promise<void> {
-  const { clusterDir, osUser } = options;
-  if (existsSync(clusterDir) && (await readdir(clusterDir)).length > 0) {
-    throw new Error(
-      `${clusterDir} is not empty but holds no PostgreSQL cluster; move it away or choose another WAYMARK_DATA_DIR`,
-    );
-  }
-  // initdb reads the superuser password from a file; it must be readable by
-  // the OS user initdb runs as, and is removed right after.
-  const pwfile = path.join(
-    path.dirname(clusterDir),
-    `.initdb-pw-${randomBytes(6).toString('hex')}`,
-  );
-  await writeFile(pwfile, `${options.password}\n`, { mode: 0o600 });
-  if (osUser) await chown(pwfile, osUser.uid, osUser.gid);
-  options.log.info({ clusterDir }, 'initialising embedded PostgreSQL cluster');
-  try {
-    await execFileAsync(
-      options.binaries.initdb,
-      [
-        `--pgdata=${clusterDir}`,
-        `--username=${SUPERUSER}`,
-        `--pwfile=${pwfile}`,
-        '--auth=scram-sha-256',
-        '--encoding=UTF8',
-        '--no-locale',
-      ],
-      { ...(osUser ?? {}), env: { ...process.env, LC_ALL: 'C' } },
-    );
-  } finally {
-    await rm(pwfile, { force: true });
   }
 }
 

@@ -1,5 +1,6 @@
-import { chmod, mkdir, rename, writeFile } from 'node:fs/promises';
+import { mkdir } from 'node:fs/promises';
 import path from 'node:path';
+import { writeSecretFile } from '../secret-file.js';
 
 export const ADMIN_KEY_FILE = 'admin-key';
 
@@ -10,10 +11,6 @@ export const ADMIN_KEY_FILE = 'admin-key';
 export async function saveBootstrapKey(dataDir: string, secret: string): Promise<string> {
   await mkdir(dataDir, { recursive: true, mode: 0o700 });
   const file = path.join(dataDir, ADMIN_KEY_FILE);
-  const temporary = `${file}.${process.pid}.tmp`;
-  await writeFile(temporary, `${secret}\n`, { mode: 0o600 });
-  // The mode given to writeFile is masked by the umask; make it exact.
-  await chmod(temporary, 0o600);
-  await rename(temporary, file);
+  await writeSecretFile(file, `${secret}\n`);
   return file;
 }
