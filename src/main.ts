@@ -8,6 +8,7 @@ import { type EmbeddedPostgres, startEmbeddedPostgres } from './store/embedded-p
 import { migrate, readMigrations } from './store/migrate.js';
 import { saveBootstrapKey } from './tenancy/bootstrap-key-file.js';
 import type { IssuedApiKey } from './tenancy/types.js';
+import { within } from './within.js';
 
 /**
  * The process: read the environment, start (or reach) the database, migrate,
@@ -215,10 +216,7 @@ async function shutdown(running: Running, reason: string, exitCode = 0): Promise
 
 /** Waits for `work` to settle, at most `ms`. */
 async function settledWithin(work: Promise<unknown> | undefined, ms: number): Promise<void> {
-  if (!work) return;
-  let timer: NodeJS.Timeout | undefined;
-  await Promise.race([work, new Promise((resolve) => (timer = setTimeout(resolve, ms)))]);
-  clearTimeout(timer);
+  if (work) await within(work, ms);
 }
 
 /** Closes the pool, then stops the embedded database; true when both went well. */

@@ -1,9 +1,11 @@
 import { type ChildProcess, spawn } from 'node:child_process';
 import { chmod, chown, mkdir } from 'node:fs/promises';
 import path from 'node:path';
+import { setTimeout as sleep } from 'node:timers/promises';
 import pg from 'pg';
 import type { Logger } from 'pino';
 import { freePort } from '../free-ports.js';
+import { within } from '../within.js';
 import { postgresOsUser, prepareCluster, SUPERUSER } from './embedded-cluster.js';
 import { stopOrphanedServer } from './orphaned-postgres.js';
 
@@ -243,27 +245,15 @@ async function stopServer(
 ): Promise<void> {
   if (child.exitCode !== null || child.signalCode !== null) return;
   child.kill('SIGINT');
-  const timer = new AbortController();
-  const stoppedInTime = await Promise.race([
+  const stoppedInTime = await within(
     exited.then(() => true),
-    sleep(30_000, timer.signal).then(() => false),
-  ]);
-  timer.abort();
+    30_000,
+    false,
+  );
   if (!stoppedInTime) {
     log.warn('embedded PostgreSQL did not stop within 30 s; killing it');
     child.kill('SIGKILL');
     await exited;
   }
   log.info('embedded PostgreSQL stopped');
-}
-
-/** Resolves after `ms`, or at once (without a pending timer) when `signal` aborts. */
-function sleep(ms: number, signal?: AbortSignal): Promise<void> {
-  return new Promise((resolve) => {
-    const timer = setTimeout(resolve, ms);
-    signal?.addEventListener('abort', () => {
-      clearTimeout(timer);
-      resolve();
-    });
-  });
 }
