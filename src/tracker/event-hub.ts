@@ -19,7 +19,11 @@ import {
  * arrive through PostgreSQL LISTEN/NOTIFY on ONE dedicated connection per
  * replica (not one per subscriber). That connection is health-checked and
  * re-established when it drops, and after every (re)connect the hub reads
- * from the store whatever its subscribers may have missed. The same
+ * from the store whatever its subscribers may have missed. A read that
+ * fails (the pool's database briefly out of reach, while the LISTEN
+ * connection is not) is tried again, with a bounded backoff, until the
+ * events it was to read are delivered: no later notification may come for
+ * them (the missed ones may include `workflow_end`). The same
  * connection carries the invalidations of API-key caches (`onPrincipalsChanged`,
  * `onListening`), so a replica needs no second LISTEN connection.
  */
@@ -52,7 +56,15 @@ interface Topic {
   deliveredSeq: number;
   /** Serialises store reads per workflow so deliveries stay in order. */
   reading: Promise<void>;
+  /** A failed read waiting to be tried again, up to the furthest seq a failed read was to reach. */
+  retry: { untilSeq: number; timer: NodeJS.Timeout } | undefined;
+  /** The wait before the next retry: doubles while reads fail, back to the first after one succeeds. */
+  retryDelayMs: number;
 }
+
+/** First delay before a failed read is tried again; it doubles up to the maximum while reads keep failing. */
+const READ_RETRY_FIRST_MS = 100;
+const READ_RETRY_MAX_MS = 5_000;
 
 export function createEventHub(options: EventHubOptions) {
   const log = options.log.child({ component: 'event-hub' });
@@ -71,33 +83,73 @@ export function createEventHub(options: EventHubOptions) {
     for (const subscriber of topic.subscribers) subscriber.onEvent(event);
   }
 
-  /** Reads the workflow's events after what was delivered, up to `untilSeq` when given. */
-  function catchUp(workflowId: string, untilSeq?: number): Promise<void> {
+  /**
+   * Reads the workflow's events after what was delivered, up to `untilSeq`
+   * (all of them when not given). A failed read is tried again later.
+   */
+  function catchUp(workflowId: string, untilSeq = Number.POSITIVE_INFINITY): Promise<void> {
     const topic = topics.get(workflowId);
     if (!topic) return Promise.resolve();
-    topic.reading = topic.reading
-      .then(async () => {
-        while (
-          topics.get(workflowId) === topic &&
-          (untilSeq === undefined || topic.deliveredSeq < untilSeq)
-        ) {
-          const rows = await events.listAfter({
-            workflowId,
-            afterSeq: topic.deliveredSeq,
-            limit: 500,
-          });
-          for (const row of rows) {
-            // Later events wait for their turn (token text may come first).
-            if (untilSeq !== undefined && row.seq > untilSeq) return;
-            deliver(topic, toEvent(row));
-          }
-          if (rows.length < 500) break;
-        }
-      })
-      .catch((error: unknown) =>
-        log.error({ err: error, workflowId }, 'reading events for subscribers failed'),
-      );
+    topic.reading = topic.reading.then(async () => {
+      try {
+        await readUntil(workflowId, topic, untilSeq);
+        topic.retryDelayMs = READ_RETRY_FIRST_MS;
+      } catch (error: unknown) {
+        retryLater({ workflowId, topic, untilSeq, error });
+      }
+    });
     return topic.reading;
+  }
+
+  async function readUntil(workflowId: string, topic: Topic, untilSeq: number): Promise<void> {
+    while (topics.get(workflowId) === topic && topic.deliveredSeq < untilSeq) {
+      const rows = await events.listAfter({
+        workflowId,
+        afterSeq: topic.deliveredSeq,
+        limit: 500,
+      });
+      for (const row of rows) {
+        // Later events wait for their turn (token text may come first).
+        if (row.seq > untilSeq) return;
+        deliver(topic, toEvent(row));
+      }
+      if (rows.length < 500) break;
+    }
+  }
+
+  /**
+   * Nothing else would read the events a failed read missed: their
+   * notifications are spent, and the workflow may emit nothing more. One
+   * retry per topic reads up to the furthest seq any failed read was to reach.
+   */
+  function retryLater(failed: {
+    workflowId: string;
+    topic: Topic;
+    untilSeq: number;
+    error: unknown;
+  }): void {
+    const { workflowId, topic } = failed;
+    if (closed || topics.get(workflowId) !== topic) return;
+    const untilSeq = Math.max(failed.untilSeq, topic.retry?.untilSeq ?? 0);
+    const delayMs = topic.retryDelayMs;
+    log.warn(
+      { err: failed.error, workflowId, retryInMs: delayMs },
+      'reading events for subscribers failed; trying again',
+    );
+    clearTimeout(topic.retry?.timer);
+    const timer = setTimeout(() => {
+      topic.retry = undefined;
+      void catchUp(workflowId, untilSeq);
+    }, delayMs);
+    timer.unref();
+    topic.retry = { untilSeq, timer };
+    topic.retryDelayMs = Math.min(delayMs * 2, READ_RETRY_MAX_MS);
+  }
+
+  function dropTopic(workflowId: string, topic: Topic): void {
+    clearTimeout(topic.retry?.timer);
+    topic.retry = undefined;
+    topics.delete(workflowId);
   }
 
   function deliverTokens(workflowId: string, text: string): void {
@@ -224,7 +276,13 @@ export function createEventHub(options: EventHubOptions) {
     subscribe(workflowId: string, subscriber: Subscriber, afterSeq = 0): () => void {
       let topic = topics.get(workflowId);
       if (!topic) {
-        topic = { subscribers: new Set(), deliveredSeq: afterSeq, reading: Promise.resolve() };
+        topic = {
+          subscribers: new Set(),
+          deliveredSeq: afterSeq,
+          reading: Promise.resolve(),
+          retry: undefined,
+          retryDelayMs: READ_RETRY_FIRST_MS,
+        };
         topics.set(workflowId, topic);
       }
       topic.subscribers.add(subscriber);
@@ -232,7 +290,7 @@ export function createEventHub(options: EventHubOptions) {
         const current = topics.get(workflowId);
         if (!current) return;
         current.subscribers.delete(subscriber);
-        if (current.subscribers.size === 0) topics.delete(workflowId);
+        if (current.subscribers.size === 0) dropTopic(workflowId, current);
       };
     },
 
@@ -278,7 +336,7 @@ export function createEventHub(options: EventHubOptions) {
       healthy = false;
       options.onListening?.(false);
       await current?.end().catch(() => undefined);
-      topics.clear();
+      for (const [workflowId, topic] of topics) dropTopic(workflowId, topic);
     },
   };
 }
