@@ -11,7 +11,7 @@ import { type Frame, serializeFrame } from './sse-frames.js';
 
 /** Rows per replay read; the next page is read once the previous one is written. */
 const REPLAY_PAGE = 500;
-/** Token text held while a stream catches up from the store; beyond it the oldest is dropped (the `answer` event has the whole text). */
+/** Token text held until the event it follows is queued; beyond it the oldest is dropped (the `answer` event has the whole text). */
 const MAX_HELD_TOKEN_CHARS = 64 * 1024;
 /** How long a stream ended by shutdown may take to flush before its socket is destroyed. */
 const SHUTDOWN_FLUSH_MS = 1000;
@@ -64,7 +64,10 @@ export interface StreamOptions {
  * it is the next seq; anything else is a gap, filled by reading the store
  * (every event reaches the hub after its commit, and seqs commit in
  * order), and anything at or below the last queued seq is a duplicate.
- * Live events are thus never buffered: the store holds them.
+ * Live events are thus never buffered: the store holds them. Live token
+ * text, which the store does not hold, is held until the event it follows
+ * is queued, and goes right after it: before the events emitted after it,
+ * however far behind the stream is.
  *
  * The outbox is written while the socket accepts; a client whose outbox
  * passes SSE_MAX_BUFFERED_EVENTS, or whose socket takes no data for a whole
@@ -84,7 +87,7 @@ export function openEventStream(options: StreamOptions): OpenStream & { done: Pr
   let wantedSeq = options.afterSeq;
   let sentSeq = options.afterSeq;
   let reading = false;
-  let heldTokens = '';
+  const heldTokens = createHeldTokens();
   let ending = false;
   let closed = false;
   let stalledAtLastTick = false;
@@ -110,28 +113,34 @@ export function openEventStream(options: StreamOptions): OpenStream & { done: Pr
   function onEvent(event: WorkflowEvent): void {
     if (closed || ending || event.seq <= queuedSeq) return;
     if (event.seq === queuedSeq + 1) {
-      // Everything before this event is queued, so tokens held meanwhile come right before it.
-      releaseHeldTokens();
-      enqueue({ kind: 'event', event });
+      enqueueEvent(event);
       return;
     }
     wantedSeq = Math.max(wantedSeq, event.seq);
     readStore();
   }
 
-  function onTokens(text: string): void {
+  function onTokens(text: string, afterSeq: number): void {
     if (closed || ending) return;
-    // While catching up, tokens would overtake the events they follow.
-    if (reading) {
-      heldTokens = (heldTokens + text).slice(-MAX_HELD_TOKEN_CHARS);
+    if (afterSeq <= queuedSeq && heldTokens.isEmpty()) {
+      enqueue({ kind: 'tokens', workflowId, text });
       return;
     }
-    enqueue({ kind: 'tokens', workflowId, text });
+    // The events it follows are not queued yet: it would overtake them.
+    heldTokens.hold(text, afterSeq);
+    wantedSeq = Math.max(wantedSeq, afterSeq);
+    readStore();
   }
 
-  function releaseHeldTokens(): void {
-    const text = heldTokens;
-    heldTokens = '';
+  /** An event, then the token text that follows it. */
+  function enqueueEvent(event: WorkflowEvent): void {
+    enqueue({ kind: 'event', event });
+    releaseHeldTokens(queuedSeq);
+  }
+
+  /** Sends the held text that follows events up to `upToSeq` (all of it when not given). */
+  function releaseHeldTokens(upToSeq = Number.POSITIVE_INFINITY): void {
+    const text = heldTokens.take(upToSeq);
     if (text && !closed && !ending) enqueue({ kind: 'tokens', workflowId, text });
   }
 
@@ -201,7 +210,7 @@ export function openEventStream(options: StreamOptions): OpenStream & { done: Pr
       });
       for (const row of rows) {
         if (closed || ending) return;
-        if (row.seq > queuedSeq) enqueue({ kind: 'event', event: toEvent(row) });
+        if (row.seq > queuedSeq) enqueueEvent(toEvent(row));
       }
       if (closed || ending) return;
       if (rows.length === pageSize) continue;
@@ -250,7 +259,7 @@ export function openEventStream(options: StreamOptions): OpenStream & { done: Pr
     raw.off('drain', onDrain);
     const pending = outbox.length;
     outbox.length = 0;
-    heldTokens = '';
+    heldTokens.clear();
     outboxEmptied?.();
     outboxEmptied = undefined;
     const fields = { reason, sentSeq, pending };
@@ -302,6 +311,57 @@ export function openEventStream(options: StreamOptions): OpenStream & { done: Pr
     shutdown() {
       close('shutdown');
       return responseClosed;
+    },
+  };
+}
+
+/**
+ * Token text waiting for the event it follows, in arrival order (so in
+ * `afterSeq` order, which the hub's deliveries never lower). Bounded by
+ * MAX_HELD_TOKEN_CHARS: past it the oldest text is dropped.
+ */
+function createHeldTokens() {
+  const held: { text: string; afterSeq: number }[] = [];
+  let chars = 0;
+
+  function dropOldest(): void {
+    for (let first = held[0]; first && chars > MAX_HELD_TOKEN_CHARS; first = held[0]) {
+      const excess = chars - MAX_HELD_TOKEN_CHARS;
+      if (first.text.length > excess) {
+        first.text = first.text.slice(excess);
+        chars -= excess;
+      } else {
+        held.shift();
+        chars -= first.text.length;
+      }
+    }
+  }
+
+  return {
+    isEmpty: (): boolean => held.length === 0,
+
+    hold(text: string, afterSeq: number): void {
+      const last = held.at(-1);
+      if (last && last.afterSeq >= afterSeq) last.text += text;
+      else held.push({ text, afterSeq });
+      chars += text.length;
+      dropOldest();
+    },
+
+    /** Removes and returns the text that follows events up to `upToSeq`. */
+    take(upToSeq: number): string {
+      let text = '';
+      for (let first = held[0]; first && first.afterSeq <= upToSeq; first = held[0]) {
+        held.shift();
+        text += first.text;
+        chars -= first.text.length;
+      }
+      return text;
+    },
+
+    clear(): void {
+      held.length = 0;
+      chars = 0;
     },
   };
 }

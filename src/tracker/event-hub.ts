@@ -30,7 +30,12 @@ import {
 
 export interface Subscriber {
   onEvent(event: WorkflowEvent): void;
-  onTokens(text: string): void;
+  /**
+   * Live token text, which comes right after event `afterSeq`: the last
+   * event the hub had delivered before it (a subscriber that has not seen
+   * that event yet holds the text until it has).
+   */
+  onTokens(text: string, afterSeq: number): void;
 }
 
 export interface EventHubOptions {
@@ -154,7 +159,11 @@ export function createEventHub(options: EventHubOptions) {
 
   function deliverTokens(workflowId: string, text: string): void {
     const topic = topics.get(workflowId);
-    if (topic) for (const subscriber of topic.subscribers) subscriber.onTokens(text);
+    if (topic) sendTokens(topic, text, topic.deliveredSeq);
+  }
+
+  function sendTokens(topic: Topic, text: string, afterSeq: number): void {
+    for (const subscriber of topic.subscribers) subscriber.onTokens(text, afterSeq);
   }
 
   function onNotification(message: pg.Notification): void {
@@ -172,14 +181,14 @@ export function createEventHub(options: EventHubOptions) {
     const topic = topics.get(notification.workflowId);
     if (!topic) return;
     if (notification.kind === 'tokens') {
-      deliverTokensInOrder(topic, notification.workflowId, notification.text);
+      deliverTokensInOrder(topic, { workflowId: notification.workflowId, text: notification.text });
       return;
     }
     if (notification.tokens) {
       // The text sits between two of the notified events: the ones up to
       // `afterSeq` first, then the text, then the rest.
       void catchUp(notification.workflowId, notification.tokens.afterSeq);
-      deliverTokensInOrder(topic, notification.workflowId, notification.tokens.text);
+      deliverTokensInOrder(topic, { workflowId: notification.workflowId, ...notification.tokens });
     }
     void catchUp(notification.workflowId, notification.lastSeq);
   }
@@ -187,12 +196,17 @@ export function createEventHub(options: EventHubOptions) {
   /**
    * Queued behind a store read in progress: the events emitted before
    * these tokens are being read, and the text must not overtake them.
+   * `afterSeq`, when the notification said which event the text follows,
+   * is passed on even if the read of it failed: subscribers then read the
+   * store themselves before they send the text.
    */
-  function deliverTokensInOrder(topic: Topic, workflowId: string, text: string): void {
+  function deliverTokensInOrder(
+    topic: Topic,
+    tokens: { workflowId: string; text: string; afterSeq?: number },
+  ): void {
+    const { workflowId, text } = tokens;
     topic.reading = topic.reading
-      .then(() => {
-        for (const subscriber of topic.subscribers) subscriber.onTokens(text);
-      })
+      .then(() => sendTokens(topic, text, Math.max(topic.deliveredSeq, tokens.afterSeq ?? 0)))
       .catch((error: unknown) => log.error({ err: error, workflowId }, 'delivering tokens failed'));
   }
 
