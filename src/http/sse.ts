@@ -56,7 +56,8 @@ export const eventStreams = fp(
  * EventSource stops reconnecting on 204); 400 `unknown_event_id` for a
  * position past the workflow's last event, which no client was sent (the
  * stream would skip every event up to it: for a running workflow, its end
- * too, and stay open for good). Resolves when the stream is over.
+ * too, and stay open for good); a HEAD request gets the head a GET would,
+ * and no stream. Resolves when the stream is over.
  */
 export async function streamWorkflowEvents(
   request: FastifyRequest,
@@ -105,6 +106,13 @@ export async function streamWorkflowEvents(
   reply.raw.removeHeader('content-encoding');
   reply.raw.removeHeader('content-length');
   reply.raw.writeHead(200);
+  if (request.method === 'HEAD') {
+    // The route's automatic HEAD gets the stream's head, at once: its
+    // response has no body, so Node would drop every frame and send even
+    // the head only at the end, which a stream may never reach.
+    reply.raw.end();
+    return;
+  }
   const stream = openEventStream({
     streams,
     raw: reply.raw,
