@@ -128,7 +128,8 @@ export const SCRIPTED_MODEL_NAME = 'scripted';
 
 /**
  * The catalogue used when WAYMARK_MODELS is not set: the vendors whose keys
- * are present, each with a small and a large model, chained so that each
+ * are present (their providers, without a baseUrl of their own, take the
+ * vendor's key variable), each with a small and a large model, chained so that each
  * falls back to the other vendor; the offline scripted model when no key
  * is set. Prices are list prices per million tokens at the time of writing;
  * set WAYMARK_MODELS to keep them current.
@@ -137,7 +138,7 @@ export function defaultCatalogue(keys: { openai: boolean; anthropic: boolean }):
   const providers: ProviderEntry[] = [];
   const models: ModelEntry[] = [];
   if (keys.openai) {
-    providers.push({ name: 'openai', kind: 'openai', apiKeyEnv: 'OPENAI_API_KEY' });
+    providers.push({ name: 'openai', kind: 'openai' });
     models.push(
       entry('gpt-4o-mini', 'openai', 128_000, 16_384, {
         input: 0.15,
@@ -148,7 +149,7 @@ export function defaultCatalogue(keys: { openai: boolean; anthropic: boolean }):
     );
   }
   if (keys.anthropic) {
-    providers.push({ name: 'anthropic', kind: 'anthropic', apiKeyEnv: 'ANTHROPIC_API_KEY' });
+    providers.push({ name: 'anthropic', kind: 'anthropic' });
     models.push(
       entry('claude-haiku-4-5', 'anthropic', 200_000, 64_000, {
         input: 1,

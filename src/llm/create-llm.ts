@@ -110,7 +110,11 @@ function adapterFactory(
         scriptedModel({ modelId: entry.modelId, tokenDelayMs: entry.scriptedTokenDelayMs });
     case 'openai': {
       const client = createOpenAiClient({
-        apiKey: apiKeyOf(provider, options, config.OPENAI_API_KEY, config.OPENAI_BASE_URL),
+        apiKey: apiKeyOf(provider, options.env, {
+          keyVariable: 'OPENAI_API_KEY',
+          key: config.OPENAI_API_KEY,
+          baseUrl: config.OPENAI_BASE_URL,
+        }),
         baseUrl: provider.baseUrl ?? config.OPENAI_BASE_URL,
         timeoutMs: config.LLM_ATTEMPT_TIMEOUT_MS,
         fetch: options.transport.fetch,
@@ -125,7 +129,11 @@ function adapterFactory(
     }
     case 'anthropic': {
       const client = createAnthropicClient({
-        apiKey: apiKeyOf(provider, options, config.ANTHROPIC_API_KEY, config.ANTHROPIC_BASE_URL),
+        apiKey: apiKeyOf(provider, options.env, {
+          keyVariable: 'ANTHROPIC_API_KEY',
+          key: config.ANTHROPIC_API_KEY,
+          baseUrl: config.ANTHROPIC_BASE_URL,
+        }),
         baseUrl: provider.baseUrl ?? config.ANTHROPIC_BASE_URL,
         timeoutMs: config.LLM_ATTEMPT_TIMEOUT_MS,
         fetch: options.transport.fetch,
@@ -141,22 +149,35 @@ function adapterFactory(
   }
 }
 
+/** What the SDKs are given for a server that needs no key: they refuse an empty one. */
+const NO_KEY_NEEDED = 'no-key-needed';
+
 /**
- * A provider's key: the variable its catalogue entry names, else the
- * vendor's usual variable. A local OpenAI-compatible server (Ollama, vLLM)
- * may need none; then a placeholder satisfies the SDK.
+ * A provider's key. A provider naming its variable (`apiKeyEnv`) gets that
+ * variable's value, and one unset is a configuration error: borrowing
+ * another key would send it where it does not belong. Otherwise the
+ * vendor's usual variable, but only for a provider without a `baseUrl` of
+ * its own, which calls the vendor (or the vendor's base URL variable set
+ * beside that key): an OpenAI key sent to a catalogue's Ollama or
+ * OpenRouter entry reaches a server that has no business holding it. A
+ * server that needs no key (a local Ollama, vLLM) gets a placeholder.
  */
 function apiKeyOf(
   provider: ProviderEntry,
-  options: { env: NodeJS.ProcessEnv },
-  vendorKey: string | undefined,
-  vendorBaseUrl: string | undefined,
+  env: NodeJS.ProcessEnv,
+  vendor: { keyVariable: string; key: string | undefined; baseUrl: string | undefined },
 ): string {
-  const named = provider.apiKeyEnv ? options.env[provider.apiKeyEnv]?.trim() : undefined;
-  const key = named || vendorKey;
-  if (key) return key;
-  if (provider.baseUrl ?? vendorBaseUrl) return 'no-key-needed';
+  if (provider.apiKeyEnv) {
+    const named = env[provider.apiKeyEnv]?.trim();
+    if (named) return named;
+    throw new ConfigError([
+      `${provider.apiKeyEnv}: not set; provider "${provider.name}" reads its key from it (apiKeyEnv)`,
+    ]);
+  }
+  if (provider.baseUrl) return NO_KEY_NEEDED;
+  if (vendor.key) return vendor.key;
+  if (vendor.baseUrl) return NO_KEY_NEEDED;
   throw new ConfigError([
-    `${provider.apiKeyEnv ?? 'API key'}: provider "${provider.name}" needs a key (set ${provider.apiKeyEnv ?? 'its apiKeyEnv variable'})`,
+    `${vendor.keyVariable}: provider "${provider.name}" needs a key: set ${vendor.keyVariable}, or name its variable in the provider's apiKeyEnv`,
   ]);
 }
