@@ -8,7 +8,23 @@ import { z } from 'zod';
 
 const price = z.number().nonnegative();
 
-export const modelEntrySchema = z.object({
+/**
+ * An object of the catalogue whose unknown keys are errors: a misspelt
+ * optional field would otherwise be as if absent, `baseURL` for `baseUrl`
+ * sending a local model's prompts to the vendor, `fallback` for `fallbacks`
+ * dropping the fallback chain, and nothing said at start.
+ */
+function strictObject<Shape extends z.ZodRawShape>(shape: Shape) {
+  const known = Object.keys(shape).join(', ');
+  return z.strictObject(shape, {
+    error: (issue) =>
+      issue.code === 'unrecognized_keys'
+        ? `unknown ${issue.keys.length === 1 ? 'key' : 'keys'} ${issue.keys.map((key) => `"${key}"`).join(', ')} (known: ${known})`
+        : undefined,
+  });
+}
+
+export const modelEntrySchema = strictObject({
   /** Catalogue name, e.g. `gpt-4o-mini` or `local-llama`. */
   name: z.string().min(1),
   /** Name of a configured provider. */
@@ -18,15 +34,13 @@ export const modelEntrySchema = z.object({
   contextWindow: z.number().int().positive(),
   maxOutputTokens: z.number().int().positive(),
   /** US dollars per million tokens. */
-  pricing: z
-    .object({
-      input: price,
-      output: price,
-      cachedInput: price,
-      /** Anthropic bills cache writes above the input price; defaults to the input price. */
-      cacheWrite: price.optional(),
-    })
-    .default({ input: 0, output: 0, cachedInput: 0 }),
+  pricing: strictObject({
+    input: price,
+    output: price,
+    cachedInput: price,
+    /** Anthropic bills cache writes above the input price; defaults to the input price. */
+    cacheWrite: price.optional(),
+  }).default({ input: 0, output: 0, cachedInput: 0 }),
   /** Catalogue names tried, in order, when this model fails retryably. */
   fallbacks: z.array(z.string().min(1)).default([]),
   /** Catalogue name with a larger context window, used on a context-length error. */
@@ -40,7 +54,7 @@ export type ModelEntry = z.infer<typeof modelEntrySchema>;
 export const providerKinds = ['openai', 'anthropic', 'scripted'] as const;
 export type ProviderKind = (typeof providerKinds)[number];
 
-export const providerEntrySchema = z.object({
+export const providerEntrySchema = strictObject({
   name: z.string().min(1),
   kind: z.enum(providerKinds),
   /** Read from the environment variable named here, never written in the catalogue itself. */
@@ -50,54 +64,52 @@ export const providerEntrySchema = z.object({
 
 export type ProviderEntry = z.infer<typeof providerEntrySchema>;
 
-export const catalogueSchema = z
-  .object({
-    providers: z.array(providerEntrySchema).min(1),
-    models: z.array(modelEntrySchema).min(1),
-    defaultModel: z.string().min(1),
-  })
-  .superRefine((catalogue, context) => {
-    const providers = new Set(catalogue.providers.map((p) => p.name));
-    const models = new Set(catalogue.models.map((m) => m.name));
-    if (providers.size !== catalogue.providers.length) {
+export const catalogueSchema = strictObject({
+  providers: z.array(providerEntrySchema).min(1),
+  models: z.array(modelEntrySchema).min(1),
+  defaultModel: z.string().min(1),
+}).superRefine((catalogue, context) => {
+  const providers = new Set(catalogue.providers.map((p) => p.name));
+  const models = new Set(catalogue.models.map((m) => m.name));
+  if (providers.size !== catalogue.providers.length) {
+    context.addIssue({
+      code: 'custom',
+      message: 'provider names must be unique',
+      path: ['providers'],
+    });
+  }
+  if (models.size !== catalogue.models.length) {
+    context.addIssue({ code: 'custom', message: 'model names must be unique', path: ['models'] });
+  }
+  catalogue.models.forEach((model, index) => {
+    if (!providers.has(model.provider)) {
       context.addIssue({
         code: 'custom',
-        message: 'provider names must be unique',
-        path: ['providers'],
+        message: `unknown provider "${model.provider}"`,
+        path: ['models', index, 'provider'],
       });
     }
-    if (models.size !== catalogue.models.length) {
-      context.addIssue({ code: 'custom', message: 'model names must be unique', path: ['models'] });
-    }
-    catalogue.models.forEach((model, index) => {
-      if (!providers.has(model.provider)) {
+    for (const name of [
+      ...model.fallbacks,
+      ...(model.largerContext ? [model.largerContext] : []),
+    ]) {
+      if (!models.has(name)) {
         context.addIssue({
           code: 'custom',
-          message: `unknown provider "${model.provider}"`,
-          path: ['models', index, 'provider'],
+          message: `unknown model "${name}"`,
+          path: ['models', index],
         });
       }
-      for (const name of [
-        ...model.fallbacks,
-        ...(model.largerContext ? [model.largerContext] : []),
-      ]) {
-        if (!models.has(name)) {
-          context.addIssue({
-            code: 'custom',
-            message: `unknown model "${name}"`,
-            path: ['models', index],
-          });
-        }
-      }
-    });
-    if (!models.has(catalogue.defaultModel)) {
-      context.addIssue({
-        code: 'custom',
-        message: `unknown model "${catalogue.defaultModel}"`,
-        path: ['defaultModel'],
-      });
     }
   });
+  if (!models.has(catalogue.defaultModel)) {
+    context.addIssue({
+      code: 'custom',
+      message: `unknown model "${catalogue.defaultModel}"`,
+      path: ['defaultModel'],
+    });
+  }
+});
 
 export type Catalogue = z.infer<typeof catalogueSchema>;
 
