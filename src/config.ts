@@ -79,7 +79,7 @@ export const configSchema = z.object({
     .url()
     .optional()
     .describe(
-      'Base URL of the OpenAI provider (any OpenAI-compatible server: Ollama, vLLM, OpenRouter).',
+      'Base URL of the OpenAI provider (any OpenAI-compatible server: Ollama, vLLM, OpenRouter); set without OPENAI_API_KEY, a server that needs no key, it enables the default OpenAI models too.',
     ),
   ANTHROPIC_API_KEY: z
     .string()
@@ -87,7 +87,12 @@ export const configSchema = z.object({
     .min(1)
     .optional()
     .describe('Anthropic key; enables the default Claude models.'),
-  ANTHROPIC_BASE_URL: z.url().optional().describe('Base URL of the Anthropic provider.'),
+  ANTHROPIC_BASE_URL: z
+    .url()
+    .optional()
+    .describe(
+      'Base URL of the Anthropic provider; set without ANTHROPIC_API_KEY, a server that needs no key, it enables the default Claude models too.',
+    ),
   WAYMARK_MODELS: z
     .string()
     .transform((text, context): Catalogue => {
@@ -113,7 +118,7 @@ export const configSchema = z.object({
     })
     .optional()
     .describe(
-      'The model catalogue as JSON (providers, models, defaultModel); unset: derived from the keys present.',
+      'The model catalogue as JSON (providers, models, defaultModel); unset: derived from the keys and base URLs present.',
     ),
   WAYMARK_DEFAULT_MODEL: z
     .string()

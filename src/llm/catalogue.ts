@@ -139,11 +139,11 @@ export function costOf(
 export const SCRIPTED_MODEL_NAME = 'scripted';
 
 /**
- * The catalogue used when WAYMARK_MODELS is not set: the vendors whose keys
- * are present (their providers, without a baseUrl of their own, take the
- * vendor's key variable), each with a small and a large model, chained so that each
- * falls back to the other vendor; the offline scripted model when no key
- * is set. Prices are list prices per million tokens at the time of writing;
+ * The catalogue used when WAYMARK_MODELS is not set: the vendors whose key
+ * or base URL variables are set (their providers, without a baseUrl of
+ * their own, take those variables), each with a small and a large model,
+ * chained so that each falls back to the other vendor; the offline
+ * scripted model when none is set. Prices are list prices per million tokens at the time of writing;
  * set WAYMARK_MODELS to keep them current.
  */
 export function defaultCatalogue(keys: { openai: boolean; anthropic: boolean }): Catalogue {

@@ -68,7 +68,7 @@ export function createLlm(options: {
     },
   });
   if (catalogue.providers.some((provider) => provider.kind === 'scripted')) {
-    log.warn('no provider key is set: answers come from the offline scripted model');
+    log.warn('no provider key or base URL is set: answers come from the offline scripted model');
   }
   return {
     catalogue,
@@ -86,8 +86,9 @@ export function resolveCatalogue(config: Config): Catalogue {
   const catalogue =
     config.WAYMARK_MODELS ??
     defaultCatalogue({
-      openai: Boolean(config.OPENAI_API_KEY),
-      anthropic: Boolean(config.ANTHROPIC_API_KEY),
+      // A base URL alone is a server that needs no key (a local Ollama, vLLM).
+      openai: Boolean(config.OPENAI_API_KEY ?? config.OPENAI_BASE_URL),
+      anthropic: Boolean(config.ANTHROPIC_API_KEY ?? config.ANTHROPIC_BASE_URL),
     });
   if (!config.WAYMARK_DEFAULT_MODEL) return catalogue;
   if (!catalogue.models.some((model) => model.name === config.WAYMARK_DEFAULT_MODEL)) {

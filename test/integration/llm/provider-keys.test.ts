@@ -134,4 +134,20 @@ describe('provider keys go only where they belong', () => {
     await llm?.close();
     llm = undefined;
   });
+
+  it('OPENAI_BASE_URL alone (no WAYMARK_MODELS): the default models call that server with a placeholder key', async () => {
+    const env = { LOG_LEVEL: 'silent', OPENAI_BASE_URL: thirdParty.openaiBaseUrl };
+    llm = createLlm({
+      config: loadConfig(env),
+      env,
+      db: handle.db,
+      log: pino({ level: 'silent' }),
+    });
+    await callModel('gpt-4o-mini');
+    const request = thirdParty.requests.at(-1);
+    expect(request?.headers.authorization).toBe('Bearer no-key-needed');
+    expect(request?.body).toMatchObject({ model: 'gpt-4o-mini' });
+    await llm.close();
+    llm = undefined;
+  });
 });
