@@ -3,6 +3,7 @@ import { z } from 'zod';
 import { boolean, checkedList, commaList, decimal, integer, postgresUrl } from './config-values.js';
 import { isOrigin } from './http/cors.js';
 import { type Catalogue, catalogueSchema } from './llm/catalogue.js';
+import { modelSettingProblems } from './llm/model-settings.js';
 import { DEFAULT_COMPLEX_KEYWORDS, parseKeywordList } from './orchestrator/classify-keywords.js';
 import { isHostPattern, parseHostPatterns } from './tools/host-allowlist.js';
 import { BUDGET_LIMITS } from './workflows/budget.js';
@@ -319,7 +320,9 @@ export class ConfigError extends Error {
 
 /**
  * Reads the configuration from an environment. An empty string counts as
- * unset, so `PORT=` in a compose file falls back to the default.
+ * unset, so `PORT=` in a compose file falls back to the default. The
+ * settings checked against the model catalogue (the default and classifier
+ * models, each provider's key variable) are reported with the others.
  */
 export function loadConfig(env: NodeJS.ProcessEnv): Config {
   const input: Record<string, string> = {};
@@ -327,25 +330,48 @@ export function loadConfig(env: NodeJS.ProcessEnv): Config {
     const value = env[name];
     if (value !== undefined && value.trim() !== '') input[name] = value;
   }
-  const renamed = renamedVariablesIn(env);
   const parsed = configSchema.safeParse(input);
-  if (parsed.success) {
-    if (renamed.length > 0) throw new ConfigError(renamed);
-    if (parsed.data.WORKFLOW_LEASE_RENEW_MS >= parsed.data.WORKFLOW_LEASE_MS) {
-      // A lease renewed no sooner than it expires is taken over while its runner is healthy.
-      throw new ConfigError([
-        `WORKFLOW_LEASE_RENEW_MS: must be less than WORKFLOW_LEASE_MS (${parsed.data.WORKFLOW_LEASE_MS})`,
-      ]);
-    }
-    return parsed.data;
-  }
-  const problems = parsed.error.issues.map((issue) => {
-    const name = String(issue.path[0] ?? '(environment)');
-    const given = input[name];
-    const shown = given === undefined || isSecret(name) ? '' : ` (got "${given}")`;
-    return `${name}: ${issue.message}${shown}`;
-  });
-  throw new ConfigError([...renamed, ...problems]);
+  const problems = [
+    ...renamedVariablesIn(env),
+    ...(parsed.success
+      ? crossCheckProblems(parsed.data)
+      : parsed.error.issues.map((issue) => {
+          const name = String(issue.path[0] ?? '(environment)');
+          const given = input[name];
+          const shown = given === undefined || isSecret(name) ? '' : ` (got "${given}")`;
+          return `${name}: ${issue.message}${shown}`;
+        })),
+    ...catalogueProblems(input, env),
+  ];
+  if (problems.length > 0 || !parsed.success) throw new ConfigError(problems);
+  return parsed.data;
+}
+
+function crossCheckProblems(config: Config): string[] {
+  // A lease renewed no sooner than it expires is taken over while its runner is healthy.
+  return config.WORKFLOW_LEASE_RENEW_MS >= config.WORKFLOW_LEASE_MS
+    ? [`WORKFLOW_LEASE_RENEW_MS: must be less than WORKFLOW_LEASE_MS (${config.WORKFLOW_LEASE_MS})`]
+    : [];
+}
+
+const modelSettingsSchema = configSchema.pick({
+  OPENAI_API_KEY: true,
+  OPENAI_BASE_URL: true,
+  ANTHROPIC_API_KEY: true,
+  ANTHROPIC_BASE_URL: true,
+  WAYMARK_MODELS: true,
+  WAYMARK_DEFAULT_MODEL: true,
+  CLASSIFY_WITH_MODEL: true,
+  CLASSIFY_MODEL: true,
+});
+
+/**
+ * The model settings checked against the catalogue, even when an unrelated
+ * variable is wrong; not when one of them is, which its own line reports.
+ */
+function catalogueProblems(input: Record<string, string>, env: NodeJS.ProcessEnv): string[] {
+  const settings = modelSettingsSchema.safeParse(input);
+  return settings.success ? modelSettingProblems(settings.data, env) : [];
 }
 
 /**

@@ -2,12 +2,8 @@ import type { Logger } from 'pino';
 import { type Config, ConfigError } from '../config.js';
 import type { Db } from '../store/database.js';
 import { anthropicModel, createAnthropicClient } from './anthropic/index.js';
-import {
-  type Catalogue,
-  defaultCatalogue,
-  type ModelEntry,
-  type ProviderEntry,
-} from './catalogue.js';
+import type { Catalogue, ModelEntry, ProviderEntry } from './catalogue.js';
+import { modelSettingProblems, providerKeyOf, resolveCatalogue } from './model-settings.js';
 import { createOpenAiClient, openAiModel } from './openai/index.js';
 import { createProviderFetch, type ProviderFetch } from './provider-fetch.js';
 import { createModelRouter, type ModelRouter } from './router/router.js';
@@ -25,9 +21,9 @@ export interface Llm {
 }
 
 /**
- * The one place that reads provider keys and base URLs (from the
- * configuration, or for catalogue providers from the environment variable
- * each one names) and constructs the SDK clients.
+ * The one place that constructs the SDK clients, with each provider's base
+ * URL and key (from the configuration, or from the environment variable a
+ * catalogue provider names: `providerKeyOf`).
  */
 export function createLlm(options: {
   config: Config;
@@ -36,6 +32,9 @@ export function createLlm(options: {
   log: Logger;
 }): Llm {
   const { config, log } = options;
+  // loadConfig has run these checks; a config or env from elsewhere (a test's) gets them too.
+  const problems = modelSettingProblems(config, options.env);
+  if (problems.length > 0) throw new ConfigError(problems);
   const catalogue = resolveCatalogue(config);
   const transport = createProviderFetch();
   const clientsByProvider = new Map(
@@ -82,23 +81,6 @@ export function createLlm(options: {
   };
 }
 
-export function resolveCatalogue(config: Config): Catalogue {
-  const catalogue =
-    config.WAYMARK_MODELS ??
-    defaultCatalogue({
-      // A base URL alone is a server that needs no key (a local Ollama, vLLM).
-      openai: Boolean(config.OPENAI_API_KEY ?? config.OPENAI_BASE_URL),
-      anthropic: Boolean(config.ANTHROPIC_API_KEY ?? config.ANTHROPIC_BASE_URL),
-    });
-  if (!config.WAYMARK_DEFAULT_MODEL) return catalogue;
-  if (!catalogue.models.some((model) => model.name === config.WAYMARK_DEFAULT_MODEL)) {
-    throw new ConfigError([
-      `WAYMARK_DEFAULT_MODEL: "${config.WAYMARK_DEFAULT_MODEL}" is not in the catalogue (${catalogue.models.map((m) => m.name).join(', ')})`,
-    ]);
-  }
-  return { ...catalogue, defaultModel: config.WAYMARK_DEFAULT_MODEL };
-}
-
 function adapterFactory(
   provider: ProviderEntry,
   options: { config: Config; env: NodeJS.ProcessEnv; transport: ProviderFetch },
@@ -111,11 +93,7 @@ function adapterFactory(
         scriptedModel({ modelId: entry.modelId, tokenDelayMs: entry.scriptedTokenDelayMs });
     case 'openai': {
       const client = createOpenAiClient({
-        apiKey: apiKeyOf(provider, options.env, {
-          keyVariable: 'OPENAI_API_KEY',
-          key: config.OPENAI_API_KEY,
-          baseUrl: config.OPENAI_BASE_URL,
-        }),
+        apiKey: apiKeyOf(provider, options),
         baseUrl: provider.baseUrl ?? config.OPENAI_BASE_URL,
         timeoutMs: config.LLM_ATTEMPT_TIMEOUT_MS,
         fetch: options.transport.fetch,
@@ -130,11 +108,7 @@ function adapterFactory(
     }
     case 'anthropic': {
       const client = createAnthropicClient({
-        apiKey: apiKeyOf(provider, options.env, {
-          keyVariable: 'ANTHROPIC_API_KEY',
-          key: config.ANTHROPIC_API_KEY,
-          baseUrl: config.ANTHROPIC_BASE_URL,
-        }),
+        apiKey: apiKeyOf(provider, options),
         baseUrl: provider.baseUrl ?? config.ANTHROPIC_BASE_URL,
         timeoutMs: config.LLM_ATTEMPT_TIMEOUT_MS,
         fetch: options.transport.fetch,
@@ -150,35 +124,12 @@ function adapterFactory(
   }
 }
 
-/** What the SDKs are given for a server that needs no key: they refuse an empty one. */
-const NO_KEY_NEEDED = 'no-key-needed';
-
-/**
- * A provider's key. A provider naming its variable (`apiKeyEnv`) gets that
- * variable's value, and one unset is a configuration error: borrowing
- * another key would send it where it does not belong. Otherwise the
- * vendor's usual variable, but only for a provider without a `baseUrl` of
- * its own, which calls the vendor (or the vendor's base URL variable set
- * beside that key): an OpenAI key sent to a catalogue's Ollama or
- * OpenRouter entry reaches a server that has no business holding it. A
- * server that needs no key (a local Ollama, vLLM) gets a placeholder.
- */
+/** The provider's key; `modelSettingProblems`, checked first, found none missing. */
 function apiKeyOf(
   provider: ProviderEntry,
-  env: NodeJS.ProcessEnv,
-  vendor: { keyVariable: string; key: string | undefined; baseUrl: string | undefined },
+  options: { config: Config; env: NodeJS.ProcessEnv },
 ): string {
-  if (provider.apiKeyEnv) {
-    const named = env[provider.apiKeyEnv]?.trim();
-    if (named) return named;
-    throw new ConfigError([
-      `${provider.apiKeyEnv}: not set; provider "${provider.name}" reads its key from it (apiKeyEnv)`,
-    ]);
-  }
-  if (provider.baseUrl) return NO_KEY_NEEDED;
-  if (vendor.key) return vendor.key;
-  if (vendor.baseUrl) return NO_KEY_NEEDED;
-  throw new ConfigError([
-    `${vendor.keyVariable}: provider "${provider.name}" needs a key: set ${vendor.keyVariable}, or name its variable in the provider's apiKeyEnv`,
-  ]);
+  const found = providerKeyOf(provider, { settings: options.config, env: options.env });
+  if ('problem' in found) throw new ConfigError([found.problem]);
+  return found.key;
 }

@@ -1,6 +1,7 @@
 import type { Logger } from 'pino';
 import { type Config, ConfigError } from '../config.js';
 import type { Catalogue } from '../llm/catalogue.js';
+import { unknownModelProblem } from '../llm/model-settings.js';
 import type { NewEventRow } from '../store/workflow-events.js';
 import { workflowsRepository } from '../store/workflows.js';
 import type { WorkflowTracker } from '../tracker/tracker.js';
@@ -160,7 +161,7 @@ export interface ClassifierSettings {
  * The classifier's configuration, built once at startup: the compiled
  * keyword list, and the check model (CLASSIFY_MODEL, else the catalogue's
  * default) when CLASSIFY_WITH_MODEL is on. An unknown CLASSIFY_MODEL stops
- * the start rather than failing every check later.
+ * the start (loadConfig reports it) rather than failing every check later.
  */
 export function classifierSettings(
   config: Pick<Config, 'CLASSIFY_COMPLEX_KEYWORDS' | 'CLASSIFY_WITH_MODEL' | 'CLASSIFY_MODEL'>,
@@ -169,10 +170,7 @@ export function classifierSettings(
   const keywords = compileKeywords(config.CLASSIFY_COMPLEX_KEYWORDS ?? DEFAULT_COMPLEX_KEYWORDS);
   if (!config.CLASSIFY_WITH_MODEL) return { keywords, checkModel: undefined };
   const checkModel = config.CLASSIFY_MODEL ?? catalogue.defaultModel;
-  if (!catalogue.models.some((model) => model.name === checkModel)) {
-    throw new ConfigError([
-      `CLASSIFY_MODEL: "${checkModel}" is not in the catalogue (${catalogue.models.map((m) => m.name).join(', ')})`,
-    ]);
-  }
+  const problem = unknownModelProblem('CLASSIFY_MODEL', checkModel, catalogue);
+  if (problem) throw new ConfigError([problem]);
   return { keywords, checkModel };
 }

@@ -55,8 +55,11 @@ function startLlm(env: Record<string, string> = {}): Llm {
     pricing: { input: 1, output: 2, cachedInput: 0.5 },
     ...extra,
   });
+  // The providers' key variables: loadConfig checks they are set.
+  const keys = { FAKE_OPENAI_KEY: 'sk-fake', FAKE_ANTHROPIC_KEY: 'sk-ant-fake' };
   const config = loadConfig({
     LOG_LEVEL: 'silent',
+    ...keys,
     WAYMARK_MODELS: JSON.stringify({
       providers: [
         {
@@ -98,7 +101,7 @@ function startLlm(env: Record<string, string> = {}): Llm {
   });
   llm = createLlm({
     config,
-    env: { FAKE_OPENAI_KEY: 'sk-fake', FAKE_ANTHROPIC_KEY: 'sk-ant-fake' },
+    env: keys,
     db: handle.db,
     log: pino({ level: 'silent' }),
   });

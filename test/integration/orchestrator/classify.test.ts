@@ -46,10 +46,11 @@ function startLlm(env: Record<string, string>): {
   llm: Llm;
   config: ReturnType<typeof loadConfig>;
 } {
-  const config = loadConfig({ LOG_LEVEL: 'silent', CLASSIFY_WITH_MODEL: 'true', ...env });
+  const keys = { FAKE_OPENAI_KEY: 'sk-fake' };
+  const config = loadConfig({ LOG_LEVEL: 'silent', CLASSIFY_WITH_MODEL: 'true', ...keys, ...env });
   llm = createLlm({
     config,
-    env: { FAKE_OPENAI_KEY: 'sk-fake' },
+    env: keys,
     db: handle.db,
     log: pino({ level: 'silent' }),
   });

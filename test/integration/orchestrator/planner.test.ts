@@ -42,7 +42,8 @@ afterEach(async () => {
 
 function startLlm(env: Record<string, string>): Llm {
   llm = createLlm({
-    config: loadConfig({ LOG_LEVEL: 'silent', ...env }),
+    // The provider's key variable: loadConfig checks it is set.
+    config: loadConfig({ LOG_LEVEL: 'silent', FAKE_OPENAI_KEY: 'sk-fake', ...env }),
     env: { FAKE_OPENAI_KEY: 'sk-fake' },
     db: handle.db,
     log: pino({ level: 'silent' }),

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { loadConfig } from '../../../src/config.js';
-import { resolveCatalogue } from '../../../src/llm/create-llm.js';
+import { resolveCatalogue } from '../../../src/llm/model-settings.js';
 
 /**
  * Without WAYMARK_MODELS, a vendor's base URL variable set alone (a server

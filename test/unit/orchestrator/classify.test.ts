@@ -268,16 +268,18 @@ describe('classifierSettings', () => {
     expect(settings.keywords.keywords).toEqual(DEFAULT_COMPLEX_KEYWORDS);
   });
 
+  // loadConfig checks CLASSIFY_MODEL against its own catalogue, so these set it afterwards.
+  const on = loadConfig({ CLASSIFY_WITH_MODEL: 'true' });
+
   it('asks CLASSIFY_MODEL, else the system default model', () => {
-    const on = { CLASSIFY_WITH_MODEL: 'true' };
-    expect(classifierSettings(loadConfig(on), catalogue).checkModel).toBe('big');
-    expect(
-      classifierSettings(loadConfig({ ...on, CLASSIFY_MODEL: 'cheap' }), catalogue).checkModel,
-    ).toBe('cheap');
+    expect(classifierSettings(on, catalogue).checkModel).toBe('big');
+    expect(classifierSettings({ ...on, CLASSIFY_MODEL: 'cheap' }, catalogue).checkModel).toBe(
+      'cheap',
+    );
   });
 
   it('refuses a CLASSIFY_MODEL that is not in the catalogue', () => {
-    const config = loadConfig({ CLASSIFY_WITH_MODEL: 'true', CLASSIFY_MODEL: 'nope' });
+    const config = { ...on, CLASSIFY_MODEL: 'nope' };
     expect(() => classifierSettings(config, catalogue)).toThrow(ConfigError);
     expect(() => classifierSettings(config, catalogue)).toThrow(/CLASSIFY_MODEL: "nope"/);
   });
