@@ -51,6 +51,14 @@ describe('a replica paused past its lease while it runs a workflow', () => {
       mode: 'simple',
     });
     await within(onA.started, 20_000, 'the model call streaming on A');
+    // A's start is written with its first events, a few ms after the call began; paused
+    // before that, the workflow would still be queued, and B would run it afresh.
+    await waitFor(
+      async () =>
+        (await storedEventsOf(database.url, id)).some((e) => e.type === 'llm_call') || undefined,
+      'A writing its start',
+      20_000,
+    );
 
     // A stalls for longer than its lease: B takes the workflow over and calls the model.
     process.kill(a.pid, 'SIGSTOP');
