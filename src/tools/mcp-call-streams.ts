@@ -8,27 +8,32 @@ import type { GuardedFetch } from './guarded-fetch.js';
  * server's whole timeout. Watching the stream here lets the call fail at
  * once, saying why.
  *
- * A call is known by its idempotency key, which it sends in its `_meta`
- * (MCP_CALL_KEY_META); tool authors can use it as HTTP tools use their
- * `Idempotency-Key` header. A stream that gave an event id is resumable:
- * the SDK reconnects to it with `Last-Event-ID`, so its end is not a loss.
+ * A call request is known by the id it sends in its `_meta`
+ * (MCP_CALL_ID_META), unique to it: its idempotency key (which it sends
+ * too, for tool authors) may repeat, when a model gives two calls of one
+ * turn the same id. A stream that gave an event id is resumable: the SDK
+ * reconnects to it with `Last-Event-ID`, so its end is not a loss.
  */
 
-/** The `_meta` entry of a `tools/call` holding the call's idempotency key. */
+/** The `_meta` entry of a `tools/call` holding the call's idempotency key (workflow, step and call). */
 export const MCP_CALL_KEY_META = 'waymark/idempotency-key';
+/** The `_meta` entry of a `tools/call` holding the request's own id. */
+export const MCP_CALL_ID_META = 'waymark/call-id';
 
 export class McpCallStreams {
-  readonly #listeners = new Map<string, Set<() => void>>();
+  readonly #listeners = new Map<string, () => void>();
 
-  /** `fetch` that watches every event stream answering a keyed `tools/call`. */
+  /** `fetch` that watches every event stream answering a `tools/call` that carries its id. */
   watch(fetch: GuardedFetch): GuardedFetch {
     return async (input, init) => {
       const response = await fetch(input, init);
-      const key = callKey(init);
+      const callId = callIdOf(init);
       const body = response.body;
       const isEventStream = response.headers.get('content-type')?.includes('text/event-stream');
-      if (key === undefined || body === null || !response.ok || !isEventStream) return response;
-      return new Response(this.#watched(body, key), {
+      if (callId === undefined || body === null || !response.ok || !isEventStream) {
+        return response;
+      }
+      return new Response(this.#watched(body, callId), {
         status: response.status,
         statusText: response.statusText,
         headers: response.headers,
@@ -36,29 +41,22 @@ export class McpCallStreams {
     };
   }
 
-  /** Calls `lost` if the stream answering the call `key` ends without being resumable; returns the unsubscribe. */
-  onLost(key: string, lost: () => void): () => void {
-    const listeners = this.#listeners.get(key) ?? new Set();
-    listeners.add(lost);
-    this.#listeners.set(key, listeners);
+  /** Calls `lost` if the stream answering the call `callId` ends without being resumable; returns the unsubscribe. */
+  onLost(callId: string, lost: () => void): () => void {
+    this.#listeners.set(callId, lost);
     return () => {
-      listeners.delete(lost);
-      if (listeners.size === 0 && this.#listeners.get(key) === listeners) {
-        this.#listeners.delete(key);
-      }
+      if (this.#listeners.get(callId) === lost) this.#listeners.delete(callId);
     };
   }
 
-  #watched(body: ReadableStream<Uint8Array>, key: string): ReadableStream<Uint8Array> {
+  #watched(body: ReadableStream<Uint8Array>, callId: string): ReadableStream<Uint8Array> {
     const reader = body.getReader();
     const ids = new EventIdScan();
     const ended = () => {
       if (ids.found) return;
       // After the SDK has parsed what came before the end (promise jobs): a result
       // in the stream's last bytes has settled its call first.
-      setImmediate(() => {
-        for (const lost of this.#listeners.get(key) ?? []) lost();
-      });
+      setImmediate(() => this.#listeners.get(callId)?.());
     };
     return new ReadableStream<Uint8Array>({
       async pull(controller) {
@@ -83,18 +81,18 @@ export class McpCallStreams {
   }
 }
 
-/** The idempotency key of a `tools/call` request's body, if it is one. */
-function callKey(init: RequestInit | undefined): string | undefined {
+/** The id of a `tools/call` request's body, if it is one that carries it. */
+function callIdOf(init: RequestInit | undefined): string | undefined {
   const body = init?.body;
-  if (init?.method !== 'POST' || typeof body !== 'string' || !body.includes(MCP_CALL_KEY_META)) {
+  if (init?.method !== 'POST' || typeof body !== 'string' || !body.includes(MCP_CALL_ID_META)) {
     return undefined;
   }
   const message = JSON.parse(body) as {
     method?: unknown;
     params?: { _meta?: Record<string, unknown> };
   };
-  const key = message.params?._meta?.[MCP_CALL_KEY_META];
-  return message.method === 'tools/call' && typeof key === 'string' ? key : undefined;
+  const callId = message.params?._meta?.[MCP_CALL_ID_META];
+  return message.method === 'tools/call' && typeof callId === 'string' ? callId : undefined;
 }
 
 /**

@@ -1,3 +1,4 @@
+import { randomUUID } from 'node:crypto';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import type { CallToolResult } from '@modelcontextprotocol/sdk/types.js';
@@ -9,7 +10,7 @@ import { createGuardedFetch } from './guarded-fetch.js';
 import { untilAborted } from './guarded-request.js';
 import { type HttpToolPolicy, idempotencyKey, isHostAllowed } from './http-tool.js';
 import { InvalidParametersSchema, parametersFromJsonSchema } from './json-schema-parameters.js';
-import { MCP_CALL_KEY_META, McpCallStreams } from './mcp-call-streams.js';
+import { MCP_CALL_ID_META, MCP_CALL_KEY_META, McpCallStreams } from './mcp-call-streams.js';
 import { listTools } from './mcp-list-tools.js';
 import type { McpToolLists } from './mcp-tool-lists.js';
 import { toolResultFromMcp } from './mcp-tool-result.js';
@@ -296,17 +297,17 @@ async function callMcpTool(call: {
   ctx: ToolContext;
 }): Promise<ToolResult> {
   const { server, ctx } = call;
-  const key = idempotencyKey(ctx);
+  const callId = randomUUID();
   const lost = new AbortController();
   let unwatch = () => {};
   try {
     const { client, calls } = await call.channel();
-    unwatch = calls.onLost(key, () => lost.abort());
+    unwatch = calls.onLost(callId, () => lost.abort());
     const result = await client.callTool(
       {
         name: call.toolName,
         arguments: call.args as Record<string, unknown>,
-        _meta: { [MCP_CALL_KEY_META]: key },
+        _meta: { [MCP_CALL_KEY_META]: idempotencyKey(ctx), [MCP_CALL_ID_META]: callId },
       },
       undefined,
       { signal: AbortSignal.any([ctx.signal, lost.signal]), timeout: server.timeout_ms },

@@ -3,7 +3,7 @@ import pino from 'pino';
 import { afterEach, describe, expect, it } from 'vitest';
 import type { McpServerRow } from '../../../src/store/schema.js';
 import { connectMcpTools } from '../../../src/tools/mcp-tools.js';
-import type { ToolContext } from '../../../src/tools/types.js';
+import type { ToolContext, ToolResult } from '../../../src/tools/types.js';
 import {
   acceptNotification,
   INITIALIZE_RESULT,
@@ -35,6 +35,8 @@ type CallScript = (message: RawRpc, response: ServerResponse) => void;
 async function callThrough(
   onCall: CallScript,
   onGet?: (request: IncomingMessage, response: ServerResponse) => void,
+  /** Calls made at once, all with the same context. */
+  count = 1,
 ) {
   const calls: RawRpc[] = [];
   server = await startRawMcpServer((message, response) => {
@@ -71,7 +73,8 @@ async function callThrough(
     signal: new AbortController().signal,
   };
   try {
-    return { result: await tool.execute({}, ctx), calls };
+    const results = await Promise.all(Array.from({ length: count }, () => tool.execute({}, ctx)));
+    return { result: results[0] as ToolResult, results, calls };
   } finally {
     await toolset.close();
   }
@@ -137,6 +140,26 @@ describe('a tool call whose event stream ends without its result', () => {
     );
     expect(resumedFrom).toBe('ev-1');
     expect(result).toEqual({ content: 'resumed' });
+  }, 10_000);
+
+  it('two calls with one idempotency key (a model repeating a call id): the first ending does not fail the second', async () => {
+    let seen = 0;
+    const { results } = await callThrough(
+      (message, response) => {
+        const which = ++seen;
+        openStream(response);
+        const rpc = {
+          jsonrpc: '2.0',
+          id: message.id,
+          result: { content: [{ type: 'text', text: `done ${which}` }] },
+        };
+        const end = () => response.end(`event: message\ndata: ${JSON.stringify(rpc)}\n\n`);
+        setTimeout(end, which === 1 ? 50 : 400);
+      },
+      undefined,
+      2,
+    );
+    expect(results).toEqual([{ content: 'done 1' }, { content: 'done 2' }]);
   }, 10_000);
 
   it('the call carries its idempotency key (workflow, step and call) in _meta', async () => {
