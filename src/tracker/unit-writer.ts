@@ -47,14 +47,20 @@ export interface UnitWriterOptions {
  * Writes a workflow tracker's queue one unit at a time (write-queue.ts):
  * one statement for the unit's events, writes and token text, or its
  * transition's statement with them; then delivers what committed to this
- * replica's subscribers, in order, and tells the waiters. A failure of
- * what nobody waited for is kept until a caller that waits is told
- * (`throwUnreported`).
+ * replica's subscribers, in order, and tells the waiters.
+ *
+ * A unit that fails stops the writer: what it took along is lost, so
+ * nothing after it may be written as if it had committed (a run's deferred
+ * start failing must not leave its turns and events written on a workflow
+ * that never started). Every later unit fails with the same error, and so
+ * does every later call that waits (`throwUnreported`), until the run,
+ * settling, has drained its queue and forgets it (`forgetUnreported`) to
+ * write how it ends.
  */
 export function createUnitWriter(options: UnitWriterOptions) {
   const { hub, tenantId, workflowId } = options;
   const workflowEvents = workflowEventsRepository(options.db);
-  let unreported: { error: unknown } | undefined;
+  let failed: { error: unknown } | undefined;
   let created = options.created;
 
   async function writeUnit(unit: Unit): Promise<void> {
@@ -65,6 +71,7 @@ export function createUnitWriter(options: UnitWriterOptions) {
     const inline = tokens && (events.length > 0 || statement) ? tokens : undefined;
     const between = inline && { text: inline.text, afterEvents: inline.afterEvents };
     try {
+      if (failed) throw failed.error;
       if (created) {
         await created;
         created = undefined;
@@ -99,21 +106,19 @@ export function createUnitWriter(options: UnitWriterOptions) {
     } catch (error) {
       for (const item of [...items, ...after]) item.waiter?.reject(error);
       tokens?.waiter?.reject(error);
-      if (statement) {
-        // The statement's caller is told; what it took along is lost with it.
-        statement.waiter.reject(error);
-      } else if (items.some((item) => !item.waiter)) {
-        unreported ??= { error };
-        // Refused because the workflow ended meanwhile (a cancel): expected, and said by its end;
-        // or never written, the run having been superseded.
-        const ended =
-          (error instanceof AppError && error.code === 'workflow_finished') ||
-          error instanceof EarlyStartSuperseded;
-        options.log[ended ? 'debug' : 'warn'](
-          { err: error, workflowId },
-          'writing queued events failed',
-        );
-      }
+      // The statement's caller is told; what it took along is lost with it.
+      statement?.waiter.reject(error);
+      if (failed) return;
+      failed = { error };
+      // Refused because the workflow ended meanwhile (a cancel): expected, and said by its end;
+      // or never written, the run having been superseded.
+      const ended =
+        (error instanceof AppError && error.code === 'workflow_finished') ||
+        error instanceof EarlyStartSuperseded;
+      options.log[ended ? 'debug' : 'warn'](
+        { err: error, workflowId },
+        'a workflow write failed; nothing more of this run is written',
+      );
     }
   }
 
@@ -154,14 +159,13 @@ export function createUnitWriter(options: UnitWriterOptions) {
   return {
     write: writeUnit,
     fitsInline: (text: string) => inlineNotifyBytes(text) <= MAX_INLINE_TOKEN_BYTES,
-    /** Throws the failure of a unit nobody waited for, once. */
+    /** Throws the failure that stopped the writer, if one did. */
     throwUnreported(): void {
-      const failure = unreported;
-      unreported = undefined;
-      if (failure) throw failure.error;
+      if (failed) throw failed.error;
     },
+    /** Lets the writer write again: the run has drained its queue and writes how it ends. */
     forgetUnreported(): void {
-      unreported = undefined;
+      failed = undefined;
     },
   };
 }

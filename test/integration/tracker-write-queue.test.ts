@@ -244,7 +244,7 @@ describe("The WorkflowTracker's write queue", () => {
     expect(await storedTurns(workflowId)).toEqual([]);
   });
 
-  it('a queued event that cannot be written fails the next call that waits, once', async () => {
+  it('a queued event that cannot be written stops the writer: every later write fails until the run drains', async () => {
     const workflowId = await newWorkflow();
     const tracker = trackerFor(workflowId);
     await tracker.begin();
@@ -252,7 +252,13 @@ describe("The WorkflowTracker's write queue", () => {
     tracker.enqueue('warning', null, 'info', { text: 'nul \u0000 here' });
     await new Promise((resolve) => setTimeout(resolve, 100));
     await expect(tracker.emit('warning', null, 'info', { text: 'fine' })).rejects.toThrow();
-    const next = await tracker.emit('warning', null, 'info', { text: 'fine again' });
+    // Written after the lost event as if it had committed: refused too.
+    tracker.enqueue('warning', null, 'info', { text: 'queued after' });
+    await expect(tracker.emit('warning', null, 'info', { text: 'fine again' })).rejects.toThrow();
+    expect(await storedSeqs(workflowId)).toEqual([1]);
+    // Settling, the run drains its queue; then it may write how it ends.
+    await tracker.drain();
+    const next = await tracker.emit('warning', null, 'info', { text: 'the end' });
     expect(next.seq).toBe(2);
     expect(await storedSeqs(workflowId)).toEqual([1, 2]);
   });
