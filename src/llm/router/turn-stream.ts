@@ -114,7 +114,11 @@ export class TurnStream implements AsyncIterableIterator<StreamPart> {
   readonly #failed = async (thrown: unknown): Promise<IteratorResult<StreamPart>> => {
     const attempt = this.#attempt as Attempt;
     const error: LlmError = attempt.failed(thrown);
+    const parts = this.#parts;
     this.#close();
+    // Failed by its bounds, the adapter is paused midway: ended, it runs its own
+    // cleanup (its idle watchdog's timer, the SDK's stream). Its failure then is moot.
+    parts?.return?.().catch(() => undefined);
     this.#step = await this.turn.failed(this.#step as AttemptStep, error, attempt.yieldedAny);
     return this.next();
   };
