@@ -215,8 +215,19 @@ export function createEventHub(options: EventHubOptions) {
     next.on('notification', onNotification);
     next.on('error', (error) => dropConnection(next, error));
     next.on('end', () => dropConnection(next, new Error('the listening connection ended')));
-    await next.connect();
-    await next.query(`LISTEN ${EVENTS_CHANNEL}`);
+    try {
+      await next.connect();
+      await next.query(`LISTEN ${EVENTS_CHANNEL}`);
+    } catch (error) {
+      // A connection that is up but could not LISTEN (a standby, say) would stay open.
+      await next.end().catch(() => undefined);
+      throw error;
+    }
+    // Closed while connecting: the connection is not kept, and nothing reconnects.
+    if (closed) {
+      await next.end().catch(() => undefined);
+      return;
+    }
     client = next;
     healthy = true;
     options.onListening?.(true);
@@ -245,6 +256,7 @@ export function createEventHub(options: EventHubOptions) {
     clearTimeout(reconnectTimer);
     reconnectTimer = setTimeout(() => {
       connect().catch((error: unknown) => {
+        if (closed) return;
         log.warn({ err: error }, 'reconnecting the listening connection failed');
         reconnectDelayMs = Math.min(reconnectDelayMs * 2, 5_000);
         scheduleReconnect();
