@@ -18,7 +18,7 @@ type LockHolder = 'this_cluster' | 'other_process' | 'unknown';
  * running process and is left alone (PostgreSQL then refuses to start).
  *
  * The lock file outlives a crash or a reboot, and by then its pid may be any
- * process's: any daemon's parent is init too. So only a process shown to be
+ * process's, and every daemon's parent is init too. So only a process shown to be
  * this cluster's server is signalled; a live process shown to be another is
  * left alone and the stale file removed, as PostgreSQL removes one whose pid
  * is dead; a process that cannot be inspected (not Linux, another user's) is
