@@ -21,9 +21,10 @@ import {
   startSimplePathLoad,
   type TimedRun,
 } from './load.js';
-import { startBenchProvider } from './provider.js';
+import { startBenchProvider, type TimeInside } from './provider.js';
 import {
   HIGH_CONCURRENCY,
+  type OverheadParts,
   type PhaseResult,
   type Plan,
   printSummary,
@@ -41,7 +42,9 @@ import type { ServiceTarget } from './workload.js';
  *   throughput   workflows finished per second of the phase;
  *   overhead     per workflow, its wall time minus the time spent inside the
  *                fake provider (request arrival to response end, summed over
- *                its two requests): what Waymark and the client cost;
+ *                its two requests): what Waymark and the client cost; and
+ *                its parts: before the first model request arrives, between
+ *                the calls, after the last response ends;
  *   round trips  Postgres round trips per workflow, by statement kind (see
  *                bench/support/db-roundtrips.ts for how they are counted).
  *
@@ -93,6 +96,21 @@ export async function run(args: string[]): Promise<void> {
     (signal, cleanups) => benchmark(plan, signal, cleanups),
     printSummary,
   );
+}
+
+/**
+ * Where each workflow's overhead falls, on the load thread's clock: from
+ * sending the POST to the first model request's arrival, between the model
+ * calls, and from the last response's end to reading `workflow_end`.
+ */
+function overheadParts(runs: TimedRun[]): OverheadParts {
+  const part = (of: (run: TimedRun, inside: TimeInside) => number) =>
+    summarise(runs.flatMap((run) => (run.inside ? [of(run, run.inside)] : [])));
+  return {
+    beforeFirstCall: part((run, inside) => inside.firstArrivedAt - run.startedAt),
+    betweenCalls: part((_run, inside) => inside.betweenMs),
+    afterLastCall: part((run, inside) => run.startedAt + run.wallMs - inside.lastEndedAt),
+  };
 }
 
 function parsePlan(args: string[]): Plan {
@@ -249,6 +267,7 @@ async function benchmark(plan: Plan, signal: AbortSignal, cleanups: Cleanup[]): 
       overheadMs: inside
         ? summarise(runs.map((one) => one.wallMs - (one.inside?.ms ?? 0)))
         : undefined,
+      overheadParts: inside ? overheadParts(runs) : undefined,
       statements: counter?.snapshot(),
       cpuMsPerWorkflow: (processCpu.user + processCpu.system) / 1000 / runs.length,
       cpuParts: partsBefore && partsAfter ? cpuBetween(partsBefore, partsAfter) : undefined,

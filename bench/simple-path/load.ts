@@ -2,7 +2,7 @@ import http from 'node:http';
 import { isMainThread } from 'node:worker_threads';
 import { serveLoadRequests } from '../support/load-thread.js';
 import { currentTaskId } from '../support/machine-cpu.js';
-import { startBenchProvider } from './provider.js';
+import { startBenchProvider, type TimeInside } from './provider.js';
 import { runWorkflows, type ServiceTarget, type WorkflowRun } from './workload.js';
 
 /**
@@ -13,8 +13,16 @@ import { runWorkflows, type ServiceTarget, type WorkflowRun } from './workload.j
 
 export interface TimedRun extends WorkflowRun {
   /** Time spent inside the fake provider for this workflow, and its requests; undefined when the fake runs elsewhere. */
-  inside: { ms: number; requests: number } | undefined;
+  inside: TimeInside | undefined;
 }
+
+const NO_REQUESTS: TimeInside = {
+  ms: 0,
+  requests: 0,
+  firstArrivedAt: Number.NaN,
+  lastEndedAt: Number.NaN,
+  betweenMs: 0,
+};
 
 export type LoadRequest =
   | { kind: 'start'; provider: { port: number; host: string } | undefined; maxSockets: number }
@@ -52,7 +60,10 @@ export async function startSimplePathLoad(options: {
     async run(input) {
       const { runs, elapsedMs } = await runWorkflows({ ...input, agent, signal });
       return {
-        runs: runs.map((one) => ({ ...one, inside: provider?.timeInside(one.n) })),
+        runs: runs.map((one) => ({
+          ...one,
+          inside: provider ? (provider.timeInside(one.n) ?? NO_REQUESTS) : undefined,
+        })),
         elapsedMs,
       };
     },

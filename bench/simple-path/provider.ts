@@ -52,13 +52,21 @@ export function answerTwoTurns(request: RecordedRequest): FakeResponse {
   return messagesOf(request).some((message) => message.role === 'tool') ? ANSWER : TOOL_CALL;
 }
 
+/** Workflow `n`'s time inside the fake, its requests being one after another. */
+export interface TimeInside {
+  /** Request arrival to response end, summed over its requests. */
+  ms: number;
+  requests: number;
+  /** `performance.now()` of this thread: the first request's arrival, the last response's end. */
+  firstArrivedAt: number;
+  lastEndedAt: number;
+  /** From each response's end to the next request's arrival, summed: the service's work between model calls. */
+  betweenMs: number;
+}
+
 export interface BenchProvider {
   server: FakeProviderServer;
-  /**
-   * Milliseconds spent inside the fake for workflow `n` (request arrival to
-   * response end, summed over its requests), and how many requests it made.
-   */
-  timeInside(n: number): { ms: number; requests: number };
+  timeInside(n: number): TimeInside | undefined;
   /** Requests that carried no bench question (a misconfigured run). */
   strayRequests(): number;
 }
@@ -68,7 +76,7 @@ export async function startBenchProvider(options: {
   port: number;
   host: string;
 }): Promise<BenchProvider> {
-  const inside = new Map<number, { ms: number; requests: number }>();
+  const inside = new Map<number, TimeInside>();
   let stray = 0;
   const server = await startFakeProviderServer({
     ...options,
@@ -81,15 +89,26 @@ export async function startBenchProvider(options: {
         stray += 1;
         return;
       }
-      const sum = inside.get(n) ?? { ms: 0, requests: 0 };
+      const sum = inside.get(n);
+      if (!sum) {
+        inside.set(n, {
+          ms: span.endedAt - span.arrivedAt,
+          requests: 1,
+          firstArrivedAt: span.arrivedAt,
+          lastEndedAt: span.endedAt,
+          betweenMs: 0,
+        });
+        return;
+      }
       sum.ms += span.endedAt - span.arrivedAt;
       sum.requests += 1;
-      inside.set(n, sum);
+      sum.betweenMs += span.arrivedAt - sum.lastEndedAt;
+      sum.lastEndedAt = span.endedAt;
     },
   });
   return {
     server,
-    timeInside: (n) => inside.get(n) ?? { ms: 0, requests: 0 },
+    timeInside: (n) => inside.get(n),
     strayRequests: () => stray,
   };
 }

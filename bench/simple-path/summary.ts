@@ -32,6 +32,13 @@ export interface Plan {
   idempotencyKeys: boolean;
 }
 
+/** A workflow's overhead by where it falls around the model calls (index.ts). */
+export interface OverheadParts {
+  beforeFirstCall: Percentiles;
+  betweenCalls: Percentiles;
+  afterLastCall: Percentiles;
+}
+
 export interface PhaseResult {
   concurrency: number;
   workflows: number;
@@ -40,6 +47,7 @@ export interface PhaseResult {
   /** Undefined when the fake runs elsewhere. */
   insideProviderMs: Percentiles | undefined;
   overheadMs: Percentiles | undefined;
+  overheadParts: OverheadParts | undefined;
   /** Undefined when the service runs elsewhere. */
   statements: StatementCount[] | undefined;
   /** CPU time of this process, every thread (the load's too when it runs here), per workflow. */
@@ -76,6 +84,15 @@ function phaseLines(phase: PhaseResult): string[] {
     `    overhead         ${formatMs(phase.overheadMs)}`,
     `    this process: ${round(phase.cpuMsPerWorkflow, 2)} ms CPU per workflow (every thread), the service's event loop ${Math.round(phase.eventLoopUtilization * 100)}% busy`,
   ];
+  const parts = phase.overheadParts;
+  if (parts) {
+    const each = (name: string, values: Percentiles) =>
+      `${name} p50 ${round(values.p50, 2)} (mean ${round(values.mean, 2)})`;
+    lines.push(
+      `      by part, ms: ${each('before the first model call', parts.beforeFirstCall)}, ` +
+        `${each('between the calls', parts.betweenCalls)}, ${each('after the last', parts.afterLastCall)}`,
+    );
+  }
   if (phase.cpuParts) lines.push(cpuLine(phase.cpuParts, phase.workflows));
   const perWorkflow = roundTripsPerWorkflow(phase);
   if (!phase.statements || perWorkflow === undefined) {

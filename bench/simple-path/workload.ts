@@ -24,6 +24,8 @@ export interface ServiceTarget {
 export interface WorkflowRun {
   /** The number in the workflow's question. */
   n: number;
+  /** `performance.now()` of the client's thread when the request was sent. */
+  startedAt: number;
   wallMs: number;
 }
 
@@ -59,7 +61,7 @@ export async function runWorkflows(
         // Not aborted mid-flight: an interrupt lets the workflows in flight
         // finish (milliseconds), then every loop stops here.
         const url = urls[n % urls.length] as URL;
-        runs.push({ n, wallMs: await runWorkflow(url, options, n) });
+        runs.push({ n, ...(await runWorkflow(url, options, n)) });
       } catch (error) {
         failed.abort(error);
         return;
@@ -75,12 +77,12 @@ export async function runWorkflows(
 
 const END_FRAME = 'event: workflow_end\n';
 
-/** One workflow, streamed; resolves with its wall time once `workflow_end` says it completed. */
+/** One workflow, streamed; resolves with its start and wall time once `workflow_end` says it completed. */
 function runWorkflow(
   url: URL,
   options: Pick<LoadOptions, 'target' | 'agent'>,
   n: number,
-): Promise<number> {
+): Promise<Omit<WorkflowRun, 'n'>> {
   const { target, agent } = options;
   const body = JSON.stringify({
     input: benchQuestion(n),
@@ -132,7 +134,7 @@ function runWorkflow(
         // The stream ends after workflow_end; reading it to the end frees the keep-alive socket.
         response.once('end', () => {
           if (failure) return reject(failure);
-          if (wallMs !== undefined) return resolve(wallMs);
+          if (wallMs !== undefined) return resolve({ startedAt: started, wallMs });
           const status = response.statusCode;
           reject(
             new Error(
