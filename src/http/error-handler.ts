@@ -11,7 +11,7 @@ import type {
 import { hasZodFastifySchemaValidationErrors } from 'fastify-type-provider-zod';
 import FindMyWay, { type HTTPMethod } from 'find-my-way';
 import { AppError, type FieldProblem, toAppError } from '../errors.js';
-import { isDatabaseUnavailable } from '../store/database.js';
+import { isDatabaseUnavailable, isStatementGivenUp } from '../store/database.js';
 import type { CorsHeaders } from './cors.js';
 import { PROBLEM_CONTENT_TYPE, sendProblem, toProblem } from './problem.js';
 
@@ -237,6 +237,19 @@ function fromFastifyError(error: FastifyError): AppError {
       code: 'database_unavailable',
       status: 503,
       userMessage: 'The database is unavailable',
+      blame: 'system',
+      retryable: true,
+      headers: { 'Retry-After': '1' },
+      cause: error,
+    });
+  }
+  if (isStatementGivenUp(error)) {
+    // Its statement rolled back for what else was happening then (a lock not had in time, a deadlock).
+    return new AppError({
+      code: 'database_busy',
+      status: 503,
+      userMessage:
+        'The database gave up on the request for now (a lock wait or a deadlock); retry it',
       blame: 'system',
       retryable: true,
       headers: { 'Retry-After': '1' },

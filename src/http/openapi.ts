@@ -43,8 +43,8 @@ export async function registerOpenApi(app: FastifyInstance): Promise<void> {
 /**
  * What the document says every route may answer besides its own
  * responses, each a route's own schema may still state: 500 (a bug) and
- * 503 (shutting down, or the database cannot be reached); with path
- * parameters, the router's 400 `invalid_url` and 414
+ * 503 (shutting down, the database cannot be reached or gave up on a
+ * statement); with path parameters, the router's 400 `invalid_url` and 414
  * `path_parameter_too_long`; with a method that carries a body, 413
  * `payload_too_large` and 415 `unsupported_media_type`. Problems are
  * documented as what they are served as, application/problem+json.

@@ -1,5 +1,5 @@
 import { AppError } from '../errors.js';
-import { isDatabaseUnavailable } from '../store/database.js';
+import { isDatabaseUnavailable, isStatementGivenUp } from '../store/database.js';
 import { LeaseLostError } from '../store/workflows.js';
 import {
   endingsOfOpenWork,
@@ -51,7 +51,8 @@ export async function failAfterTakeovers(run: Run, error: WorkflowError): Promis
  * makes no transition of its own unless it was stopped by a shutdown: a
  * cancel has ended the workflow already, and a lost lease means another
  * runner owns it now. A run failed by its database going away hands the
- * workflow over, as a shutdown does, rather than failing it. Any other
+ * workflow over, as a shutdown does, rather than failing it, and so does
+ * a statement PostgreSQL gave up on for the moment. Any other
  * error fails the workflow, ending the calls and the stage attempt the run
  * had started (open-work.ts), after what it queued.
  */
@@ -89,14 +90,17 @@ export async function settleAfterError(run: Run, error: unknown): Promise<void> 
           run.log.warn('the workflow was taken over while its run stalled; the run stopped');
           return;
         }
-        if (isDatabaseUnavailable(error)) {
-          // A database out of reach, or a connection lost, fails the step,
+        if (isDatabaseUnavailable(error) || isStatementGivenUp(error)) {
+          // A database out of reach, a connection lost, or a statement
+          // PostgreSQL gave up on for the moment (a lock wait past
+          // lock_timeout during a migration, a deadlock) fails the step,
           // not the workflow: what the run persisted stands, and another
           // run resumes from it, at the next sweep once the lease is handed
           // over, or once it expires while the database is still away.
+          // One that keeps failing ends at WORKFLOW_MAX_TAKEOVERS.
           run.log.warn(
             { err: error },
-            'the database was out of reach; the workflow is handed over to resume from its last persisted turn',
+            'a database statement failed for now; the workflow is handed over to resume from its last persisted turn',
           );
           await handOver(run).catch((handOverError: unknown) =>
             run.log.warn(

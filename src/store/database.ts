@@ -117,14 +117,6 @@ export function endsSession(error: pg.DatabaseError): boolean {
 }
 
 /**
- * Whether `error` says the database cannot be reached or went away, so the
- * same request may well succeed a moment later: no connection free within
- * the pool's wait, a connection refused or lost (class 08 but 08P01, a
- * protocol violation, which would only happen again), PostgreSQL shutting
- * down, crashed or starting (57P01-57P03), or out of connection slots
- * (53300).
- */
-/**
  * PostgreSQL refused the values themselves (SQLSTATE class 22, a data
  * exception such as a number out of range; class 23, a constraint): the
  * same write fails again however often it is retried.
@@ -133,6 +125,30 @@ export function isValueRefused(error: unknown): boolean {
   return error instanceof pg.DatabaseError && /^2[23]/.test(error.code ?? '');
 }
 
+/**
+ * SQLSTATEs of a statement PostgreSQL gave up on, or chose to abort, for
+ * what other sessions or the server were doing at that moment: a
+ * serialization failure (40001), a deadlock (40P01), a lock not had within
+ * `lock_timeout` (55P03), a statement cancelled (57014: `statement_timeout`,
+ * or an operator's `pg_cancel_backend`), the server out of disk or memory
+ * (53100, 53200). Its transaction was rolled back; the same statement may
+ * well succeed a moment later.
+ */
+const STATEMENT_GAVE_UP = ['40001', '40P01', '55P03', '57014', '53100', '53200'];
+
+/** Whether PostgreSQL gave up on the statement for a passing reason (STATEMENT_GAVE_UP); nothing of it committed. */
+export function isStatementGivenUp(error: unknown): boolean {
+  return error instanceof pg.DatabaseError && STATEMENT_GAVE_UP.includes(error.code ?? '');
+}
+
+/**
+ * Whether `error` says the database cannot be reached or went away, so the
+ * same request may well succeed a moment later: no connection free within
+ * the pool's wait, a connection refused or lost (class 08 but 08P01, a
+ * protocol violation, which would only happen again), PostgreSQL shutting
+ * down, crashed or starting (57P01-57P03), or out of connection slots
+ * (53300).
+ */
 export function isDatabaseUnavailable(error: unknown): boolean {
   if (error instanceof pg.DatabaseError) {
     const code = error.code ?? '';

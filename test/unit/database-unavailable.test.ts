@@ -1,6 +1,6 @@
 import pg from 'pg';
 import { describe, expect, it } from 'vitest';
-import { isDatabaseUnavailable } from '../../src/store/database.js';
+import { isDatabaseUnavailable, isStatementGivenUp } from '../../src/store/database.js';
 
 function databaseError(code: string): pg.DatabaseError {
   const error = new pg.DatabaseError('from PostgreSQL', 0, 'error');
@@ -44,6 +44,29 @@ describe('isDatabaseUnavailable', () => {
       undefined,
     ]) {
       expect(isDatabaseUnavailable(error), String(error)).toBe(false);
+    }
+  });
+});
+
+describe('isStatementGivenUp', () => {
+  it('a statement PostgreSQL gave up on for the moment: a lock wait, a deadlock, a cancel, no disk or memory', () => {
+    for (const code of ['40001', '40P01', '55P03', '57014', '53100', '53200']) {
+      expect(isStatementGivenUp(databaseError(code)), code).toBe(true);
+    }
+  });
+
+  it('values refused, a lost connection, and everything else: not given up', () => {
+    for (const error of [
+      databaseError('23505'),
+      databaseError('22003'),
+      databaseError('42P01'),
+      databaseError('08006'),
+      databaseError('57P01'),
+      socketError('ECONNRESET'),
+      new Error('canceling statement due to lock timeout'),
+      undefined,
+    ]) {
+      expect(isStatementGivenUp(error), String(error)).toBe(false);
     }
   });
 });

@@ -48,7 +48,7 @@ describe('a run whose database connection is lost', () => {
           );
           expect(rows[0]?.status === 'failed' || taken.some((one) => one.id === id)).toBe(true);
         },
-        { timeout: 5_000, interval: 100 },
+        { timeout: 20_000, interval: 100 },
       );
       const workflow = await waitForStatus(h.testApp, h.tenant.key, id, ['completed', 'failed']);
       expect(workflow).toMatchObject({ status: 'completed', result: { answer: 'Done.' } });
