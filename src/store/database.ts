@@ -3,6 +3,7 @@ import pg from 'pg';
 import type { Logger } from 'pino';
 import { type PreparedStatementsOptions, preparingClientClass } from './prepared-statements.js';
 import type { Database } from './schema.js';
+import { SessionClient } from './session-client.js';
 
 export type Db = Kysely<Database>;
 /** Repositories take either; the caller owns the transaction. */
@@ -41,7 +42,7 @@ export function openDatabase(options: {
   const pool = new pg.Pool({
     connectionString: options.url,
     max: options.poolMax,
-    ...(options.preparedStatements && { Client: preparingClientClass(PREPARED_STATEMENTS) }),
+    Client: options.preparedStatements ? preparingClientClass(PREPARED_STATEMENTS) : SessionClient,
     // A request waits at most this long for a free connection, then fails
     // with a 503 (isDatabaseUnavailable) instead of hanging until the client
     // gives up.
@@ -92,6 +93,8 @@ const CONNECTION_LOST_MESSAGES = [
   'Connection terminated unexpectedly',
   'Connection terminated due to connection timeout',
   'Client has encountered a connection error and is not queryable',
+  // A client that ended itself after its session ended (session-client.ts), asked once more (a rollback).
+  'Client was closed and is not queryable',
 ];
 
 /** Socket errors of connecting to PostgreSQL or of a connection to it. */
@@ -103,18 +106,6 @@ const SOCKET_ERROR_CODES = [
   'ENOTFOUND',
   'EPIPE',
 ];
-
-/**
- * A PostgreSQL error that ends the session rather than the statement: a
- * connection exception (class 08), or the backend or the server shutting
- * down, crashed or starting (57P01-57P05). What the session was doing
- * when it ended, a commit among others, is unknown. Told by SQLSTATE,
- * since the severity is in the server's language.
- */
-export function endsSession(error: pg.DatabaseError): boolean {
-  const code = error.code ?? '';
-  return code.startsWith('08') || code.startsWith('57P');
-}
 
 /**
  * PostgreSQL refused the values themselves (SQLSTATE class 22, a data

@@ -1,4 +1,5 @@
-import pg from 'pg';
+import type pg from 'pg';
+import { type ForwardedQuery, SessionClient } from './session-client.js';
 
 /**
  * Named prepared statements for the queries the pool's clients run: each
@@ -41,9 +42,6 @@ export interface PreparedStatementsOptions {
   maxParameters: number;
 }
 
-// biome-ignore lint/suspicious/noExplicitAny: pg.Client's query has a dozen overloads; the override passes on whatever it gets.
-type Forwarded = any; // any: what pg.Client's overloaded query takes and returns, passed on as it is
-
 /** Longer than any BEGIN / COMMIT / ROLLBACK statement kysely sends (with its options). */
 const TRANSACTION_CONTROL_MAX_LENGTH = 64;
 
@@ -55,7 +53,7 @@ const FEATURE_NOT_SUPPORTED = '0A000';
  * as described above. The names are shared by every client of the class
  * (one pool), so each text has one name however many connections prepare it.
  */
-export function preparingClientClass(options: PreparedStatementsOptions): typeof pg.Client {
+export function preparingClientClass(options: PreparedStatementsOptions): typeof SessionClient {
   const names = new Map<string, string>();
   let issued = 0;
 
@@ -76,10 +74,10 @@ export function preparingClientClass(options: PreparedStatementsOptions): typeof
     return name;
   }
 
-  return class PreparingClient extends pg.Client {
+  return class PreparingClient extends SessionClient {
     #inTransaction = false;
 
-    override query(...args: Forwarded[]): Forwarded {
+    override query(...args: ForwardedQuery[]): ForwardedQuery {
       const [text, values, callback] = args;
       if (typeof text !== 'string') return super.query(...(args as [string]));
       this.#track(text);

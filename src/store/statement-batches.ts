@@ -1,5 +1,5 @@
 import pg from 'pg';
-import { endsSession } from './database.js';
+import { endsSession } from './session-client.js';
 
 /**
  * Group commit: while `maxInFlight` statements of a kind are in

@@ -26,6 +26,54 @@ async function connectionsTo(name: string): Promise<number> {
 }
 
 describe('database handle', () => {
+  it.each([
+    ['plain', false],
+    ['prepared statements', true],
+  ])(
+    'a connection whose backend was terminated is not handed out again (%s)',
+    async (_name, preparedStatements) => {
+      const handle = openDatabase({
+        url: database.url,
+        poolMax: 1,
+        log: pino({ level: 'silent' }),
+        preparedStatements,
+      });
+      const admin = new pg.Client({ connectionString: database.url });
+      await admin.connect();
+      try {
+        for (let round = 0; round < 5; round++) {
+          const sleeping = sql<{ pid: number }>`SELECT pg_backend_pid() AS pid, pg_sleep(${30})`
+            .execute(handle.db)
+            .then(
+              () => undefined,
+              (error: unknown) => error,
+            );
+          await expect
+            .poll(async () => {
+              const { rows } = await admin.query(
+                `SELECT 1 FROM pg_stat_activity WHERE datname = $1 AND query LIKE '%pg_sleep%' AND pid <> pg_backend_pid()`,
+                [database.name],
+              );
+              return rows.length;
+            })
+            .toBe(1);
+          await admin.query(
+            `SELECT pg_terminate_backend(pid) FROM pg_stat_activity
+           WHERE datname = $1 AND query LIKE '%pg_sleep%' AND pid <> pg_backend_pid()`,
+            [database.name],
+          );
+          expect(await sleeping).toMatchObject({ code: '57P01' });
+          // The pool's one connection was the terminated one: the next statement gets a new one.
+          const { rows } = await sql<{ one: number }>`SELECT ${1}::int AS one`.execute(handle.db);
+          expect(rows).toEqual([{ one: 1 }]);
+        }
+      } finally {
+        await admin.end();
+        await handle.close();
+      }
+    },
+  );
+
   it('close() ends the pool even when only the raw pool was used', async () => {
     const handle = openDatabase({ url: database.url, poolMax: 2, log: pino({ level: 'silent' }) });
     await handle.pool.query('SELECT 1');
