@@ -221,15 +221,21 @@ export function workflowEventsRepository(db: DbOrTx) {
     },
 
     /** The workflow's events of one type in seq order (a pause's question, the user's answers). */
-    async listOfType(input: { tenantId: string; workflowId: string; type: string }) {
-      return db
+    async listOfType(input: {
+      tenantId: string;
+      workflowId: string;
+      type: string;
+      /** Only events up to this seq: those a read of the workflow's row (its `last_seq`) had seen. */
+      throughSeq?: number;
+    }) {
+      let query = db
         .selectFrom('workflow_events')
         .selectAll()
         .where('workflow_id', '=', input.workflowId)
         .where('tenant_id', '=', input.tenantId)
-        .where('type', '=', input.type)
-        .orderBy('seq')
-        .execute();
+        .where('type', '=', input.type);
+      if (input.throughSeq !== undefined) query = query.where('seq', '<=', input.throughSeq);
+      return query.orderBy('seq').execute();
     },
 
     /**

@@ -250,10 +250,13 @@ export function createWorkflowService(options: WorkflowServiceOptions) {
       // Before the answer is checked against the question asked now: a client
       // that saw an earlier one is told so, not that its answer does not fit.
       if (input.version !== undefined) assertVersion(paused, input.version);
+      // The question the row read above waits on, not one asked since (after
+      // another client's answer): the answer to that gets the 409 below.
       const questions = await workflowEventsRepository(db).listOfType({
         tenantId,
         workflowId: id,
         type: 'clarification_request',
+        throughSeq: paused.lastSeq,
       });
       const question = questions.at(-1);
       if (!question) throw new Error(`workflow ${id} awaits a clarification it never asked for`);
