@@ -80,10 +80,13 @@ export function createSessionService(options: { db: Db; catalogue: Catalogue }) 
     ): Promise<SessionWithMessages> {
       const row = await repository.findById(tenantId, id);
       if (!row) throw notFound('Session');
+      // Messages an append committed after the session row was read would
+      // be past its lastSeq: those up to it were all committed with it.
       const rows = await repository.listAfter({
         tenantId,
         sessionId: id,
         afterSeq: page.after,
+        throughSeq: row.last_seq,
         // One more than asked tells whether another page follows.
         limit: page.limit + 1,
       });

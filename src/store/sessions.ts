@@ -104,6 +104,8 @@ export function sessionsRepository(db: DbOrTx) {
       tenantId: string;
       sessionId: string;
       afterSeq: number;
+      /** And up to this seq: the session's `last_seq` as read with it, so the page matches that read. */
+      throughSeq: number;
       limit: number;
     }): Promise<SessionMessageRow[]> {
       return db
@@ -112,6 +114,7 @@ export function sessionsRepository(db: DbOrTx) {
         .where('session_id', '=', input.sessionId)
         .where('tenant_id', '=', input.tenantId)
         .where('seq', '>', input.afterSeq)
+        .where('seq', '<=', input.throughSeq)
         .orderBy('seq')
         .limit(input.limit)
         .execute();
