@@ -68,6 +68,8 @@ export interface WorkflowsTable {
   id: string;
   tenant_id: string;
   session_id: string | null;
+  /** The session's last_seq its insert saw: the end of its runs' history (migration 0016). */
+  session_seq: ColumnType<number | null, number | null | undefined, never>;
   status: string;
   awaiting_reason: string | null;
   mode: string;

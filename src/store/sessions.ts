@@ -129,7 +129,7 @@ export function sessionsRepository(db: DbOrTx) {
       tenantId: string;
       sessionId: string;
       beforeSeq?: number;
-      /** Only messages added before this workflow was created (in the database's own clock). */
+      /** Only the messages this workflow's history holds: up to the session's seq its insert saw. */
       beforeWorkflow?: string;
       limit: number;
     }): Promise<SessionMessageRow[]> {
@@ -140,13 +140,21 @@ export function sessionsRepository(db: DbOrTx) {
         .where('tenant_id', '=', input.tenantId);
       if (input.beforeSeq !== undefined) query = query.where('seq', '<', input.beforeSeq);
       if (input.beforeWorkflow !== undefined) {
-        // A run started early reads the history before its workflow's insert
-        // has committed (orchestrator/early-start.ts): the whole of it then.
+        // Up to the seq the workflow's insert saw (workflows.ts
+        // sessionSeqAtInsert); a workflow inserted before that was kept
+        // (migration 0016) has the messages added before it was created, in
+        // the database's clock. A session's workflow never starts before its
+        // insert has committed (workflows/service.ts), so the row is there.
         query = query.where(
-          sql<boolean>`created_at < coalesce((
-            SELECT w.created_at FROM workflows w
+          sql<boolean>`seq <= (
+            SELECT coalesce(w.session_seq, (
+              SELECT max(m.seq) FROM session_messages m
+              WHERE m.session_id = w.session_id::uuid AND m.tenant_id = w.tenant_id
+                AND m.created_at < w.created_at
+            ), 0)
+            FROM workflows w
             WHERE w.id = ${input.beforeWorkflow} AND w.tenant_id = ${input.tenantId}
-          ), 'infinity')`,
+          )`,
         );
       }
       return query.orderBy('seq', 'desc').limit(input.limit).execute();

@@ -3,7 +3,12 @@ import type { Db } from './database.js';
 import { PLANNED_EACH_RUN } from './prepared-statements.js';
 import { createStatementBatches, type StatementBatches } from './statement-batches.js';
 import { tenantEndpointsVersion } from './tenant-endpoints.js';
-import { type InsertedWorkflow, leaseExpiry, type NewWorkflowRow } from './workflows.js';
+import {
+  type InsertedWorkflow,
+  leaseExpiry,
+  type NewWorkflowRow,
+  sessionSeqAtInsert,
+} from './workflows.js';
 
 export type WorkflowInsertBatches = StatementBatches<NewWorkflowRow, InsertedWorkflow>;
 
@@ -63,10 +68,10 @@ async function insertBatch(db: Db, rows: NewWorkflowRow[]): Promise<InsertedWork
   }>`${sql.raw(PLANNED_EACH_RUN)}
     WITH inserted AS (
       INSERT INTO workflows (id, tenant_id, session_id, status, mode, model, input, tools,
-        metadata, budget, idempotency_key, request_hash, lease_owner, lease_expires_at)
+        metadata, budget, idempotency_key, request_hash, lease_owner, lease_expires_at, session_seq)
       SELECT i.id, ${tenantId}, i.session_id, 'queued', i.mode, i.model, i.input, i.tools,
         i.metadata, i.budget, i.idempotency_key, i.request_hash, i.lease_owner,
-        ${leaseExpiry(sql`i.lease_ms`)}
+        ${leaseExpiry(sql`i.lease_ms`)}, ${sessionSeqAtInsert(sql`i.session_id`, sql`${tenantId}`)}
       FROM jsonb_to_recordset(${items}::jsonb) AS i(id uuid, session_id text, mode text,
         model text, input text, tools text[], metadata jsonb, budget jsonb,
         idempotency_key text, request_hash text, lease_owner text, lease_ms double precision)

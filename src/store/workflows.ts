@@ -50,6 +50,17 @@ export interface UsageIncrement {
 }
 
 /**
+ * The session's `last_seq` as an insert's statement sees it (NULL without a
+ * session): every message up to it committed with it, so the history the
+ * workflow's runs read (sessions.ts `listBefore`) is a committed beginning
+ * of the session, whatever order appends commit in. The session id was
+ * checked to name a session of the tenant (new-workflow-row.ts).
+ */
+export function sessionSeqAtInsert(sessionId: RawBuilder<unknown>, tenantId: RawBuilder<unknown>) {
+  return sql`(SELECT s.last_seq FROM sessions s WHERE s.id = ${sessionId}::uuid AND s.tenant_id = ${tenantId})`;
+}
+
+/**
  * A new workflow, queued, with the lease of the replica that runs it (none
  * without `leaseOwner`: a NULL `leaseMs` makes a NULL expiry).
  */
@@ -65,10 +76,11 @@ const insertWorkflow = fixedStatement<
   { created_at: Date; endpoints_version: string }
 >(
   (slot) => sql`INSERT INTO workflows (id, tenant_id, session_id, status, mode, model, input, tools,
-      metadata, budget, idempotency_key, request_hash, lease_owner, lease_expires_at)
+      metadata, budget, idempotency_key, request_hash, lease_owner, lease_expires_at, session_seq)
     VALUES (${slot.id}, ${slot.tenantId}, ${slot.sessionId}, 'queued', ${slot.mode}, ${slot.model},
       ${slot.input}, ${slot.tools}, ${slot.metadata}, ${slot.budget}, ${slot.idempotencyKey},
-      ${slot.requestHash}, ${slot.leaseOwner}, ${leaseExpiry(slot.leaseMs)})
+      ${slot.requestHash}, ${slot.leaseOwner}, ${leaseExpiry(slot.leaseMs)},
+      ${sessionSeqAtInsert(sql`${slot.sessionId}`, sql`${slot.tenantId}`)})
     RETURNING created_at, ${tenantEndpointsVersion(slot.tenantId)} AS endpoints_version`,
 );
 

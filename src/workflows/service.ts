@@ -188,8 +188,12 @@ export function createWorkflowService(options: WorkflowServiceOptions) {
           launch: options.launch,
           // Not with an Idempotency-Key: the insert may find the workflow made
           // already, and a run started before it answers would have called the
-          // model for nothing.
-          early: idempotencyKey === undefined && options.runsInFlight() < EARLY_START_MAX_RUNS,
+          // model for nothing. Not in a session: its history is what the
+          // insert saw of the session (store/workflows.ts sessionSeqAtInsert).
+          early:
+            idempotencyKey === undefined &&
+            row.sessionId === null &&
+            options.runsInFlight() < EARLY_START_MAX_RUNS,
         });
         return { workflow, replayed: false };
       } catch (error) {
