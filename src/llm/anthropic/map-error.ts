@@ -78,9 +78,19 @@ function typeKind(error: ApiError): LlmErrorKind {
   }
 }
 
-/** Anthropic says e.g. "prompt is too long: 208310 tokens > 200000 maximum". */
+/**
+ * Anthropic says "prompt is too long: 208310 tokens > 200000 maximum" when
+ * the prompt alone does not fit, and "input length and `max_tokens` exceed
+ * context limit: 178959 + 64000 > 200000, ..." when it fits but leaves no
+ * room for `max_tokens`. The second comes first in a long tool loop: we ask
+ * for the model's whole maximum output (64,000 of a 200,000 window for the
+ * Claude models), so it fires at ~68% of the window. Both are cured by a
+ * shorter prompt, so both are context-length errors the loop condenses for.
+ */
 function isPromptTooLong(error: ApiError): boolean {
   if (error.type !== null && error.type !== 'invalid_request_error') return false;
   const message = error.apiMessage ?? error.message;
-  return /prompt is too long|too many (input )?tokens|context (window|length)/i.test(message);
+  return /prompt is too long|too many (input )?tokens|context (window|length)|exceeds? (the )?context limit/i.test(
+    message,
+  );
 }

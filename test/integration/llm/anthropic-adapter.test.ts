@@ -277,6 +277,23 @@ describe('anthropic adapter: faults', () => {
     expect(error).toMatchObject({ kind: 'context_length_exceeded', retryable: false });
   });
 
+  it('400 input plus max_tokens over the context limit -> context_length_exceeded', async () => {
+    server.enqueue({
+      kind: 'error',
+      status: 400,
+      body: {
+        type: 'error',
+        error: {
+          type: 'invalid_request_error',
+          message:
+            'input length and `max_tokens` exceed context limit: 178959 + 64000 > 200000, decrease input length or `max_tokens` and try again',
+        },
+      },
+    });
+    const { error } = await collect(hello);
+    expect(error).toMatchObject({ kind: 'context_length_exceeded', retryable: false });
+  });
+
   it('an error event inside a 200 stream -> overloaded, after the text before it', async () => {
     server.enqueue({ kind: 'stream-error', afterChunks: ['partial '], type: 'overloaded' });
     const { parts, error } = await collect(hello);

@@ -267,3 +267,34 @@ describe.each(['gpt', 'claude'])('the context window of the tool loop on %s', (m
     expect(warningCodes(events)).toEqual(['context_length_recovery', 'context_length_recovery']);
   });
 });
+
+describe('the context window of the tool loop on claude: the other context-length 400', () => {
+  it('input plus max_tokens past the window is recovered from like a prompt too long', async () => {
+    // The prompt fits, the prompt and the model's whole output do not: Anthropic's
+    // 400 for it comes before any of the loop's own thresholds.
+    enqueuePageTurns('claude', [0.195, 0.195, 0.195]);
+    h.provider.enqueue(
+      {
+        kind: 'error',
+        status: 400,
+        body: {
+          type: 'error',
+          error: {
+            type: 'invalid_request_error',
+            message:
+              'input length and `max_tokens` exceed context limit: 6500 + 4096 > 10000, decrease input length or `max_tokens` and try again',
+          },
+        },
+      },
+      answer('Three pages of data.'),
+    );
+    const { workflow, events, requests } = await run('claude');
+    expect(workflow).toMatchObject({
+      status: 'completed',
+      result: { answer: 'Three pages of data.' },
+    });
+    expect(requests).toHaveLength(5);
+    expect(toolResultsOf(requests[4] as RecordedRequest)[0]?.content).toMatch(CONDENSED_LINE);
+    expect(warningCodes(events)).toEqual(['context_length_recovery']);
+  });
+});

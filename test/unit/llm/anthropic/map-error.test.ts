@@ -121,6 +121,29 @@ describe('mapError', () => {
     });
   });
 
+  it('maps a 400 saying input plus max_tokens exceed the context limit to context_length_exceeded', () => {
+    const message =
+      'input length and `max_tokens` exceed context limit: 178959 + 64000 > 200000, decrease input length or `max_tokens` and try again';
+    const error = new BadRequestError(
+      400,
+      body('invalid_request_error', message),
+      undefined,
+      new Headers(),
+    );
+    expect(mapError(error, context)).toMatchObject({
+      kind: 'context_length_exceeded',
+      retryable: false,
+    });
+    // The same words in an error event of a 200 stream.
+    const event = new APIError(
+      undefined,
+      body('invalid_request_error', message),
+      undefined,
+      new Headers(),
+    );
+    expect(mapError(event, context).kind).toBe('context_length_exceeded');
+  });
+
   it('maps an error event inside a 200 stream by its type', () => {
     const event = (type: string, message: string) =>
       new APIError(undefined, body(type, message), undefined, new Headers());
