@@ -37,15 +37,26 @@ export function toMessageParams(request: ModelRequest, model: ModelLimits): Mess
 /**
  * The stable part carries the cache breakpoint, so every turn of a workflow
  * reads it (and the tools before it) from the prompt cache; the volatile part
- * comes after the breakpoint and may change freely. Empty parts are left out:
- * Anthropic rejects empty text blocks.
+ * comes after the breakpoint and may change freely. Blank parts are left out
+ * (see `hasText`).
  */
 export function toSystemBlocks(system: SystemPrompt | undefined): Anthropic.TextBlockParam[] {
   const blocks: Anthropic.TextBlockParam[] = [];
-  if (system?.stable)
+  if (system && hasText(system.stable))
     blocks.push({ type: 'text', text: system.stable, cache_control: { type: 'ephemeral' } });
-  if (system?.volatile) blocks.push({ type: 'text', text: system.volatile });
+  if (system?.volatile !== undefined && hasText(system.volatile))
+    blocks.push({ type: 'text', text: system.volatile });
   return blocks;
+}
+
+/**
+ * Anthropic refuses a text block, a tool result's content included, that is
+ * empty or only whitespace: 400 "text content blocks must contain
+ * non-whitespace text". Models do write turns of a bare "\n\n" before their
+ * tool call, and they come back in the history of the next turn.
+ */
+function hasText(text: string): boolean {
+  return /\S/.test(text);
 }
 
 function toTool(tool: ToolDefinition): Anthropic.Tool {
@@ -92,7 +103,7 @@ export function toMessageList(messages: Message[]): Anthropic.MessageParam[] {
 }
 
 function textBlocks(text: string): Anthropic.TextBlockParam[] {
-  return text === '' ? [] : [{ type: 'text', text }];
+  return hasText(text) ? [{ type: 'text', text }] : [];
 }
 
 function toToolUseBlock(call: ToolCall): Anthropic.ToolUseBlockParam {
@@ -116,8 +127,8 @@ function toToolResultBlock(
   return {
     type: 'tool_result',
     tool_use_id: message.toolCallId,
-    // An empty string would be an empty text block, which Anthropic rejects.
-    ...(message.content === '' ? {} : { content: message.content }),
+    // Sent as a text block: a blank one is refused, a result without content is not.
+    ...(hasText(message.content) ? { content: message.content } : {}),
     is_error: message.isError === true,
   };
 }

@@ -48,9 +48,21 @@ const MAX_QUOTED_ISSUES = 30;
 /**
  * The repair turn: the invalid reply stays in the conversation (the model
  * fixes its own output rather than planning afresh) and the next user
- * message quotes what the validation found.
+ * message quotes what the validation found. A blank reply is no plan to fix
+ * and no turn to show: Anthropic refuses a whitespace-only text block (its
+ * adapter leaves it out), and "That plan" would then point at nothing.
  */
 export function repairMessages(question: string, reply: string, issues: string[]): Message[] {
+  if (reply.trim() === '') {
+    return [
+      { role: 'user', content: question },
+      {
+        role: 'user',
+        content:
+          'Your reply was empty. Reply with the plan: one JSON object of the shape described, and nothing else.',
+      },
+    ];
+  }
   const quoted = issues.slice(0, MAX_QUOTED_ISSUES).map((issue) => `- ${issue}`);
   if (issues.length > MAX_QUOTED_ISSUES) {
     quoted.push(`- ... and ${issues.length - MAX_QUOTED_ISSUES} more problems`);

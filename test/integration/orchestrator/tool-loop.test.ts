@@ -292,3 +292,25 @@ describe.each(['gpt', 'claude'])('the tool loop on %s', (model) => {
     ).toMatch(/NUL character/);
   });
 });
+
+describe('the tool loop on claude: blank text', () => {
+  it('a turn whose text is only whitespace before its tool call comes back without a text block (Anthropic refuses blank ones)', async () => {
+    h.provider.enqueue(
+      {
+        kind: 'reply',
+        chunks: ['\n\n'],
+        toolCalls: [{ name: 'calculator', arguments: { expression: '6 * 7' } }],
+      },
+      answer('It is 42.'),
+    );
+    const { workflow, requests } = await h.run('What is six times seven?', 'claude');
+    expect(workflow).toMatchObject({ status: 'completed', result: { answer: 'It is 42.' } });
+    expect(requests).toHaveLength(2);
+    const messages = requests[1]?.body.messages as { role: string; content: { type: string }[] }[];
+    expect(messages.map((message) => message.content.map((block) => block.type))).toEqual([
+      ['text'],
+      ['tool_use'],
+      ['tool_result'],
+    ]);
+  });
+});

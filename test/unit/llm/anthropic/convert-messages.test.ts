@@ -28,6 +28,11 @@ describe('toSystemBlocks', () => {
     expect(toSystemBlocks({ stable: '', volatile: 'V' })).toEqual([{ type: 'text', text: 'V' }]);
     expect(toSystemBlocks(undefined)).toEqual([]);
   });
+
+  it('leaves out whitespace-only parts, which Anthropic refuses as text blocks', () => {
+    expect(toSystemBlocks({ stable: ' \n', volatile: 'V' })).toEqual([{ type: 'text', text: 'V' }]);
+    expect(toSystemBlocks({ stable: 'S', volatile: '\t ' })).toHaveLength(1);
+  });
 });
 
 describe('toMessageList', () => {
@@ -86,6 +91,43 @@ describe('toMessageList', () => {
       { role: 'assistant', content: '', toolCalls: [{ id: 't', name: 'n', arguments: 'bad' }] },
     ]);
     expect(list[1]?.content).toEqual([{ type: 'tool_use', id: 't', name: 'n', input: {} }]);
+  });
+
+  it('sends no whitespace-only text: a turn of a bare newline and a tool call, a blank tool result', () => {
+    const list = toMessageList([
+      { role: 'user', content: 'Weather in Oslo?' },
+      {
+        role: 'assistant',
+        content: '\n\n',
+        toolCalls: [{ id: 'tu_1', name: 'get_weather', arguments: { city: 'Oslo' } }],
+      },
+      { role: 'tool', toolCallId: 'tu_1', toolName: 'get_weather', content: ' \n' },
+    ]);
+    expect(list).toEqual([
+      { role: 'user', content: [{ type: 'text', text: 'Weather in Oslo?' }] },
+      {
+        role: 'assistant',
+        content: [{ type: 'tool_use', id: 'tu_1', name: 'get_weather', input: { city: 'Oslo' } }],
+      },
+      { role: 'user', content: [{ type: 'tool_result', tool_use_id: 'tu_1', is_error: false }] },
+    ]);
+  });
+
+  it('leaves out a whitespace-only assistant turn; the user texts around it share one message', () => {
+    const list = toMessageList([
+      { role: 'user', content: 'Plan it.' },
+      { role: 'assistant', content: '  \n', toolCalls: [] },
+      { role: 'user', content: 'Reply with the plan.' },
+    ]);
+    expect(list).toEqual([
+      {
+        role: 'user',
+        content: [
+          { type: 'text', text: 'Plan it.' },
+          { type: 'text', text: 'Reply with the plan.' },
+        ],
+      },
+    ]);
   });
 });
 

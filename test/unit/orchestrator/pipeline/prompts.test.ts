@@ -139,6 +139,12 @@ describe('planner prompt', () => {
     expect(messages[2]?.content).toContain('- stages: a plan has at least one stage');
   });
 
+  it('a blank reply is left out of the repair turn, which says it was empty', () => {
+    const messages = repairMessages('Q?', '\n\n', ['the reply contains no JSON object']);
+    expect(messages.map((message) => message.role)).toEqual(['user', 'user']);
+    expect(messages[1]?.content).toMatch(/^Your reply was empty\. Reply with the plan/);
+  });
+
   it('quotes at most 30 issues', () => {
     const issues = Array.from({ length: 45 }, (_, index) => `issue ${index}`);
     const last = repairMessages('Q?', 'x', issues)[2]?.content ?? '';
