@@ -1,6 +1,7 @@
 import type Anthropic from '@anthropic-ai/sdk';
 import { toolParametersJsonSchema } from '../tool-arguments.js';
 import type { Message, ModelRequest, SystemPrompt, ToolCall, ToolDefinition } from '../types.js';
+import { createToolUseIds } from './assign-tool-use-ids.js';
 
 /** The Messages parameters of one turn; the caller adds `stream: true`. */
 export type MessageParams = Omit<Anthropic.MessageCreateParamsStreaming, 'stream'>;
@@ -84,6 +85,7 @@ function toToolChoice(choice: NonNullable<ModelRequest['toolChoice']>): Anthropi
  */
 export function toMessageList(messages: Message[]): Anthropic.MessageParam[] {
   const list: { role: 'user' | 'assistant'; content: Anthropic.ContentBlockParam[] }[] = [];
+  const ids = createToolUseIds();
   const append = (role: 'user' | 'assistant', blocks: Anthropic.ContentBlockParam[]) => {
     if (blocks.length === 0) return;
     const last = list.at(-1);
@@ -95,9 +97,9 @@ export function toMessageList(messages: Message[]): Anthropic.MessageParam[] {
     else if (message.role === 'assistant')
       append('assistant', [
         ...textBlocks(message.content),
-        ...message.toolCalls.map(toToolUseBlock),
+        ...ids.forCalls(message.toolCalls).map(toToolUseBlock),
       ]);
-    else append('user', [toToolResultBlock(message)]);
+    else append('user', [toToolResultBlock(message, ids.forResult(message.toolCallId))]);
   }
   return list;
 }
@@ -123,10 +125,12 @@ function toInputObject(value: unknown): Record<string, unknown> {
 
 function toToolResultBlock(
   message: Extract<Message, { role: 'tool' }>,
+  toolUseId: string,
 ): Anthropic.ToolResultBlockParam {
   return {
     type: 'tool_result',
-    tool_use_id: message.toolCallId,
+    // The id of its call as this request sends it (assign-tool-use-ids.ts).
+    tool_use_id: toolUseId,
     // Sent as a text block: a blank one is refused, a result without content is not.
     ...(hasText(message.content) ? { content: message.content } : {}),
     is_error: message.isError === true,

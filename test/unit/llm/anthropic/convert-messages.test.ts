@@ -131,6 +131,84 @@ describe('toMessageList', () => {
   });
 });
 
+describe('toMessageList: tool_use ids Anthropic takes (unique, ^[a-zA-Z0-9_-]+$)', () => {
+  type Block = { type: string; id?: string; tool_use_id?: string };
+  const blocksOf = (messages: Message[]): Block[] =>
+    toMessageList(messages).flatMap((message) =>
+      typeof message.content === 'string' ? [] : (message.content as Block[]),
+    );
+  const idsOf = (blocks: Block[], type: 'tool_use' | 'tool_result') =>
+    blocks
+      .filter((block) => block.type === type)
+      .map((block) => (type === 'tool_use' ? block.id : block.tool_use_id));
+  const turn = (id: string, city: string, content: string): Message[] => [
+    {
+      role: 'assistant',
+      content: '',
+      toolCalls: [{ id, name: 'get_weather', arguments: { city } }],
+    },
+    { role: 'tool', toolCallId: id, toolName: 'get_weather', content },
+  ];
+  // Two turns of an OpenAI-compatible model that sent no call ids: both calls are `call_0`.
+  const idless: Message[] = [
+    { role: 'user', content: 'Weather in Oslo, then in Rome?' },
+    ...turn('call_0', 'Oslo', '3°C'),
+    ...turn('call_0', 'Rome', '18°C'),
+  ];
+
+  it('an id repeated across turns is made unique, each result pointing at its own call', () => {
+    const blocks = blocksOf(idless);
+    expect(idsOf(blocks, 'tool_use')).toEqual(['call_0', 'call_0_2']);
+    expect(idsOf(blocks, 'tool_result')).toEqual(['call_0', 'call_0_2']);
+  });
+
+  it('an id outside the pattern has its other characters replaced, in its call and its result', () => {
+    const blocks = blocksOf([
+      { role: 'user', content: 'Look it up' },
+      ...turn('functions.lookup:0', 'Oslo', 'ok'),
+      ...turn('', 'Rome', 'ok'),
+    ]);
+    expect(idsOf(blocks, 'tool_use')).toEqual(['functions_lookup_0', 'call']);
+    expect(idsOf(blocks, 'tool_result')).toEqual(['functions_lookup_0', 'call']);
+  });
+
+  it('an id repeated within one turn: its results answer the calls in order', () => {
+    const blocks = blocksOf([
+      { role: 'user', content: 'Oslo and Rome?' },
+      {
+        role: 'assistant',
+        content: '',
+        toolCalls: [
+          { id: 'c', name: 'get_weather', arguments: { city: 'Oslo' } },
+          { id: 'c', name: 'get_weather', arguments: { city: 'Rome' } },
+        ],
+      },
+      { role: 'tool', toolCallId: 'c', toolName: 'get_weather', content: '3°C' },
+      { role: 'tool', toolCallId: 'c', toolName: 'get_weather', content: '18°C' },
+    ]);
+    expect(idsOf(blocks, 'tool_use')).toEqual(['c', 'c_2']);
+    expect(idsOf(blocks, 'tool_result')).toEqual(['c', 'c_2']);
+  });
+
+  it('ids Anthropic takes go out as they are, and the history keeps its own ids', () => {
+    const history: Message[] = [
+      { role: 'user', content: 'Weather?' },
+      ...turn('toolu_01A', 'Oslo', '3°C'),
+      ...turn('call_0', 'Rome', '18°C'),
+      ...turn('call_0', 'Paris', '12°C'),
+    ];
+    const before = structuredClone(history);
+    expect(idsOf(blocksOf(history), 'tool_use')).toEqual(['toolu_01A', 'call_0', 'call_0_2']);
+    expect(history).toEqual(before);
+  });
+
+  it('a turn’s ids read the same in every later request (the prompt cache keeps matching)', () => {
+    const earlier = toMessageList(idless.slice(0, 3));
+    const later = toMessageList([...idless, ...turn('call_0', 'Paris', '12°C')]);
+    expect(later.slice(0, earlier.length)).toEqual(earlier);
+  });
+});
+
 describe('toMessageParams', () => {
   it('maps tools, tool choice, system and max_tokens', () => {
     const params = toMessageParams(
