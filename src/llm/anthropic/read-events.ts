@@ -1,5 +1,6 @@
 import type Anthropic from '@anthropic-ai/sdk';
 import { LlmError } from '../errors.js';
+import type { ArgumentBudget } from '../output-bound.js';
 import { toToolCallPart } from '../tool-arguments.js';
 import { type StreamPart, type ToolDefinition, tokenCount, type Usage } from '../types.js';
 import type { ErrorContext } from './map-error.js';
@@ -23,8 +24,13 @@ export interface EventReader {
  * each `tool_use` block once it is complete, usage and finish at the end.
  * A reader called from the adapter's loop rather than a generator of its
  * own, so a part crosses one async generator fewer on its way out.
+ * `argumentBudget` bounds the `tool_use` input it holds while a block is
+ * open: `read` throws past it.
  */
-export function createEventReader(tools: ToolDefinition[] | undefined): EventReader {
+export function createEventReader(
+  tools: ToolDefinition[] | undefined,
+  argumentBudget: ArgumentBudget,
+): EventReader {
   const toolCalls = new Map<number, OpenToolCall>();
   const counts: EventUsage = {
     input_tokens: 0,
@@ -56,7 +62,10 @@ export function createEventReader(tools: ToolDefinition[] | undefined): EventRea
             return { type: 'text-delta', text: event.delta.text };
           if (event.delta.type === 'input_json_delta') {
             const call = toolCalls.get(event.index);
-            if (call) call.rawArguments += event.delta.partial_json;
+            if (call) {
+              argumentBudget.add(event.delta.partial_json);
+              call.rawArguments += event.delta.partial_json;
+            }
           }
           return undefined;
         case 'content_block_stop': {

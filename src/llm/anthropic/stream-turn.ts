@@ -2,6 +2,7 @@ import type Anthropic from '@anthropic-ai/sdk';
 import type { Stream } from '@anthropic-ai/sdk/core/streaming';
 import { abortedError, LlmError } from '../errors.js';
 import { IdleWatchdog } from '../idle-watchdog.js';
+import { ArgumentBudget } from '../output-bound.js';
 import type { ModelRequest, StreamOptions, StreamPart } from '../types.js';
 import { toMessageParams } from './convert-messages.js';
 import { type ErrorContext, mapError } from './map-error.js';
@@ -47,7 +48,14 @@ export async function* streamTurn(
     idleMs: options.idleTimeoutMs,
     controller: events.controller,
   });
-  const reader = createEventReader(request.tools);
+  const reader = createEventReader(
+    request.tools,
+    new ArgumentBudget({
+      provider: options.provider,
+      model: options.modelId,
+      maxOutputTokens: options.maxOutputTokens,
+    }),
+  );
   try {
     for await (const event of events) {
       watchdog.received();

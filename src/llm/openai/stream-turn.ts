@@ -3,6 +3,7 @@ import type { Stream } from 'openai/core/streaming';
 import type { ChatCompletionChunk } from 'openai/resources/chat/completions';
 import { abortedError, LlmError } from '../errors.js';
 import { IdleWatchdog } from '../idle-watchdog.js';
+import { ArgumentBudget } from '../output-bound.js';
 import { toToolCallPart } from '../tool-arguments.js';
 import {
   type ModelRequest,
@@ -61,7 +62,13 @@ export async function* streamTurn(
     idleMs: model.idleTimeoutMs,
     controller: stream.controller,
   });
-  const toolCalls = createToolCallAssembler();
+  const toolCalls = createToolCallAssembler(
+    new ArgumentBudget({
+      provider: model.provider,
+      model: model.modelId,
+      maxOutputTokens: model.maxOutputTokens,
+    }),
+  );
   let providerReason: string | null = null;
   let usage: Usage | undefined;
   try {

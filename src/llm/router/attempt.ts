@@ -1,6 +1,7 @@
 import type { Logger } from 'pino';
 import { costOf, type ModelEntry } from '../catalogue.js';
 import { LlmError } from '../errors.js';
+import { maxOutputChars, overlongOutputDetail } from '../output-bound.js';
 import { emptyUsage, type LanguageModel, type StreamPart, type Usage } from '../types.js';
 import type { AttemptRecord, CallContext } from './types.js';
 
@@ -17,13 +18,6 @@ export interface AttemptOptions {
   log: Logger;
   recordAttempt?: (record: AttemptRecord) => void;
 }
-
-/**
- * Characters a token stands for, at most, for bounding an answer: o200k's
- * average is ~4 and its longest tokens are whitespace and punctuation runs
- * of a few dozen.
- */
-const MAX_CHARS_PER_TOKEN = 64;
 
 /**
  * One attempt of a turn. The turn stream (turn-stream.ts) iterates `model.stream(request, {
@@ -53,7 +47,8 @@ export class Attempt {
   readonly #follow: () => void;
   /** Until the first part, the first-part timeout; then the stream's deadline. */
   #timer: NodeJS.Timeout;
-  #textChars = 0;
+  /** Characters of output so far: text and tool-call arguments. */
+  #outputChars = 0;
   readonly #startedAt = new Date();
   readonly #started = performance.now();
   #usage: Usage = emptyUsage();
@@ -83,9 +78,10 @@ export class Attempt {
    * Besides its timing and usage, bounds what a provider that ignores its
    * limits can make of a call: one that streams without end (an idle
    * watchdog sees its chunks) fails at `streamMaxMs` as a timeout, and one
-   * whose answer runs far past `maxOutputTokens` (there were 40 MB of text
-   * for 256 tokens, all stored) fails once it passes MAX_CHARS_PER_TOKEN
-   * characters a token, as a cut-off answer.
+   * whose output, text and tool-call arguments together, runs past
+   * `maxOutputChars` fails as a cut-off answer. The adapters bound the
+   * arguments they assemble too (output-bound.ts), as a call's come out
+   * whole only at its end.
    */
   observe(part: StreamPart): void {
     if (this.#ttftMs === null) {
@@ -97,15 +93,12 @@ export class Attempt {
         Math.max(0, streamMaxMs - this.#ttftMs),
       );
     }
-    if (part.type === 'text-delta') {
-      this.#textChars += part.text.length;
-      const maxChars = this.options.entry.maxOutputTokens * MAX_CHARS_PER_TOKEN;
-      if (this.#textChars > maxChars) {
-        this.#fail(
-          'stream_interrupted',
-          `the answer passed ${maxChars} characters, past its ${this.options.entry.maxOutputTokens} tokens`,
-        );
-      }
+    const chars = outputCharsOf(part);
+    if (chars > 0) {
+      this.#outputChars += chars;
+      const { maxOutputTokens } = this.options.entry;
+      if (this.#outputChars > maxOutputChars(maxOutputTokens))
+        this.#fail('stream_interrupted', overlongOutputDetail('the answer', maxOutputTokens));
     }
     if (part.type === 'usage') this.#usage = part.usage;
     this.#yieldedAny = true;
@@ -156,6 +149,24 @@ export class Attempt {
       outcome,
       startedAt: this.#startedAt,
     });
+  }
+}
+
+/**
+ * What a part adds to the output's size. A valid call's arguments are
+ * counted as JSON: the adapters have bounded their text already, so this
+ * is small, and only calls pay it, not every text delta.
+ */
+function outputCharsOf(part: StreamPart): number {
+  switch (part.type) {
+    case 'text-delta':
+      return part.text.length;
+    case 'tool-call':
+      return JSON.stringify(part.toolCall.arguments)?.length ?? 0;
+    case 'tool-call-invalid':
+      return part.rawArguments.length;
+    default:
+      return 0;
   }
 }
 
