@@ -144,7 +144,9 @@ export const configSchema = z.object({
     .describe('A provider asking to wait longer than this is fallen through at once.'),
   LLM_ATTEMPT_TIMEOUT_MS: integer(100, 600_000)
     .default(60_000)
-    .describe('Time an attempt may take to its first streamed part.'),
+    .describe(
+      'Time an attempt may take from its request to the start of its answer: its first streamed content of any kind (text, or the start of a tool call).',
+    ),
   LLM_STREAM_MAX_MS: integer(1000, 3_600_000)
     .default(600_000)
     .describe(

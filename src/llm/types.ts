@@ -101,6 +101,16 @@ export interface StreamOptions {
    * signal of its own (the router gives each attempt one).
    */
   signal: AbortSignal;
+  /**
+   * Called once, when the provider starts its answer (its first content
+   * of any kind), before any part of it is yielded. The router's
+   * first-part timeout ends there rather than at the first part: a tool
+   * call is a part only once its arguments are complete, and a long one
+   * (a document written as an argument) streams for longer than that
+   * timeout allows. An adapter that yields its first part as soon as
+   * the answer starts may leave it out.
+   */
+  onAnswerStart?: () => void;
 }
 
 /**

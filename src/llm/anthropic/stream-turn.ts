@@ -56,9 +56,16 @@ export async function* streamTurn(
       maxOutputTokens: options.maxOutputTokens,
     }),
   );
+  // `message_start` opens every stream before the model has written
+  // anything; the answer starts with the next event (a content block).
+  let answering = false;
   try {
     for await (const event of events) {
       watchdog.received();
+      if (!answering && event.type !== 'message_start') {
+        answering = true;
+        streamOptions.onAnswerStart?.();
+      }
       const part = reader.read(event);
       if (part) yield part;
       watchdog.waiting();

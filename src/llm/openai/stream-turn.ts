@@ -71,12 +71,20 @@ export async function* streamTurn(
   );
   let providerReason: string | null = null;
   let usage: Usage | undefined;
+  let answering = false;
   try {
     for await (const chunk of stream) {
       watchdog.received();
       if (chunk.usage) usage = toUsage(chunk.usage);
       // We never ask for `n > 1`: only the first choice exists.
       const choice = chunk.choices[0];
+      // The first chunk with a choice (the role, then text or tool-call
+      // fragments) is the model answering; a tool call is yielded only
+      // when its choice finishes.
+      if (!answering && choice) {
+        answering = true;
+        options.onAnswerStart?.();
+      }
       // Typed as a string, but the wire is JSON: anything else would become "[object Object]".
       const text: unknown = choice?.delta?.content;
       if (typeof text === 'string' && text !== '') yield { type: 'text-delta', text };

@@ -11,7 +11,7 @@ export interface AttemptOptions {
   /** 1-based count of attempts within this turn. */
   number: number;
   call: { signal: AbortSignal; context: CallContext };
-  /** Time the model may take to produce its first part. */
+  /** Time the model may take to start its answer (`answerStarted`). */
   timeoutMs: number;
   /** Time the model may take to the end of its stream. */
   streamMaxMs: number;
@@ -38,15 +38,16 @@ export interface AttemptOptions {
 export class Attempt {
   /**
    * For the model: follows the caller's signal and is aborted with a
-   * timeout `LlmError` when no first part comes in time. The adapters hand
+   * timeout `LlmError` when the answer does not start in time. The adapters hand
    * it to the SDK, which adds a listener it never removes, so it must not
    * outlive the attempt.
    */
   readonly signal: AbortSignal;
   readonly #controller = new AbortController();
   readonly #follow: () => void;
-  /** Until the first part, the first-part timeout; then the stream's deadline. */
+  /** Until the answer starts, the first-part timeout; then the stream's deadline. */
   #timer: NodeJS.Timeout;
+  #released = false;
   /** Characters of output so far: text and tool-call arguments. */
   #outputChars = 0;
   readonly #startedAt = new Date();
@@ -75,6 +76,25 @@ export class Attempt {
   }
 
   /**
+   * The provider started its answer: the adapter says so
+   * (`StreamOptions.onAnswerStart`) before a tool call whose arguments
+   * are still streaming is a part, else the first part does. The
+   * first-part timeout then gives way to the stream's deadline; the idle
+   * watchdog bounds the gaps. Not after the attempt ended or was
+   * released: the timer set here would outlive it.
+   */
+  readonly answerStarted = (): void => {
+    if (this.#ttftMs !== null || this.ended || this.#released) return;
+    this.#ttftMs = performance.now() - this.#started;
+    clearTimeout(this.#timer);
+    const { streamMaxMs } = this.options;
+    this.#timer = setTimeout(
+      () => this.#fail('timeout', `the stream did not end within ${streamMaxMs} ms`),
+      Math.max(0, streamMaxMs - this.#ttftMs),
+    );
+  };
+
+  /**
    * Besides its timing and usage, bounds what a provider that ignores its
    * limits can make of a call: one that streams without end (an idle
    * watchdog sees its chunks) fails at `streamMaxMs` as a timeout, and one
@@ -84,15 +104,7 @@ export class Attempt {
    * whole only at its end.
    */
   observe(part: StreamPart): void {
-    if (this.#ttftMs === null) {
-      this.#ttftMs = performance.now() - this.#started;
-      clearTimeout(this.#timer);
-      const { streamMaxMs } = this.options;
-      this.#timer = setTimeout(
-        () => this.#fail('timeout', `the stream did not end within ${streamMaxMs} ms`),
-        Math.max(0, streamMaxMs - this.#ttftMs),
-      );
-    }
+    if (this.#ttftMs === null) this.answerStarted();
     const chars = outputCharsOf(part);
     if (chars > 0) {
       this.#outputChars += chars;
@@ -123,6 +135,7 @@ export class Attempt {
 
   /** Stops the timer and the listener; also for a caller that stops reading early. */
   release(): void {
+    this.#released = true;
     clearTimeout(this.#timer);
     this.options.call.signal.removeEventListener('abort', this.#follow);
   }

@@ -80,7 +80,7 @@ export class TurnStream implements AsyncIterableIterator<StreamPart> {
     this.#attempt = attempt;
     try {
       this.#parts = step.model
-        .stream(step.request, { signal: attempt.signal })
+        .stream(step.request, { signal: attempt.signal, onAnswerStart: attempt.answerStarted })
         [Symbol.asyncIterator]();
     } catch (thrown) {
       // An adapter that throws before it returns its stream: failed like one whose stream throws.

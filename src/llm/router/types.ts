@@ -26,7 +26,11 @@ export interface RetryPolicy {
   backoffMaxMs: number;
   /** A provider asking to wait longer than this is fallen through at once. */
   maxRetryAfterMs: number;
-  /** Time an attempt may take to produce its first part. */
+  /**
+   * Time an attempt may take to start its answer: its first content of
+   * any kind (a text delta, the start of a tool call), not its first
+   * part, which a tool call becomes only once its arguments are complete.
+   */
   attemptTimeoutMs: number;
   /** Time an attempt may take to the end of its stream. */
   streamMaxMs: number;
@@ -56,7 +60,7 @@ export interface AttemptRecord {
   usage: Usage;
   costUsd: number;
   latencyMs: number;
-  /** Time to the first part; null when none came. */
+  /** Time to the start of the answer (its first content); null when it never started. */
   ttftMs: number | null;
   outcome: 'ok' | LlmErrorKind;
   startedAt: Date;
