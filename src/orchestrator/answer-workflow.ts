@@ -70,7 +70,6 @@ export interface AnswerWorkflowInput {
   throwIfStopped: () => void;
   /** Where each model turn of a tool loop begins (LoopOptions' `beforeStep`). */
   beforeStep: () => void;
-  currentModel: () => string;
   /** The persisted turns of earlier runs, when the workflow runs again. */
   resume?: LoopResume;
   /** The tenant's tools for this run, opened (and closed) by the executor. */
@@ -159,7 +158,6 @@ function answerWithPipeline(input: AnswerWorkflowInput, available: Tool[]): Prom
     toolNames: stageTools.names(),
     onRouterEvent: input.onRouterEvent,
     throwIfStopped: input.throwIfStopped,
-    currentModel: input.currentModel,
     costOf: input.settings.costOf,
     pause: input.pausePipeline,
     runStage: ({ tools: named, ...stage }) =>
@@ -225,7 +223,6 @@ function loopOptions(
     onRouterEvent: input.onRouterEvent,
     throwIfStopped: input.throwIfStopped,
     beforeStep: input.beforeStep,
-    currentModel: input.currentModel,
   };
 }
 

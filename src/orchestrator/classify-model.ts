@@ -70,6 +70,8 @@ export async function askModel(check: ModelCheck, input: string): Promise<ModelC
     temperature: 0,
   };
   let answer: string;
+  /** The model that answered: priced and named as such, after a fallback too. */
+  let model: string;
   let usage: WorkflowUsage | undefined;
   try {
     const collected = await collectText(
@@ -84,9 +86,9 @@ export async function askModel(check: ModelCheck, input: string): Promise<ModelC
       { maxChars: MAX_ANSWER_CHARS },
     );
     answer = collected.text;
+    model = collected.model;
     usage =
-      collected.usage &&
-      usageDetail(collected.usage, check.costOf?.(check.model, collected.usage) ?? 0);
+      collected.usage && usageDetail(collected.usage, check.costOf?.(model, collected.usage) ?? 0);
   } catch (error) {
     const problem = check.signal.aborted
       ? 'it was cancelled'
@@ -102,8 +104,8 @@ export async function askModel(check: ModelCheck, input: string): Promise<ModelC
   }
   const kind = parseComplexityAnswer(answer);
   return kind
-    ? { status: 'answered', kind, model: check.model, usage }
-    : { status: 'unusable', answer, model: check.model, usage };
+    ? { status: 'answered', kind, model, usage }
+    : { status: 'unusable', answer, model, usage };
 }
 
 /**

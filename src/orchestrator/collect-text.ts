@@ -6,6 +6,8 @@ import type { WorkflowUsage } from '../workflows/types.js';
 /** A whole text-only turn: what one-off model calls (classification check, planner) need. */
 export interface CollectedText {
   text: string;
+  /** Catalogue name of the model that answered: another than the one asked after a fallback. */
+  model: string;
   /** Undefined when the provider reported none. */
   usage: Usage | undefined;
   finishReason: FinishReason | undefined;
@@ -67,8 +69,14 @@ export async function collectText(
   options: { maxChars?: number } = {},
 ): Promise<CollectedText> {
   const maxChars = options.maxChars ?? Number.POSITIVE_INFINITY;
-  const collected: CollectedText = { text: '', usage: undefined, finishReason: undefined };
-  for await (const part of router.stream(call)) {
+  const collected: CollectedText = {
+    text: '',
+    model: call.model,
+    usage: undefined,
+    finishReason: undefined,
+  };
+  const parts = router.stream(call);
+  for await (const part of parts) {
     if (part.type === 'text-delta' && collected.text.length < maxChars) collected.text += part.text;
     else if (part.type === 'usage') collected.usage = part.usage;
     else if (part.type === 'finish') collected.finishReason = part.reason;
@@ -76,5 +84,6 @@ export async function collectText(
   }
   // As the tool loop's turns (call-model.ts).
   collected.text = storableText(collected.text);
+  collected.model = parts.model;
   return collected;
 }

@@ -74,7 +74,6 @@ function startRun(options: ExecutorOptions, launch: Launch): void {
     controller: new AbortController(),
     startedAt: performance.now(),
     stopReason: undefined,
-    model: workflow.model,
     answer: '',
     streamed: '',
     usage: undefined,

@@ -93,7 +93,6 @@ export async function answerWithToolLoop(
     db: options.db,
     throwIfStopped: () => throwIfStopped(run),
     beforeStep: () => beforeStep(run),
-    currentModel: () => run.model,
   });
   run.usage = outcome.usage;
   run.costUsd = outcome.costUsd;
@@ -155,7 +154,7 @@ function logRunOutcome(
     {
       ...outcome,
       tenantId: run.workflow.tenantId,
-      model: run.model,
+      model: run.workflow.model,
       elapsedMs: Math.round(performance.now() - run.startedAt),
       inputTokens: run.usage?.inputTokens ?? 0,
       outputTokens: run.usage?.outputTokens ?? 0,
@@ -333,7 +332,6 @@ function providerKindOf(catalogue: Catalogue, model: string): ProviderKind {
  * them (synchronously, while it streams), so they precede the turn's end.
  */
 function report(run: Run, event: RouterEvent): void {
-  if (event.type === 'fallback') run.model = event.to;
   if (run.stopReason) return;
   if (event.type === 'retry') {
     run.tracker.enqueue('llm_retry', MODEL_STEP, 'retrying', {
@@ -357,7 +355,9 @@ function report(run: Run, event: RouterEvent): void {
 /**
  * This run's usage, with what it spent beside its loop and what runs cut
  * off before it left uncounted, as its `usage` event and as the increment
- * of the workflow's totals.
+ * of the workflow's totals. The event names the workflow's model: its
+ * calls may have been answered by fallbacks too, each priced and named on
+ * its own `llm_call`.
  */
 function usageOf(run: Run): { event: NewEventRow; totals: WorkflowUsage } | undefined {
   const own = run.usage && usageDetail(run.usage, run.costUsd);
@@ -368,7 +368,7 @@ function usageOf(run: Run): { event: NewEventRow; totals: WorkflowUsage } | unde
       type: 'usage',
       step: null,
       status: 'info',
-      detail: { model: run.model, ...totals },
+      detail: { model: run.workflow.model, ...totals },
       elapsedMs: null,
     },
     totals,

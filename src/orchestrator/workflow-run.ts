@@ -63,8 +63,6 @@ export interface Run {
   readonly controller: AbortController;
   readonly startedAt: number;
   stopReason: StopReason | undefined;
-  /** Catalogue name of the model answering now; changes on a fallback. */
-  model: string;
   answer: string;
   /** Every text delta streamed so far: kept on the workflow when it is cancelled. */
   streamed: string;

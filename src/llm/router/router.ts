@@ -1,12 +1,12 @@
 import type { Logger } from 'pino';
 import type { Catalogue, ModelEntry } from '../catalogue.js';
-import type { LanguageModel, ModelRequest, StreamPart } from '../types.js';
+import type { LanguageModel, ModelRequest } from '../types.js';
 import { CircuitBreaker } from './circuit-breaker.js';
 import { Turn, type TurnRouting } from './turn.js';
 import { TurnStream } from './turn-stream.js';
-import type { AttemptRecord, RetryPolicy, RouterCall } from './types.js';
+import type { AttemptRecord, RetryPolicy, RouterCall, RouterStream } from './types.js';
 
-export type { RouterCall } from './types.js';
+export type { RouterCall, RouterStream } from './types.js';
 
 export interface RouterOptions {
   catalogue: Catalogue;
@@ -77,7 +77,7 @@ export function createModelRouter(options: RouterOptions) {
   };
 
   /** Streams one turn (turn-stream.ts): the attempts of `Turn`'s chain until one ends. */
-  function stream(call: RouterCall): AsyncIterableIterator<StreamPart> {
+  function stream(call: RouterCall): RouterStream {
     return new TurnStream(call, new Turn(call, routing), {
       attemptTimeoutMs: policy.attemptTimeoutMs,
       streamMaxMs: policy.streamMaxMs,

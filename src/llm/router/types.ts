@@ -1,5 +1,5 @@
 import type { LlmError, LlmErrorKind } from '../errors.js';
-import type { ModelRequest, Usage } from '../types.js';
+import type { ModelRequest, StreamPart, Usage } from '../types.js';
 
 /** Who a model call is made for; carried into the usage ledger. */
 export interface CallContext {
@@ -15,6 +15,17 @@ export interface RouterCall {
   context: CallContext;
   /** Retries and fallbacks, for the WorkflowTracker's llm_retry and llm_fallback events. */
   onEvent?: (event: RouterEvent) => void;
+}
+
+/** One turn's parts, as `router.stream` returns them, and the model answering it. */
+export interface RouterStream extends AsyncIterableIterator<StreamPart> {
+  /**
+   * Catalogue name of the model of the turn's latest attempt: once the
+   * stream has ended, the one that answered the turn (or whose failure
+   * ended it), which after a fallback is not the one asked for. The model
+   * asked for until an attempt starts.
+   */
+  readonly model: string;
 }
 
 export interface RetryPolicy {

@@ -22,6 +22,8 @@ export interface PlannerOptions {
   router: Pick<ModelRouter, 'stream'>;
   /** Catalogue name of the model asked. */
   model: string;
+  /** What a model's usage cost, in USD: each turn is priced at the model that answered it. */
+  costOf: (model: string, usage: Usage) => number;
   limits: PlanLimits;
   /** The workflow's signal: cancelling the workflow cancels the planning turn. */
   signal: AbortSignal;
@@ -38,6 +40,8 @@ export interface PlannerOutcome {
   repaired: boolean;
   /** Both turns together; undefined when the provider reported none. */
   usage: Usage | undefined;
+  /** Both turns, each at the prices of the model that answered it (a fallback's, say). */
+  costUsd: number;
 }
 
 export class PlanInvalidError extends AppError {
@@ -63,13 +67,16 @@ export async function planQuestion(options: PlannerOptions): Promise<PlannerOutc
     ...options.history,
     { role: 'user', content: options.question },
   ]);
-  if (first.parse.ok) return { plan: first.parse.plan, repaired: false, usage: first.usage };
+  if (first.parse.ok) {
+    return { plan: first.parse.plan, repaired: false, usage: first.usage, costUsd: first.costUsd };
+  }
   const second = await askForPlan(options, [
     ...options.history,
     ...repairMessages(options.question, first.text, first.parse.issues),
   ]);
   const usage = addUsage(first.usage, second.usage);
-  if (second.parse.ok) return { plan: second.parse.plan, repaired: true, usage };
+  const costUsd = first.costUsd + second.costUsd;
+  if (second.parse.ok) return { plan: second.parse.plan, repaired: true, usage, costUsd };
   throw new PlanInvalidError(second.parse.issues);
 }
 
@@ -77,6 +84,7 @@ interface PlanTurn {
   text: string;
   parse: PlanParse;
   usage: Usage | undefined;
+  costUsd: number;
 }
 
 async function askForPlan(options: PlannerOptions, messages: Message[]): Promise<PlanTurn> {
@@ -97,6 +105,7 @@ async function askForPlan(options: PlannerOptions, messages: Message[]): Promise
     text: collected.text,
     parse: readPlan(collected, options.limits),
     usage: collected.usage,
+    costUsd: collected.usage ? options.costOf(collected.model, collected.usage) : 0,
   };
 }
 

@@ -69,9 +69,7 @@ export interface PipelineRunInput {
   toolNames: string[];
   onRouterEvent: NonNullable<RouterCall['onEvent']>;
   throwIfStopped: () => void;
-  /** The model answering now; changes on a fallback. */
-  currentModel: () => string;
-  /** What a model's usage cost, in USD. */
+  /** What a model's usage cost, in USD: each turn's at the model that answered it. */
   costOf: (model: string, usage: Usage) => number;
   runStage: RunStageLoop;
   pause: (pause: PipelinePause) => Promise<void>;
@@ -249,6 +247,7 @@ async function plan(
       history: input.context.history,
       router: input.router,
       model: input.context.model,
+      costOf: input.costOf,
       limits,
       signal: input.context.signal,
       context: { tenantId: input.context.tenantId, workflowId: input.context.workflowId },
@@ -266,7 +265,7 @@ async function plan(
     );
     return { failure: outcome(run, { answer: '', reason: 'model_error', failure }) };
   }
-  const plannerUsage = spend(run, planned.usage);
+  const plannerUsage = spend(run, planned.usage, planned.costUsd);
   input.throwIfStopped();
   const revision = await pipelinesRepository(input.db).savePlan({
     tenantId: input.context.tenantId,
@@ -298,26 +297,29 @@ async function synthesize(
     results: stageResults(state.plan, state.attempts, run.policy),
     resultMaxChars: input.settings.synthesisResultMaxChars,
   });
+  // The model asked first; the call's end names the one that answered.
   input.context.tracker.enqueue('llm_call', 'synthesis', 'started', {
-    model: input.currentModel(),
+    model: input.context.model,
   });
   const started = performance.now();
   let text = '';
   let finishReason: FinishReason | undefined;
   let synthesisUsage: { usage: WorkflowUsage } | undefined;
   let failure: LoopOutcome['failure'];
-  for await (const part of input.router.stream({
+  const parts = input.router.stream({
     model: input.context.model,
     request,
     signal: input.context.signal,
     context: { tenantId: input.context.tenantId, workflowId: input.context.workflowId },
     onEvent: input.onRouterEvent,
-  })) {
+  });
+  for await (const part of parts) {
     if (part.type === 'text-delta') {
       text += part.text;
       if (!input.context.signal.aborted) input.context.tracker.token(part.text);
     } else if (part.type === 'usage') {
-      synthesisUsage = spend(run, part.usage);
+      // From the attempt that answers: `parts.model` is its model.
+      synthesisUsage = spend(run, part.usage, input.costOf(parts.model, part.usage));
     } else if (part.type === 'finish') {
       finishReason = part.reason;
     } else if (part.type === 'error') {
@@ -328,7 +330,7 @@ async function synthesize(
   // As a tool-loop turn's (call-model.ts): a NUL or half a character would fail the end's write.
   text = storableText(text);
   const elapsedMs = performance.now() - started;
-  const model = input.currentModel();
+  const { model } = parts;
   input.context.tracker.enqueue(
     'llm_call',
     'synthesis',
@@ -345,12 +347,15 @@ async function synthesize(
 }
 
 /**
- * Adds a planner or synthesis turn's usage, priced with the model answering
- * now; returns it as the turn's event carries it.
+ * Adds the planner's or the synthesis's usage and its price (at the model
+ * that answered each turn); returns it as the call's event carries it.
  */
-function spend(run: PipelineRun, usage: Usage | undefined): { usage: WorkflowUsage } | undefined {
+function spend(
+  run: PipelineRun,
+  usage: Usage | undefined,
+  costUsd: number,
+): { usage: WorkflowUsage } | undefined {
   if (!usage) return undefined;
-  const costUsd = run.input.costOf(run.input.currentModel(), usage);
   run.usage = addUsage(run.usage, usage);
   run.costUsd += costUsd;
   return { usage: usageDetail(usage, costUsd) };

@@ -27,8 +27,9 @@ export async function callModel(
   if (withTools) run.iterations += 1;
   const step = turnStep(run.turns);
   const request = await prepareRequest(run, withTools);
+  // The model asked first; the call's end names the one that answered (after an llm_fallback, another).
   options.tracker.enqueue('llm_call', step, 'started', {
-    model: options.currentModel(),
+    model: options.model,
     turn: run.turns,
     tools: withTools,
   });
@@ -36,14 +37,14 @@ export async function callModel(
   const collected = await streamTurn(run, request, after);
   options.throwIfStopped();
   const elapsedMs = performance.now() - started;
-  const usage = spendTurn(run, collected.usage);
+  const usage = spendTurn(run, collected);
 
   if (collected.failure) {
     options.tracker.enqueue(
       'llm_call',
       step,
       'failed',
-      { model: options.currentModel(), error: collected.failure, ...usage },
+      { model: collected.model, error: collected.failure, ...usage },
       elapsedMs,
     );
     if (collected.contextOverflow) {
@@ -58,7 +59,7 @@ export async function callModel(
     'llm_call',
     step,
     'completed',
-    { model: options.currentModel(), finishReason: collected.finishReason ?? null, ...usage },
+    { model: collected.model, finishReason: collected.finishReason ?? null, ...usage },
     elapsedMs,
   );
   // A turn without tools may still name some (a model ignoring tool_choice): its text is the answer.
@@ -76,6 +77,7 @@ export async function callModel(
     content: collected.text,
     toolCalls: calls.map(toToolCall),
     finishReason: collected.finishReason ?? null,
+    model: collected.model,
   };
   if (calls.length === 0) {
     return {
@@ -89,6 +91,12 @@ export async function callModel(
 
 interface CollectedTurn {
   text: string;
+  /**
+   * Catalogue name of the model that answered (or whose failure ended the
+   * turn): every turn routes from `options.model`, and a fallback answers
+   * that turn only.
+   */
+  model: string;
   calls: PendingCall[];
   usage: Usage | undefined;
   finishReason: FinishReason | undefined;
@@ -105,6 +113,7 @@ async function streamTurn(
   const { options } = run;
   const turn: CollectedTurn = {
     text: '',
+    model: options.model,
     calls: [],
     usage: undefined,
     finishReason: undefined,
@@ -148,6 +157,7 @@ async function streamTurn(
     // (json-limits.ts). Whole text only: a character may be split across
     // two deltas.
     turn.text = storableText(turn.text);
+    turn.model = parts.model;
     // Before the turn's tool calls run: they follow the write.
     if (gate) await gate.committed();
   } finally {
@@ -211,10 +221,16 @@ function toToolCall(pending: PendingCall): ToolCall {
     : { id: pending.id, name: pending.name, arguments: {} };
 }
 
-/** Adds the turn's usage to the run's; returns it as its `llm_call` event carries it. */
-function spendTurn(run: LoopRun, usage: Usage | undefined): { usage: WorkflowUsage } | undefined {
+/**
+ * Adds the turn's usage to the run's, priced at the model that answered it;
+ * returns it as its `llm_call` event carries it.
+ */
+function spendTurn(
+  run: LoopRun,
+  { usage, model }: Pick<CollectedTurn, 'usage' | 'model'>,
+): { usage: WorkflowUsage } | undefined {
   if (!usage) return undefined;
-  const costUsd = run.options.costOf(run.options.currentModel(), usage);
+  const costUsd = run.options.costOf(model, usage);
   run.costUsd += costUsd;
   run.usage = addUsage(run.usage, usage);
   return { usage: usageDetail(usage, costUsd) };

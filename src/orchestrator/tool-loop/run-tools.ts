@@ -110,7 +110,12 @@ function completeTurn(
   toolResults: ToolResultMessage[],
   awaiting: TurnState['awaiting'],
 ): Promise<void> {
-  const assistant = run.pendingAssistant ?? { content: '', toolCalls: [], finishReason: null };
+  const assistant = run.pendingAssistant ?? {
+    content: '',
+    toolCalls: [],
+    finishReason: null,
+    model: run.options.model,
+  };
   run.pendingAssistant = null;
   run.messages.push({
     role: 'assistant',
@@ -130,7 +135,7 @@ export function turnState(
   return {
     schemaVersion: 1,
     turn: run.turns,
-    model: run.options.currentModel(),
+    model: assistant.model,
     assistant: { content: assistant.content, toolCalls: assistant.toolCalls },
     toolResults: toolResults.map((result) => ({
       toolCallId: result.toolCallId,

@@ -76,8 +76,6 @@ export interface LoopOptions {
   throwIfStopped: () => void;
   /** Called where each model turn begins, before anything of it: throws when the run must stop there. */
   beforeStep: () => void;
-  /** The model answering now; changes on a fallback. */
-  currentModel: () => string;
   /** The turns of earlier runs of this workflow, continued from; absent on a first run. */
   resume?: LoopResume;
   /**
@@ -110,7 +108,13 @@ export interface LoopRun {
   /** A context-length error was recovered from once already. */
   overflowRecovered: boolean;
   /** The current turn's assistant message, until its tool results are in. */
-  pendingAssistant: { content: string; toolCalls: ToolCall[]; finishReason: string | null } | null;
+  pendingAssistant: {
+    content: string;
+    toolCalls: ToolCall[];
+    finishReason: string | null;
+    /** Catalogue name of the model that answered the turn: a fallback's, not always `options.model`. */
+    model: string;
+  } | null;
   usage: Usage | undefined;
   /** What this run's turns cost, each at the prices of the model that answered it. */
   costUsd: number;

@@ -78,6 +78,7 @@ function options(started: Llm, extra: Partial<PlannerOptions> = {}): PlannerOpti
     history: [],
     router: started.router,
     model: started.catalogue.defaultModel,
+    costOf: () => 0,
     limits: { maxStages: DEFAULT_MAX_STAGES },
     signal: new AbortController().signal,
     context: { tenantId },

@@ -21,14 +21,14 @@ import {
 
 const keywords = compileKeywords(DEFAULT_COMPLEX_KEYWORDS);
 
-/** A router stand-in: answers every call with `reply`, and records the calls. */
+/** A router stand-in: answers every call with `reply` by the model asked, and records the calls. */
 function fakeRouter(reply: (call: RouterCall) => AsyncGenerator<StreamPart>) {
   const calls: RouterCall[] = [];
   return {
     calls,
     stream(call: RouterCall) {
       calls.push(call);
-      return reply(call);
+      return Object.assign(reply(call), { model: call.model });
     },
   };
 }
