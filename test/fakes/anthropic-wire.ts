@@ -1,3 +1,4 @@
+import { anthropicRefusal } from './anthropic-request-checks.js';
 import type {
   FakeErrorType,
   FakeFinishReason,
@@ -222,4 +223,5 @@ export const anthropicWire: VendorWire = {
   streamErrorFrame: (type) => sseEvent('error', errorBody(type)),
   streamErrorStatus: (type) => (type === 'overloaded' ? 529 : 500),
   errorBody,
+  refusal: anthropicRefusal,
 };

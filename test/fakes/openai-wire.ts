@@ -191,4 +191,6 @@ export const openaiWire: VendorWire = {
   streamErrorFrame: (type) => sseData(errorBody(type)),
   streamErrorStatus: (type) => (type === 'overloaded' ? 503 : 500),
   errorBody,
+  // The fake checks no OpenAI request constraints yet.
+  refusal: () => undefined,
 };

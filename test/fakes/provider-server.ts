@@ -109,6 +109,14 @@ export async function startFakeProviderServer(
       streamed,
       requestId: `req_fake${received}`,
     };
+    const refusal = answer.wire.refusal(body);
+    if (refusal !== undefined) {
+      // Refused before any answer, as the vendor does: the queued response waits for the next request.
+      sendJson(answer, 400, answer.wire.errorBody('invalid_request', refusal), {
+        'x-should-retry': 'false',
+      });
+      return;
+    }
     const response = queue.shift() ?? respondWhenEmpty?.(recorded);
     if (!response) {
       // x-should-retry: false stops SDK retries, so a forgotten enqueue fails at once and loudly.

@@ -40,6 +40,8 @@ export interface VendorWire {
   streamErrorStatus(type: FakeStreamErrorType): number;
   /** The vendor's error body; `message` replaces the default wording. */
   errorBody(type: FakeErrorType, message?: string): unknown;
+  /** Why the vendor's API would refuse the request with a 400 before answering, or undefined. */
+  refusal(body: unknown): string | undefined;
 }
 
 export function sseData(payload: unknown): string {
