@@ -237,8 +237,13 @@ export function createServices(options: {
       replicaId,
       leaseMs: options.config.WORKFLOW_LEASE_MS,
       intervalMs: options.config.LEASE_RECLAIM_INTERVAL_MS,
-      resume: (workflow, takeoversWithoutProgress) =>
-        executor.launch(workflow, 'reclaimed', { takeoversWithoutProgress }),
+      resume: (workflow, { lease, takeoversWithoutProgress }) =>
+        executor.launch({
+          workflow,
+          cause: 'reclaimed',
+          lease,
+          preload: { takeoversWithoutProgress },
+        }),
       runningHere: executions.ids,
     }),
     workflows,

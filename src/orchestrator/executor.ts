@@ -1,7 +1,7 @@
 import { workflowsRepository } from '../store/workflows.js';
 import { createWorkflowTracker } from '../tracker/tracker.js';
-import type { RunPreload } from '../workflows/service.js';
-import type { Workflow, WorkflowError } from '../workflows/types.js';
+import type { RunLaunch, RunPreload } from '../workflows/service.js';
+import type { WorkflowError } from '../workflows/types.js';
 import type { TenantToolset } from './answer-workflow.js';
 import { classificationEvent, classifyWithoutModel } from './classify.js';
 import type { Execution } from './executions.js';
@@ -21,30 +21,28 @@ export type { ExecutorOptions } from './workflow-run.js';
 export function createExecutor(options: ExecutorOptions) {
   return {
     /**
-     * Runs a workflow on this replica, which holds its lease already: the
-     * statement that made the workflow runnable took it (the create's
-     * insert, a user's answer or review, the sweep's reclaim). Scheduled
-     * with setImmediate so that the request answers first and never waits
-     * for (or fails with) the run.
+     * Runs a workflow on this replica, whose run holds its lease already:
+     * the statement that made the workflow runnable took it (the create's
+     * insert, a user's answer or review, the sweep's reclaim) with the
+     * owner `launch.lease`. Scheduled with setImmediate so that the request
+     * answers first and never waits for (or fails with) the run.
      */
-    launch(workflow: Workflow, cause: RunCause = 'created', preload: RunPreload = {}): void {
-      setImmediate(() => startRun(options, { workflow, cause, preload }));
+    launch(launch: Launch): void {
+      setImmediate(() => startRun(options, launch));
     },
   };
 }
 
 export type Executor = ReturnType<typeof createExecutor>;
 
-/** What a launch hands its run. */
-interface Launch {
-  workflow: Workflow;
+/** What a launch hands its run: a RunLaunch, or a sweep's takeover. */
+export interface Launch extends Omit<RunLaunch, 'cause'> {
   cause: RunCause;
-  /** What the statement that made the workflow runnable read for its run. */
-  preload: RunPreload;
 }
 
 function startRun(options: ExecutorOptions, launch: Launch): void {
-  const { workflow, cause } = launch;
+  const { workflow, cause, lease } = launch;
+  const preload = launch.preload ?? {};
   // The workflow's previous run here is still unwinding (it just paused,
   // and the user was quick): start once it is done.
   const previous = options.executions.get(workflow.id);
@@ -57,6 +55,7 @@ function startRun(options: ExecutorOptions, launch: Launch): void {
     options,
     workflow,
     cause,
+    lease,
     log,
     tracker: createWorkflowTracker({
       db: options.db,
@@ -64,9 +63,9 @@ function startRun(options: ExecutorOptions, launch: Launch): void {
       tenantId: workflow.tenantId,
       workflowId: workflow.id,
       origin: options.replicaId,
-      heldBy: options.replicaId,
+      heldBy: lease,
       log,
-      created: launch.preload.created,
+      created: preload.created,
       transitionBatches: options.transitionBatches,
       returning: 'seq',
     }),
@@ -94,10 +93,10 @@ function startRun(options: ExecutorOptions, launch: Launch): void {
   };
   if (!options.executions.add(execution)) {
     settle();
-    refuseRun(run, launch.preload.created);
+    refuseRun(run, preload.created);
     return;
   }
-  void executeRun(run, launch.preload).finally(settle);
+  void executeRun(run, preload).finally(settle);
 }
 
 /**
@@ -141,7 +140,7 @@ function refuseRun(run: Run, created: Promise<void> | undefined): void {
   const { tenantId, id } = run.workflow;
   const release = () =>
     run.repository
-      .releaseLease({ tenantId, id, owner: run.options.replicaId })
+      .releaseLease({ tenantId, id, owner: run.lease })
       .catch((error: unknown) => run.log.error({ err: error }, 'releasing the lease failed'));
   // Superseded: the insert failed (its caller is told), or read other tools and the run launched after it releases the lease.
   (created ?? Promise.resolve()).then(release, (error: unknown) =>
@@ -154,7 +153,7 @@ async function executeRun(run: Run, preload: RunPreload): Promise<void> {
   const exhausted = takeoversExhausted(run, preload);
   if (exhausted) return failAfterTakeovers(run, exhausted);
   const { options, workflow } = run;
-  const lease = { tenantId: workflow.tenantId, id: workflow.id, owner: options.replicaId };
+  const lease = { tenantId: workflow.tenantId, id: workflow.id, owner: run.lease };
   let heartbeat: NodeJS.Timeout | undefined;
   let unsubscribe: (() => void) | undefined;
   let leased = true;

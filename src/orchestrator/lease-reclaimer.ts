@@ -1,24 +1,28 @@
 import type { Logger } from 'pino';
 import { createPeriodicTask } from '../periodic.js';
 import type { Db } from '../store/database.js';
-import { claimExpiredLeases } from '../store/workflows.js';
+import { claimExpiredLeases, newLeaseOwner } from '../store/workflows.js';
 import { toWorkflow } from '../workflows/rows.js';
 import type { Workflow } from '../workflows/types.js';
 
 export interface LeaseReclaimerOptions {
   db: Db;
   log: Logger;
-  /** The lease owner this replica's runs use. */
+  /** This replica's id, which the lease owners of its takeovers begin with (newLeaseOwner). */
   replicaId: string;
   leaseMs: number;
   /** Pause between the end of one sweep and the start of the next. */
   intervalMs: number;
   /**
    * Runs a taken-over workflow here; it continues from its last persisted
-   * step. `takeoversWithoutProgress`: this takeover and those right before
-   * it that found nothing completed since (see claimExpiredLeases).
+   * step. `lease`: the owner the takeover wrote, which the run names.
+   * `takeoversWithoutProgress`: this takeover and those right before it
+   * that found nothing completed since (see claimExpiredLeases).
    */
-  resume: (workflow: Workflow, takeoversWithoutProgress: number) => void;
+  resume: (
+    workflow: Workflow,
+    takeover: { lease: string; takeoversWithoutProgress: number },
+  ) => void;
   /**
    * The workflows running on this replica: never taken over by its own
    * sweep, even when a lease renewal came late (its run is alive, and a
@@ -46,9 +50,10 @@ export function createLeaseReclaimer(options: LeaseReclaimerOptions) {
 
   /** Takes over what is waiting, up to one batch; returns the workflows resumed here. */
   async function sweepOnce(): Promise<Workflow[]> {
+    const lease = newLeaseOwner(options.replicaId);
     const rows = await claimExpiredLeases(options.db, {
       exceptIds: options.runningHere(),
-      owner: options.replicaId,
+      owner: lease,
       leaseMs: options.leaseMs,
       unclaimedGraceMs: options.unclaimedGraceMs ?? 5000,
       limit: batchSize,
@@ -60,7 +65,7 @@ export function createLeaseReclaimer(options: LeaseReclaimerOptions) {
         { workflowId: workflow.id, status: workflow.status, takeoversWithoutProgress: takeovers },
         'taking a workflow over',
       );
-      options.resume(workflow, takeovers);
+      options.resume(workflow, { lease, takeoversWithoutProgress: takeovers });
       return workflow;
     });
   }

@@ -135,7 +135,7 @@ function handOver(run: Run): Promise<void> {
   return run.repository.handOverLease({
     tenantId: run.workflow.tenantId,
     id: run.workflow.id,
-    owner: run.options.replicaId,
+    owner: run.lease,
   });
 }
 

@@ -27,7 +27,7 @@ export interface ExecutorOptions {
   sessionHistory: { budgetTokens: number; floorTurns: number };
   /** Classifier, tools and loop limits of the orchestrator. */
   orchestrator: OrchestratorSettings;
-  /** Lease owner and NOTIFY origin. */
+  /** The NOTIFY origin of the runs' writes, and what their lease owners begin with (newLeaseOwner). */
   replicaId: string;
   /** Where the runs' transitions share statements (group commit). */
   transitionBatches?: TransitionBatches;
@@ -56,6 +56,13 @@ export interface Run {
   /** As launched, then as its transitions leave it. */
   workflow: Workflow;
   readonly cause: RunCause;
+  /**
+   * The lease owner the statement that launched the run wrote: its writes
+   * are made, and its lease renewed, released or handed over, only while
+   * the workflow's row still names it. A later take of the lease, even by
+   * a run on this replica, names another.
+   */
+  readonly lease: string;
   readonly log: Logger;
   /** Its transitions return their events alone: the run needs no workflow row back. */
   readonly tracker: WorkflowTracker<'seq'>;

@@ -125,7 +125,7 @@ export function workflowEventsRepository(db: DbOrTx) {
       tokens?: TokensAmongEvents;
       /** NOTIFY origin: the replica that appends, which skips its own echo. */
       origin: string;
-      /** A run's append: only while this replica holds the workflow's lease, else LeaseLostError. */
+      /** A run's append: only while its lease owner (this) holds the workflow's lease, else LeaseLostError. */
       heldBy?: string;
       fastCommit?: boolean;
     }): Promise<{ rows: WorkflowEventRow[]; lastSeq: number }> {

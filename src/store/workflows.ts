@@ -1,3 +1,4 @@
+import { randomBytes } from 'node:crypto';
 import { type RawBuilder, sql } from 'kysely';
 import type { DbOrTx } from './database.js';
 import { fixedStatement } from './fixed-statement.js';
@@ -18,8 +19,9 @@ export interface NewWorkflowRow {
   idempotencyKey: string | null;
   requestHash: string | null;
   /**
-   * The replica that creates the workflow runs it at once: it holds the
-   * lease from the insert on, instead of claiming it in a second statement.
+   * The replica that creates the workflow runs it at once: its run holds
+   * the lease from the insert on, instead of claiming it in a second
+   * statement. `owner`: newLeaseOwner's, which the run names.
    */
   lease?: { owner: string; leaseMs: number };
 }
@@ -292,6 +294,10 @@ export function workflowsRepository(db: DbOrTx) {
 export async function claimExpiredLeases(
   db: DbOrTx,
   input: {
+    /**
+     * newLeaseOwner's, one per claim: each row is taken once by the claim,
+     * so it still names one take of each workflow's lease.
+     */
     owner: string;
     leaseMs: number;
     unclaimedGraceMs: number;
@@ -338,14 +344,27 @@ export async function claimExpiredLeases(
 }
 
 /**
- * A run's write refused because its replica no longer holds the workflow's
- * lease: another replica took the workflow over while the run stalled. The
- * run stops and writes nothing more.
+ * The lease owner of one take of a workflow's lease (a create, a user's
+ * answer or review, a sweep's takeover): the replica's id, for operators
+ * reading the row, and a random part of its own. The run started from that
+ * take names it in every write, renewal and release. Owned by the replica
+ * id alone, a run whose lease was taken over and then taken back by its own
+ * replica (a review landing there) could not tell, and would write beside
+ * the new run and release the lease from under it.
+ */
+export function newLeaseOwner(replicaId: string): string {
+  return `${replicaId}:${randomBytes(8).toString('hex')}`;
+}
+
+/**
+ * A run's write refused because the run no longer holds the workflow's
+ * lease: it was taken over while the run stalled (by another replica, or
+ * by a new run on this one). The run stops and writes nothing more.
  */
 export class LeaseLostError extends Error {
   override name = 'LeaseLostError';
   constructor(readonly workflowId: string) {
-    super(`workflow ${workflowId}: this replica no longer holds its lease`);
+    super(`workflow ${workflowId}: this run no longer holds its lease`);
   }
 }
 

@@ -29,9 +29,9 @@ export interface UnitWriterOptions {
   /** This replica's id, carried in the NOTIFYs. */
   origin: string;
   /**
-   * A run's tracker: its writes are made only while this replica (its id)
-   * holds the workflow's lease, else refused with `LeaseLostError`
-   * (TransitionInput's `heldBy`).
+   * A run's tracker: its writes are made only while the run holds the
+   * workflow's lease (this is the owner it took it as), else refused with
+   * `LeaseLostError` (TransitionInput's `heldBy`).
    */
   heldBy?: string;
   log: Logger;

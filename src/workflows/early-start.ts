@@ -1,7 +1,8 @@
 import { setNewest } from '../bounded-map.js';
 import type { VersionedEndpoints } from '../store/tenant-endpoints.js';
 import type { InsertedWorkflow, NewWorkflowRow } from '../store/workflows.js';
-import type { RunPreload } from './service.js';
+import type { LeasedWorkflowRow } from './new-workflow-row.js';
+import type { RunLaunch, RunPreload } from './service.js';
 import type { Workflow, WorkflowBudget, WorkflowMode } from './types.js';
 
 /**
@@ -47,20 +48,24 @@ export const EARLY_START_MAX_RUNS = 4;
  * what the insert threw, the early run superseded.
  */
 export async function insertAndLaunch(options: {
-  row: NewWorkflowRow;
+  row: LeasedWorkflowRow;
   insert: (row: NewWorkflowRow) => Promise<InsertedWorkflow>;
   endpointsMemory: EndpointsMemory;
-  launch: (workflow: Workflow, cause: 'created', preload: RunPreload) => void;
+  launch: (launch: RunLaunch) => void;
   early: boolean;
 }): Promise<Workflow> {
-  const { row, endpointsMemory, launch } = options;
+  const { row, endpointsMemory } = options;
+  // The runs launched for the insert name the lease it writes: an early run
+  // superseded writes nothing and leaves the lease to the one launched after it.
+  const launch = (workflow: Workflow, preload: RunPreload) =>
+    options.launch({ workflow, cause: 'created', lease: row.lease.owner, preload });
   const inserting = options.insert(row);
   const remembered = endpointsMemory.get(row.tenantId);
   const started = options.early ? remembered : undefined;
   let outcome: InsertOutcome | undefined;
   if (started) {
     outcome = insertOutcome();
-    launch(workflowAsInserted(row, new Date()), 'created', {
+    launch(workflowAsInserted(row, new Date()), {
       endpoints: started.endpoints,
       created: outcome.committed,
     });
@@ -78,7 +83,7 @@ export async function insertAndLaunch(options: {
     outcome.resolve();
   } else {
     outcome?.reject(new EarlyStartSuperseded('endpoints_changed'));
-    launch(workflow, 'created', current ? { endpoints: current.endpoints } : {});
+    launch(workflow, current ? { endpoints: current.endpoints } : {});
   }
   return workflow;
 }

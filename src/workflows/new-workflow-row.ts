@@ -1,16 +1,19 @@
 import { randomUUID } from 'node:crypto';
 import { badRequest } from '../errors.js';
 import { selectModel } from '../llm/model-selection.js';
-import type { NewWorkflowRow } from '../store/workflows.js';
+import { type NewWorkflowRow, newLeaseOwner } from '../store/workflows.js';
 import type { Principal } from '../tenancy/types.js';
 import { resolveBudget } from './budget.js';
 import type { NewWorkflow, WorkflowServiceOptions } from './service.js';
 
+/** A new workflow's row leased to the run that starts with it. */
+export type LeasedWorkflowRow = NewWorkflowRow & { lease: NonNullable<NewWorkflowRow['lease']> };
+
 /**
  * How a create makes the row of a new workflow, its request checked: the
  * model (catalogue, tenant), the budget, the session and the tools. The
- * row is leased to this replica, which launches its run; the create adds
- * the Idempotency-Key.
+ * row is leased to the run this replica launches (a lease owner of its
+ * own); the create adds the Idempotency-Key.
  */
 export function checkedWorkflowRows(
   options: Pick<
@@ -19,7 +22,7 @@ export function checkedWorkflowRows(
   >,
 ) {
   const { catalogue } = options;
-  return async (principal: Principal, input: NewWorkflow): Promise<NewWorkflowRow> => {
+  return async (principal: Principal, input: NewWorkflow): Promise<LeasedWorkflowRow> => {
     const tenantId = principal.tenant.id;
     // A model the request names is checked first, before the session is read.
     const requested = input.model
@@ -70,7 +73,7 @@ export function checkedWorkflowRows(
       budget,
       idempotencyKey: null,
       requestHash: null,
-      lease: { owner: options.replicaId, leaseMs: options.leaseMs },
+      lease: { owner: newLeaseOwner(options.replicaId), leaseMs: options.leaseMs },
     };
   };
 }

@@ -7,7 +7,7 @@ import type { PipelineRows } from '../store/pipeline-rows.js';
 import type { TenantEndpoints } from '../store/tenant-endpoints.js';
 import { type NewEventRow, workflowEventsRepository } from '../store/workflow-events.js';
 import type { WorkflowInsertBatches } from '../store/workflow-insert-batches.js';
-import { type NewWorkflowRow, workflowsRepository } from '../store/workflows.js';
+import { newLeaseOwner, workflowsRepository } from '../store/workflows.js';
 import type { Principal } from '../tenancy/types.js';
 import type { EventHub } from '../tracker/event-hub.js';
 import { createWorkflowTracker } from '../tracker/tracker.js';
@@ -16,7 +16,7 @@ import { checkAnswer } from './clarification.js';
 import { decodeCursor, encodeCursor } from './cursor.js';
 import { EARLY_START_MAX_RUNS, type EndpointsMemory, insertAndLaunch } from './early-start.js';
 import { hashRequest, isIdempotencyKeyTaken } from './idempotency.js';
-import { checkedWorkflowRows } from './new-workflow-row.js';
+import { checkedWorkflowRows, type LeasedWorkflowRow } from './new-workflow-row.js';
 import { CANCELLED_WORK, endingsOfOpenWork } from './open-work.js';
 import { toWorkflow } from './rows.js';
 import { assertAwaiting, assertVersion, type TransitionInput } from './transitions.js';
@@ -52,6 +52,16 @@ export interface RunPreload {
 /** Why a paused workflow runs again: the user answered its question, or reviewed a pipeline stage. */
 export type ResumeCause = 'answered' | 'reviewed';
 
+/** A run to start here, from the statement that made its workflow runnable (an insert, a resume). */
+export interface RunLaunch {
+  /** As that statement left it. */
+  workflow: Workflow;
+  cause: 'created' | ResumeCause;
+  /** The lease owner that statement wrote (newLeaseOwner's): the run's writes, renewals and release name it. */
+  lease: string;
+  preload?: RunPreload;
+}
+
 /** What a client asks for when it creates a workflow (already validated at the boundary). */
 export interface NewWorkflow {
   input: string;
@@ -85,7 +95,10 @@ export interface WorkflowServiceOptions {
   sessions: Pick<SessionService, 'find'>;
   /** The tool names a workflow asks for that name no tool of its tenant (tools/tool-names.ts). */
   unknownToolNames: (tenantId: string, requested: readonly string[]) => Promise<string[]>;
-  /** This replica's id: the NOTIFY origin of the transitions made here, and the lease owner of what it creates. */
+  /**
+   * This replica's id: the NOTIFY origin of the transitions made here, and
+   * the prefix of the lease owners of the runs it launches (newLeaseOwner).
+   */
   replicaId: string;
   /** How long the lease of a workflow created here lasts before its run renews it (WORKFLOW_LEASE_MS). */
   leaseMs: number;
@@ -94,7 +107,7 @@ export interface WorkflowServiceOptions {
    * Starts a workflow's run: a new one, or one the user's answer resumed.
    * Must not block or throw (the run reports its own failures).
    */
-  launch: (workflow: Workflow, cause: 'created' | ResumeCause, preload?: RunPreload) => void;
+  launch: (launch: RunLaunch) => void;
   /** Stops a workflow's run if it runs on this replica. */
   stopLocalRun: (workflowId: string) => void;
   /** The configured budget (BUDGET_MAX_*), for tenants without overrides. */
@@ -170,7 +183,7 @@ export function createWorkflowService(options: WorkflowServiceOptions) {
         idempotencyKey === undefined || requestHash === null
           ? undefined
           : replayOf(tenantId, idempotencyKey, requestHash);
-      let row: NewWorkflowRow;
+      let row: LeasedWorkflowRow;
       try {
         row = await newWorkflowRow(principal, input);
       } catch (error) {
@@ -304,20 +317,23 @@ export function createWorkflowService(options: WorkflowServiceOptions) {
       },
     ): Promise<Workflow> {
       const tracker = trackerFor(tenantId, id);
+      // Launched here below: its run holds the lease from the transition on.
+      const lease = newLeaseOwner(options.replicaId);
       try {
         const { workflow, endpoints, also } = await tracker.transition({
           to: 'running',
-          // Launched here below: its run holds the lease from the transition on.
-          lease: { owner: options.replicaId, leaseMs: options.leaseMs },
+          lease: { owner: lease, leaseMs: options.leaseMs },
           fromAwaiting: change.fromAwaiting,
           expectedVersion: change.expectedVersion,
           events: change.events,
           alsoInStatement: change.alsoInStatement,
           alsoSelect: change.alsoSelect,
         });
-        options.launch(workflow, change.cause, {
-          endpoints,
-          pipeline: change.pipelineAfter?.(also),
+        options.launch({
+          workflow,
+          cause: change.cause,
+          lease,
+          preload: { endpoints, pipeline: change.pipelineAfter?.(also) },
         });
         return workflow;
       } finally {

@@ -34,7 +34,7 @@ import type { AwaitingReason, WorkflowKind, WorkflowStatus } from './types.js';
 export interface TransitionShape {
   starts: boolean;
   finishes: boolean;
-  /** The lease taken by this replica (a run starts here), cleared, or left as it is. */
+  /** The lease taken for a run starting on this replica, cleared, or left as it is. */
   lease: 'take' | 'clear' | 'keep';
   kind: boolean;
   result: boolean;
@@ -48,7 +48,7 @@ export interface TransitionShape {
   durable: boolean;
   /** Returns the row's seq alone (`returning: 'seq'`), not the whole row. */
   seqOnly: boolean;
-  /** Made by a run: only while its replica holds the lease (TransitionInput's `heldBy`). */
+  /** Made by a run: only while it holds the lease (TransitionInput's `heldBy`). */
   held: boolean;
 }
 

@@ -74,11 +74,12 @@ export interface TransitionInput {
    */
   eventsUnderLock?: (tx: Transaction<Database>) => Promise<NewEventRow[]>;
   /**
-   * The replica whose run makes the transition: made only while it holds
-   * the workflow's lease, else refused with `LeaseLostError`. A run stalled
-   * past its lease (a frozen process, a blocked event loop) whose workflow
-   * another replica took over must not write over that one's work.
-   * Ignored by a transition that takes the lease.
+   * The lease owner of the run that makes the transition (Run's `lease`):
+   * made only while the workflow's row still names it, else refused with
+   * `LeaseLostError`. A run stalled past its lease (a frozen process, a
+   * blocked event loop) whose workflow was taken over since, by another
+   * replica or by a new run on its own, must not write over that one's
+   * work. Ignored by a transition that takes the lease.
    */
   heldBy?: string;
   /**

@@ -226,13 +226,18 @@ describe('leases', () => {
     ).toBe(false);
   });
 
-  it('a running workflow holds a lease owned by this replica', async () => {
+  it('a running workflow holds a lease of its own run, named after this replica', async () => {
     const id = await startStreaming(testApp, tenant.key);
     const { rows } = await testApp.services.database.pool.query(
       'SELECT lease_owner, lease_expires_at > now() AS held FROM workflows WHERE id = $1',
       [id],
     );
-    expect(rows[0]).toEqual({ lease_owner: testApp.services.replicaId, held: true });
+    expect(rows[0]).toEqual({
+      lease_owner: expect.stringMatching(
+        new RegExp(`^${testApp.services.replicaId}:[0-9a-f]{16}$`),
+      ),
+      held: true,
+    });
     expect((await cancelWorkflow(testApp, tenant.key, id)).statusCode).toBe(202);
   });
 });

@@ -175,9 +175,41 @@ export async function storedEvents(testApp: TestApp, workflowId: string): Promis
 /** As at shutdown: the workflow's run on this app stops and hands its lease over; resolves once it has stopped. */
 export async function handOver(testApp: TestApp, id: string): Promise<void> {
   testApp.services.executions.stop(id, 'shutdown');
+  await runStopped(testApp, id);
+}
+
+/** Resolves once the workflow has no run on this app. */
+export async function runStopped(testApp: TestApp, id: string): Promise<void> {
   await waitFor(
     () => (testApp.services.executions.isRunning(id) ? undefined : true),
     `the run of ${id} to stop`,
+  );
+}
+
+/**
+ * The workflow's run stalls past its lease (a frozen process): the lease
+ * expires now, still held by its run, and the next sweep takes it.
+ */
+export async function expireLease(testApp: TestApp, id: string): Promise<void> {
+  await testApp.services.database.pool.query(
+    `UPDATE workflows SET lease_expires_at = now() - interval '1 second' WHERE id = $1`,
+    [id],
+  );
+}
+
+/** Resolves once the workflow has stored an event of `type` at `step` (an `llm_call` at `a/turn-1`). */
+export async function eventStored(
+  testApp: TestApp,
+  id: string,
+  event: { type: string; step?: string },
+): Promise<void> {
+  await waitFor(
+    async () =>
+      (await storedEvents(testApp, id)).some(
+        (stored) =>
+          stored.type === event.type && (event.step === undefined || stored.step === event.step),
+      ) || undefined,
+    `a ${event.type} event${event.step ? ` at ${event.step}` : ''} of ${id}`,
   );
 }
 
