@@ -67,6 +67,8 @@ export interface AnswerWorkflowInput {
   pausePipeline: PipelineRunInput['pause'];
   /** The pipeline's plan and stage attempts are read and written here. */
   db: Db;
+  /** The run's lease owner, which the pipeline's writes name (PipelineRunInput's `lease`). */
+  lease: string;
   throwIfStopped: () => void;
   /** Where each model turn of a tool loop begins (LoopOptions' `beforeStep`). */
   beforeStep: () => void;
@@ -150,6 +152,7 @@ function answerWithPipeline(input: AnswerWorkflowInput, available: Tool[]): Prom
   });
   return runPipeline({
     db: input.db,
+    lease: input.lease,
     rows: input.pipeline,
     context: input.context,
     settings: input.settings.pipeline,

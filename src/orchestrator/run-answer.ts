@@ -91,6 +91,7 @@ export async function answerWithToolLoop(
       run.uncounted = addWorkflowUsage(run.uncounted, usage);
     },
     db: options.db,
+    lease: run.lease,
     throwIfStopped: () => throwIfStopped(run),
     beforeStep: () => beforeStep(run),
   });

@@ -1,7 +1,7 @@
 import { type Selectable, sql } from 'kysely';
 import { z } from 'zod';
-import { conflict } from '../errors.js';
 import { type DbOrTx, WITHOUT_FLUSH_WAIT } from './database.js';
+import { type HeldBy, heldWorkflow, refusalOf } from './held-lease.js';
 import {
   acceptAfterTransition,
   type BegunAttempt,
@@ -20,6 +20,13 @@ import type { WorkflowStageAttemptsTable } from './schema.js';
  *
  * The plan is stored as the caller gives it (versioned JSON, parsed by
  * src/orchestrator/pipeline/plan.ts): the store knows rows, not plans.
+ *
+ * A run's writes (a plan, an attempt's start and end) name the run's lease
+ * owner (`heldBy`, Run's `lease`): they are made only while it holds the
+ * workflow's lease, else refused with LeaseLostError, as its events and
+ * transitions are (held-lease.ts). A run stalled past its lease whose
+ * workflow was taken over must not leave a plan or a stage result the new
+ * run would build on.
  */
 
 export const ATTEMPT_STATUSES = ['pending', 'started', 'completed', 'failed'] as const;
@@ -124,54 +131,64 @@ export const ZERO_USAGE: Readonly<AttemptUsage> = {
   costUsd: 0,
 };
 
-/** An attempt's end, timed by the database clock its started_at came from. */
-const FINISHED = {
-  finished_at: sql<Date>`clock_timestamp()`,
-  elapsed_ms: elapsedMsSince(sql.ref('started_at')),
-};
-
 export function pipelinesRepository(db: DbOrTx) {
-  const attemptRow = (key: AttemptKey) =>
-    db
-      .updateTable('workflow_stage_attempts')
-      .where('tenant_id', '=', key.tenantId)
-      .where('workflow_id', '=', key.workflowId)
-      .where('stage_id', '=', key.stageId)
-      .where('attempt', '=', key.attempt);
-
-  /** The one update that ends an attempt; only a started one, so an attempt ends once. */
+  /**
+   * The one update that ends an attempt; only a started one, so an attempt
+   * ends once. Undefined when it is not started (any more); a run's
+   * (`heldBy`) finding it ended because the run lost the lease, or the
+   * workflow ended, is told so (refusalOf).
+   */
   async function finish(
-    key: AttemptKey,
+    key: AttemptKey & HeldBy,
     outcome: AttemptOutcome,
   ): Promise<StageAttempt | undefined> {
-    const row = await attemptRow(key)
-      .set({
-        status: outcome.status,
-        result: outcome.result ?? null,
-        validation: outcome.validation ? validationJson(outcome.validation) : null,
-        error: outcome.error ? JSON.stringify(outcome.error) : null,
-        ...usageColumns(outcome.usage),
-        ...FINISHED,
-      })
-      .where('status', '=', 'started')
-      .returningAll()
-      .executeTakeFirst();
-    return row && toStageAttempt(row);
+    const usage = usageColumns(outcome.usage);
+    const ended = await sql<Selectable<WorkflowStageAttemptsTable>>`
+      WITH ${heldWorkflow(key)}
+      UPDATE workflow_stage_attempts AS a SET
+        status = ${outcome.status},
+        result = ${outcome.result ?? null},
+        validation = ${outcome.validation ? validationJson(outcome.validation) : null}::jsonb,
+        error = ${outcome.error ? JSON.stringify(outcome.error) : null}::jsonb,
+        input_tokens = ${usage.input_tokens},
+        output_tokens = ${usage.output_tokens},
+        cached_input_tokens = ${usage.cached_input_tokens},
+        cost_usd = ${usage.cost_usd},
+        -- Timed by the database clock its started_at came from.
+        finished_at = clock_timestamp(),
+        elapsed_ms = ${elapsedMsSince(sql.ref('a.started_at'))}
+      FROM held
+      WHERE a.workflow_id = held.id AND a.tenant_id = held.tenant_id
+        AND a.stage_id = ${key.stageId} AND a.attempt = ${key.attempt}
+        AND a.status = 'started'
+      RETURNING a.*`.execute(db);
+    const row = ended.rows[0];
+    if (row) return toStageAttempt(row);
+    if (key.heldBy !== undefined) {
+      const refused = await refusalOf(db, key);
+      if (refused) throw refused;
+    }
+    return undefined;
   }
 
   return {
-    /** Appends the next plan revision (1 for the planner's plan) and returns its number. */
-    async savePlan(input: WorkflowKey & { plan: object }): Promise<number> {
+    /**
+     * Appends the next plan revision (1 for the planner's plan) and returns
+     * its number; a run's (`heldBy`) only while it holds the lease.
+     */
+    async savePlan(input: WorkflowKey & HeldBy & { plan: object }): Promise<number> {
       const saved = await sql<{ revision: number }>`
+        WITH ${heldWorkflow(input)}
         INSERT INTO workflow_plans (workflow_id, revision, tenant_id, plan)
-        SELECT ${input.workflowId}, coalesce(max(revision), 0) + 1, ${input.tenantId},
-               ${JSON.stringify(input.plan)}::jsonb
-        FROM workflow_plans
-        WHERE workflow_id = ${input.workflowId} AND tenant_id = ${input.tenantId}
+        SELECT held.id,
+               coalesce((SELECT max(p.revision) FROM workflow_plans p
+                 WHERE p.workflow_id = held.id AND p.tenant_id = held.tenant_id), 0) + 1,
+               held.tenant_id, ${JSON.stringify(input.plan)}::jsonb
+        FROM held
         RETURNING revision`.execute(db);
       const row = saved.rows[0];
-      if (!row) throw new Error('saving the plan returned no revision');
-      return row.revision;
+      if (row) return row.revision;
+      throw (await refusalOf(db, input)) ?? new Error('saving the plan returned no revision');
     },
 
     /**
@@ -188,10 +205,13 @@ export function pipelinesRepository(db: DbOrTx) {
      * on the workflow row, so a cancel either comes after it, and fails the
      * attempt with the workflow, or before it, and the attempt is not
      * written (a row left `started` on a cancelled workflow would show its
-     * stage running forever).
+     * stage running forever). The same lock orders it with a takeover: a
+     * run's start (`heldBy`) is written only while the run holds the lease
+     * (LeaseLostError otherwise; see heldWorkflow).
      */
     async startAttempt(
-      input: AttemptKey & { planRevision: number; reason: AttemptReason; feedback: string | null },
+      input: AttemptKey &
+        HeldBy & { planRevision: number; reason: AttemptReason; feedback: string | null },
     ): Promise<StageAttempt | undefined> {
       // Not waiting for the WAL flush: a start lost to a PostgreSQL crash
       // only means the stage starts again (how it ends is written durably).
@@ -203,6 +223,7 @@ export function pipelinesRepository(db: DbOrTx) {
         FROM workflows w, ${WITHOUT_FLUSH_WAIT}
         WHERE w.id = ${input.workflowId} AND w.tenant_id = ${input.tenantId}
           AND w.status NOT IN ('completed', 'failed', 'cancelled')
+          ${input.heldBy === undefined ? sql`` : sql`AND w.lease_owner = ${input.heldBy}`}
         FOR SHARE OF w
         ON CONFLICT (workflow_id, stage_id, attempt) DO UPDATE SET
           status = 'started',
@@ -213,26 +234,19 @@ export function pipelinesRepository(db: DbOrTx) {
         RETURNING a.*`.execute(db);
       const row = started.rows[0];
       if (row) return toStageAttempt(row);
-      const workflow = await db
-        .selectFrom('workflows')
-        .select(['status', 'finished_at'])
-        .where('id', '=', input.workflowId)
-        .where('tenant_id', '=', input.tenantId)
-        .executeTakeFirst();
-      // Set exactly when the status is a finished one (a CHECK constraint).
-      if (workflow?.finished_at) {
-        throw conflict('workflow_finished', `The workflow is already ${workflow.status}`);
-      }
+      const refused = await refusalOf(db, input);
+      if (refused) throw refused;
       return undefined;
     },
 
     /** Ends a started attempt whose result passed validation; undefined when it is not started (any more). */
     async completeAttempt(
-      input: AttemptKey & {
-        result: string;
-        validation: StageValidationRecord;
-        usage?: AttemptUsage;
-      },
+      input: AttemptKey &
+        HeldBy & {
+          result: string;
+          validation: StageValidationRecord;
+          usage?: AttemptUsage;
+        },
     ): Promise<StageAttempt | undefined> {
       return finish(input, { status: 'completed', ...input, error: null });
     },
@@ -242,12 +256,13 @@ export function pipelinesRepository(db: DbOrTx) {
      * by an error, or as `interrupted` when a resumed run finds it cut off.
      */
     async failAttempt(
-      input: AttemptKey & {
-        result?: string | null;
-        validation?: StageValidationRecord | null;
-        error?: AttemptError | null;
-        usage?: AttemptUsage;
-      },
+      input: AttemptKey &
+        HeldBy & {
+          result?: string | null;
+          validation?: StageValidationRecord | null;
+          error?: AttemptError | null;
+          usage?: AttemptUsage;
+        },
     ): Promise<StageAttempt | undefined> {
       return finish(input, { status: 'failed', ...input });
     },

@@ -58,6 +58,11 @@ export type RunStageLoop = (input: {
 
 export interface PipelineRunInput {
   db: Db;
+  /**
+   * The run's lease owner (Run's `lease`): its plan and stage attempts are
+   * written only while it holds the workflow's lease (store/pipelines.ts).
+   */
+  lease: string;
   /** The rows to start from, when the review that launched the run returned them; read otherwise. */
   rows?: PipelineRows;
   context: AgentContext;
@@ -270,6 +275,7 @@ async function plan(
   const revision = await pipelinesRepository(input.db).savePlan({
     tenantId: input.context.tenantId,
     workflowId: input.context.workflowId,
+    heldBy: input.lease,
     plan: toStoredPlan(planned.plan),
   });
   input.context.tracker.enqueue(

@@ -33,6 +33,7 @@ export async function runStage(
     tenantId: input.context.tenantId,
     workflowId: input.context.workflowId,
     stageId: stage.id,
+    heldBy: input.lease,
   };
   if (action.interruptedAttempt !== null) {
     keep(
@@ -133,6 +134,9 @@ export function stageStartedEvent(action: Pick<RunStage, 'stage' | 'attempt' | '
  * Starts the attempt, with its event; undefined when it exists and was
  * started already. The event is written while the attempt row is, not after
  * it: a client watching the stream sees the stage start one round trip sooner.
+ * Each is made only while the run holds the lease, so a run that lost it
+ * writes neither; a takeover between the two is a crash between them,
+ * which the run taking over handles (it fails the attempt as interrupted).
  */
 async function startAttempt(
   run: PipelineRun,
@@ -146,6 +150,7 @@ async function startAttempt(
       tenantId: input.context.tenantId,
       workflowId: input.context.workflowId,
       stageId: action.stage.id,
+      heldBy: input.lease,
       attempt: action.attempt,
       planRevision: state.revision,
       reason: action.reason,

@@ -1,0 +1,62 @@
+import { sql } from 'kysely';
+import { type AppError, conflict } from '../errors.js';
+import type { DbOrTx } from './database.js';
+import type { WorkflowKey } from './pipelines.js';
+import { LeaseLostError } from './workflows.js';
+
+/**
+ * The lease condition of a run's writes besides its events and transitions
+ * (whose statements check `heldBy` themselves): its plan and stage attempts
+ * (pipelines.ts), written from the workflow row only while the run holds
+ * the workflow's lease.
+ */
+
+/** Whose lease a run's write requires: none for the other callers (the tests' fixtures). */
+export interface HeldBy {
+  heldBy?: string;
+}
+
+/**
+ * `held`: the workflow row a run's write selects from, only while `heldBy`
+ * (when given) holds its lease. Share-locked, so the write and a takeover
+ * (the sweep's claim, a review's transition, both row-locking updates)
+ * never overlap: a takeover that commits first leaves the write no row
+ * (READ COMMITTED re-reads the locked row's new version), and one that
+ * comes after waits for the write to commit, the sweep skipping the row
+ * until then. Unlocked, the write could read the old owner while a
+ * takeover commits, and land after the new run had read the rows.
+ */
+export function heldWorkflow(key: WorkflowKey & HeldBy) {
+  return sql`held AS (
+    SELECT id, tenant_id FROM workflows
+    WHERE id = ${key.workflowId} AND tenant_id = ${key.tenantId}
+      ${key.heldBy === undefined ? sql`` : sql`AND lease_owner = ${key.heldBy}`}
+    FOR SHARE
+  )`;
+}
+
+/**
+ * Why a write found no workflow row to write from: 409 `workflow_finished`
+ * when the workflow ended (a cancel), LeaseLostError when `heldBy` no longer
+ * holds its lease; undefined otherwise (no such workflow, or no lease asked).
+ */
+export async function refusalOf(
+  db: DbOrTx,
+  key: WorkflowKey & HeldBy,
+): Promise<AppError | LeaseLostError | undefined> {
+  const workflow = await db
+    .selectFrom('workflows')
+    .select(['status', 'finished_at', 'lease_owner'])
+    .where('id', '=', key.workflowId)
+    .where('tenant_id', '=', key.tenantId)
+    .executeTakeFirst();
+  if (!workflow) return undefined;
+  // Set exactly when the status is a finished one (a CHECK constraint).
+  if (workflow.finished_at) {
+    return conflict('workflow_finished', `The workflow is already ${workflow.status}`);
+  }
+  if (key.heldBy !== undefined && workflow.lease_owner !== key.heldBy) {
+    return new LeaseLostError(key.workflowId);
+  }
+  return undefined;
+}
