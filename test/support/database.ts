@@ -55,14 +55,18 @@ async function withAdmin<T>(adminUrl: string, work: (client: pg.Client) => Promi
 /**
  * The backend of a statement in this database that waits for a lock (a
  * writer queued behind a row lock the test holds, say), polled for up to
- * 5 s through `db` (a pool or a client not itself waiting).
+ * 5 s through `db` (a pool or a client not itself waiting). `writing`: only
+ * a statement that mentions this text (a lease renewal may wait on the same
+ * row).
  */
-export async function lockWaiter(db: Pick<pg.Pool, 'query'>): Promise<number> {
+export async function lockWaiter(db: Pick<pg.Pool, 'query'>, writing?: string): Promise<number> {
   const deadline = Date.now() + 5_000;
   for (;;) {
     const { rows } = await db.query<{ pid: number }>(
       `SELECT pid FROM pg_stat_activity
-       WHERE wait_event_type = 'Lock' AND datname = current_database() AND pid <> pg_backend_pid()`,
+       WHERE wait_event_type = 'Lock' AND datname = current_database() AND pid <> pg_backend_pid()
+         AND ($1::text IS NULL OR strpos(query, $1) > 0)`,
+      [writing ?? null],
     );
     const pid = rows[0]?.pid;
     if (pid !== undefined) return pid;

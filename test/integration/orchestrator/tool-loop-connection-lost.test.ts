@@ -41,7 +41,8 @@ describe.each([
     );
     try {
       const { rows: stopped } = await admin.query<{ done: boolean }>(`SELECT ${stop}($1) AS done`, [
-        await lockWaiter(admin),
+        // The turn's write, not a lease renewal queued on the same row.
+        await lockWaiter(admin, 'workflow_turns'),
       ]);
       expect(stopped[0]?.done).toBe(true);
       // What the run does next (fail the workflow, or hand it over) waits for the lock too.
