@@ -1,5 +1,5 @@
 import { setTimeout as sleep } from 'node:timers/promises';
-import { describe, expect, it } from 'vitest';
+import { describe, expect, it, vi } from 'vitest';
 import { pipelineRequests, planReply, stage } from '../../support/pipeline-http.js';
 import { answer, useToolLoopHarness } from '../../support/tool-loop-harness.js';
 import { startWorkflow, storedEvents, waitForStatus } from '../../support/workflows.js';
@@ -23,6 +23,8 @@ describe('cancel while the resumed run waits for the previous one to unwind', ()
     const id = await startWorkflow(h.testApp, h.tenant.key, { input: 'Compare', mode: 'complex' });
     const paused = await waitForStatus(h.testApp, h.tenant.key, id, ['awaiting_input', 'failed']);
     expect(paused.status).toBe('awaiting_input');
+    // The run that paused it may still be registered here a moment after the pause is visible.
+    await vi.waitFor(() => expect(h.testApp.services.executions.get(id)).toBeUndefined());
 
     // The previous run of this workflow here is still unwinding (closing its MCP sessions, say).
     let unwound!: () => void;
