@@ -106,7 +106,7 @@ describe('the model call of a workflow', () => {
     });
   });
 
-  it('a fallback is an llm_fallback event, and the usage is priced at the model that answered', async () => {
+  it('a fallback is an llm_fallback event, and the usage is priced at the model that answered (the usage event names the workflow’s model)', async () => {
     server.enqueue({ kind: 'error', status: 500 }, { kind: 'error', status: 500 }, ok);
     const { workflow, events } = await run('Fall back');
     expect(workflow.status).toBe('completed');
@@ -116,7 +116,7 @@ describe('the model call of a workflow', () => {
       detail: { from: 'primary', to: 'secondary', reason: 'error' },
     });
     expect(events.find((event) => event.type === 'usage')?.detail).toMatchObject({
-      model: 'secondary',
+      model: 'primary',
       costUsd: (10 * 10 + 3 * 20) / 1e6,
     });
     expect(
