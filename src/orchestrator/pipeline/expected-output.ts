@@ -27,7 +27,8 @@ export const expectedOutputSchema = z
     format: z.enum(OUTPUT_FORMATS),
     fields: z.array(z.string().trim().min(1).max(100)).max(MAX_FIELDS).optional(),
     minItems: z.number().int().min(1).max(1000).optional(),
-    consistentWith: z.array(z.string()).max(MAX_FIELDS).optional(),
+    // Trimmed as stage ids and dependsOn are (plan.ts), so the validator finds the stage named.
+    consistentWith: z.array(z.string().trim()).max(MAX_FIELDS).optional(),
   })
   .superRefine((output, context) => {
     if (output.minItems !== undefined && output.format !== 'list') {

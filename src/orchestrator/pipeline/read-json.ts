@@ -4,7 +4,7 @@ import { findUnsupportedJson, storableText } from '../../json-limits.js';
  * Reads the JSON object a model was asked for out of its reply. Models
  * asked for JSON only still wrap it in a ```json fence or add a sentence
  * around it; both are accepted rather than costing a repair turn. The
- * object is the first fenced block (plain or `json`) when there is one,
+ * object is the first ```json block, else the first plain fenced block,
  * else the text from the first `{` to the last `}`. A value PostgreSQL
  * could not store (a NUL or a lone surrogate, from an escape) or nesting
  * past MAX_JSON_DEPTH is a problem, as a syntax error is: the caller's
@@ -49,25 +49,31 @@ export function readJsonObject(text: string): JsonRead {
 }
 
 /**
- * The content of the first fenced block whose opening line is ``` or
- * ```json, up to the next fence; blocks of other languages are skipped. Found with indexOf: the regular expression it
- * replaces backtracked in cubic time (a 3,000-character reply of newlines
- * after a fence held the replica's event loop for 10 s).
+ * The content of the first fenced block whose opening line is ```json,
+ * else of the first plain ``` one, up to the next fence; blocks of other
+ * languages are skipped, and a plain block (a table, a sketch) before the
+ * ```json block asked for does not hide it. Found with indexOf: the
+ * regular expression it replaces backtracked in cubic time (a
+ * 3,000-character reply of newlines after a fence held the replica's event
+ * loop for 10 s).
  */
 function fencedBlock(text: string): string | undefined {
+  let plain: string | undefined;
   let open = text.indexOf(FENCE);
   for (let seen = 0; open >= 0 && seen < MAX_FENCES; seen++) {
     const lineEnd = text.indexOf('\n', open + FENCE.length);
-    if (lineEnd < 0) return undefined;
+    if (lineEnd < 0) break;
     const info = text
       .slice(open + FENCE.length, lineEnd)
       .trim()
       .toLowerCase();
     const close = text.indexOf(FENCE, lineEnd + 1);
-    if (close < 0) return undefined;
-    if (info === '' || info === 'json') return text.slice(lineEnd + 1, close);
-    // Another language's block (an example): the next fence after its end.
+    if (close < 0) break;
+    const content = text.slice(lineEnd + 1, close);
+    if (info === 'json') return content;
+    if (info === '') plain ??= content;
+    // The next fence after this block's end.
     open = text.indexOf(FENCE, close + FENCE.length);
   }
-  return undefined;
+  return plain;
 }

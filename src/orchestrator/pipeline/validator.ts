@@ -56,11 +56,27 @@ function missingMentions(result: string, expected: ExpectedOutput): string[] {
 }
 
 /** `- item`, `* item`, `+ item`, `• item`, `1. item`, `1) item`, at the start of a line. */
-const LIST_ITEM = /^[ \t]*(?:[-*+•]|\d+[.)])[ \t]+\S/gm;
+const LIST_ITEM = /^[ \t]*(?:[-*+•]|\d+[.)])[ \t]+\S/;
+
+/** A Markdown thematic break (`* * *`, `- - -`, `___`): a rule, not an item. */
+const THEMATIC_BREAK = /^[ \t]*([-*_])(?:[ \t]*\1){2,}[ \t]*$/;
+
+/** A code fence's opening or closing line: what is between is code, not items. */
+const FENCE = /^[ \t]*(?:```|~~~)/;
+
+function countListItems(result: string): number {
+  let items = 0;
+  let inFence = false;
+  for (const line of result.split('\n')) {
+    if (FENCE.test(line)) inFence = !inFence;
+    else if (!inFence && LIST_ITEM.test(line) && !THEMATIC_BREAK.test(line)) items += 1;
+  }
+  return items;
+}
 
 function listFindings(result: string, expected: ExpectedOutput): string[] {
   const wanted = expected.minItems ?? 1;
-  const items = result.match(LIST_ITEM)?.length ?? 0;
+  const items = countListItems(result);
   if (items >= wanted) return [];
   return [
     `The result has ${items} list ${items === 1 ? 'item' : 'items'} but needs at least ${wanted}: one item per line, starting with "- " or "1. ".`,
@@ -73,8 +89,9 @@ function jsonFindings(options: ValidateStageOptions, expected: ExpectedOutput): 
     return [`The result must be one JSON object in a \`\`\`json block, but ${json.problem}.`];
   }
   const findings: string[] = [];
+  // Own fields only: `constructor` or `valueOf` are on every object's prototype.
   const missing = (expected.fields ?? []).filter(
-    (field) => json.value[field] === undefined || json.value[field] === null,
+    (field) => !Object.hasOwn(json.value, field) || json.value[field] === null,
   );
   if (missing.length > 0) {
     findings.push(`The JSON object lacks the fields ${quoteAll(missing)} (or they are null).`);

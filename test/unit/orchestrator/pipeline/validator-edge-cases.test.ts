@@ -1,0 +1,112 @@
+import { describe, expect, it } from 'vitest';
+import { parsePlan } from '../../../../src/orchestrator/pipeline/plan.js';
+import { validateStageResult } from '../../../../src/orchestrator/pipeline/validator.js';
+
+/** The stage validator and the JSON reader on edge cases a pipeline hunt found (each failed before its fix). */
+
+/**
+ * A consistentWith id with surrounding spaces is trimmed, as stage ids and
+ * dependsOn are: kept with its spaces, the validator looked up " totals "
+ * among earlier results, found nothing, and skipped the comparison.
+ */
+describe('consistentWith naming an earlier stage with spaces around the id', () => {
+  it('is either rejected by the plan check or enforced by the validator', () => {
+    const parsed = parsePlan(
+      {
+        stages: [
+          { id: 'totals', title: 'Totals', goal: 'Sum', expectedOutput: { format: 'json' } },
+          {
+            id: 'report',
+            title: 'Report',
+            goal: 'Report',
+            expectedOutput: { format: 'json', consistentWith: [' totals '] },
+          },
+        ],
+      },
+      { maxStages: 12 },
+    );
+    if (!parsed.ok) return; // rejecting it would be fine too
+    const [totals, report] = parsed.plan.stages;
+    if (!totals || !report) throw new Error('two stages');
+    const validation = validateStageResult({
+      stage: report,
+      result: '```json\n{"total": 999}\n```',
+      earlierResults: new Map([['totals', '{"total": 1000}']]),
+      plan: parsed.plan,
+    });
+    expect(validation.passed).toBe(false);
+  });
+});
+
+/**
+ * expectedOutput json `fields` must be the object's own keys with a
+ * non-null value: one named like an Object.prototype member ("constructor",
+ * "valueOf") was found on the prototype, so a result lacking it passed.
+ */
+describe('a json field named like an Object.prototype member', () => {
+  it('is reported missing when the object lacks it', () => {
+    const stage = {
+      id: 's',
+      title: 'S',
+      goal: 'g',
+      checkpoint: false,
+      expectedOutput: { format: 'json' as const, fields: ['constructor', 'valueOf'] },
+    };
+    const validation = validateStageResult({
+      stage,
+      result: '{"name": "x"}',
+      earlierResults: new Map(),
+      plan: { stages: [stage] },
+    });
+    expect(validation.passed).toBe(false);
+  });
+});
+
+/**
+ * The stage is told to reply with one JSON object "in a ```json block": a
+ * result that does so after quoting a plain (untagged) code block is read
+ * from its ```json block, not from the plain one before it.
+ */
+describe('a json result after a plain code block', () => {
+  it('is read from its ```json block', () => {
+    const stage = {
+      id: 's',
+      title: 'S',
+      goal: 'g',
+      checkpoint: false,
+      expectedOutput: { format: 'json' as const, fields: ['total'] },
+    };
+    const validation = validateStageResult({
+      stage,
+      result:
+        'The source table:\n```\n| item | price |\n| a    | 3     |\n```\n```json\n{"total": 3}\n```',
+      earlierResults: new Map(),
+      plan: { stages: [stage] },
+    });
+    expect(validation).toEqual({ passed: true, findings: [] });
+  });
+});
+
+/**
+ * expectedOutput list: "at least minItems Markdown list items". A Markdown
+ * thematic break (`* * *`, `- - -`) is a horizontal rule, not a list item:
+ * each counted as one, so a result with no list at all met minItems 2.
+ */
+describe('list minItems', () => {
+  it('does not count horizontal rules as list items', () => {
+    const stage = {
+      id: 's',
+      title: 'S',
+      goal: 'g',
+      checkpoint: false,
+      expectedOutput: { format: 'list' as const, minItems: 2 },
+    };
+    const validation = validateStageResult({
+      stage,
+      result: 'No suppliers were found.\n\n* * *\n\nSee above.\n\n- - -\n',
+      earlierResults: new Map(),
+      plan: { stages: [stage] },
+    });
+    expect(validation.passed).toBe(false);
+  });
+});
