@@ -119,11 +119,16 @@ function stageToolsLine(stage: PlanStage): string[] {
   ];
 }
 
-/** The stages a stage sees results of: its `dependsOn` when given, else every earlier stage. */
+/**
+ * The stages a stage sees results of: its `dependsOn` when given, else
+ * every earlier stage; and always those its result must be consistent
+ * with (`expectedOutput.consistentWith`), which the validator compares it
+ * to: unseen, the first attempt could only guess their values.
+ */
 export function visibleStages(plan: ExecutionPlan, stage: PlanStage): PlanStage[] {
   const index = plan.stages.findIndex((candidate) => candidate.id === stage.id);
   const earlier = plan.stages.slice(0, Math.max(0, index));
   if (stage.dependsOn === undefined) return earlier;
-  const wanted = new Set(stage.dependsOn);
+  const wanted = new Set([...stage.dependsOn, ...(stage.expectedOutput?.consistentWith ?? [])]);
   return earlier.filter((candidate) => wanted.has(candidate.id));
 }
