@@ -190,8 +190,11 @@ function openFindings(attempts: readonly StageAttempt[]): string[] {
 
 /**
  * The result each done stage passes on: its latest attempt's, for stages
- * whose latest attempt completed or was accepted. Feed it to the stage and
- * synthesis prompts and to the validator's consistency check.
+ * whose latest attempt completed or was accepted, and for a checkpoint
+ * stage whose completed result awaits review. Feed it to the stage and
+ * synthesis prompts and to the validator's consistency check. Nothing runs
+ * after a stage awaiting review but the synthesis a budget cap brings
+ * forward, which writes the answer from every stage done, that one too.
  */
 export function stageResults(
   plan: ExecutionPlan,
@@ -201,10 +204,15 @@ export function stageResults(
   const byStage = attemptsByStage(attempts);
   const results = new Map<string, string>();
   for (const stage of plan.stages) {
-    const progress = stageProgress(stage, byStage.get(stage.id) ?? [], policy);
-    if (progress.kind === 'done' && progress.latest.result !== null) {
-      results.set(stage.id, progress.latest.result);
-    }
+    const stageAttempts = byStage.get(stage.id) ?? [];
+    const progress = stageProgress(stage, stageAttempts, policy);
+    const latest =
+      progress.kind === 'done'
+        ? progress.latest
+        : progress.kind === 'await_review'
+          ? stageAttempts.findLast((attempt) => attempt.attempt === progress.attempt)
+          : undefined;
+    if (latest?.result != null) results.set(stage.id, latest.result);
   }
   return results;
 }
