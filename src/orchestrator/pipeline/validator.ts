@@ -142,12 +142,15 @@ function sameScalar(a: Scalar, b: Scalar): boolean {
   return String(a).trim().toLowerCase() === String(b).trim().toLowerCase();
 }
 
+const NUMBER_TEXT = /^\s*-?(?:\d{1,3}(?:,\d{3})+|\d+)?(?:\.\d+)?(?:[eE][-+]?\d+)?\s*$/;
+
 function asNumber(value: Scalar): number | undefined {
   if (typeof value === 'number') return value;
   // Length first: the pattern is quadratic in it (60,000 digits took 4 s), and
   // no longer text is a number worth comparing as one.
   if (typeof value !== 'string' || value.length > 64) return undefined;
-  if (!/^\s*-?[\d,]*\.?\d+\s*$/.test(value)) return undefined;
+  // Commas only as thousands separators ("1,2,3" is not 123), an exponent allowed ("1e3" is 1000).
+  if (!NUMBER_TEXT.test(value) || !/\d/.test(value)) return undefined;
   const number = Number(value.replace(/,/g, ''));
   return Number.isFinite(number) ? number : undefined;
 }

@@ -110,3 +110,44 @@ describe('list minItems', () => {
     expect(validation.passed).toBe(false);
   });
 });
+
+/** consistentWith compares numbers written as text by value: commas only as thousands separators. */
+describe('consistentWith comparing numbers written as text', () => {
+  const parsed = parsePlan(
+    {
+      stages: [
+        { id: 'totals', title: 'Totals', goal: 'Sum', expectedOutput: { format: 'json' } },
+        {
+          id: 'report',
+          title: 'Report',
+          goal: 'Report',
+          expectedOutput: { format: 'json', consistentWith: ['totals'] },
+        },
+      ],
+    },
+    { maxStages: 12 },
+  );
+  const agrees = (now: string, before: string) => {
+    if (!parsed.ok) throw new Error('the plan parses');
+    const report = parsed.plan.stages[1];
+    if (!report) throw new Error('two stages');
+    return validateStageResult({
+      stage: report,
+      result: `\`\`\`json\n{"total": ${now}}\n\`\`\``,
+      earlierResults: new Map([['totals', `{"total": ${before}}`]]),
+      plan: parsed.plan,
+    }).passed;
+  };
+
+  it('agree: 1000, "1000", "1,000", "1e3", "1,000.50" and 1000.5', () => {
+    expect(agrees('1000', '"1,000"')).toBe(true);
+    expect(agrees('"1e3"', '1000')).toBe(true);
+    expect(agrees('"1,000.50"', '1000.5')).toBe(true);
+    expect(agrees('"-2,500"', '-2500')).toBe(true);
+  });
+
+  it('differ: "1,2,3" is not 123, "12,34" is not 1234', () => {
+    expect(agrees('"1,2,3"', '123')).toBe(false);
+    expect(agrees('"12,34"', '1234')).toBe(false);
+  });
+});
