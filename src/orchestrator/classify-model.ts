@@ -4,7 +4,7 @@ import type { CallContext } from '../llm/router/types.js';
 import { CLASSIFY_MARKER } from '../llm/scripted/markers.js';
 import type { ModelRequest, SystemPrompt, Usage } from '../llm/types.js';
 import type { WorkflowKind, WorkflowUsage } from '../workflows/types.js';
-import { collectText, usageDetail } from './collect-text.js';
+import { type CollectedText, collectText, usageDetail } from './collect-text.js';
 
 /**
  * The optional model check of complexity detection: one short turn to a
@@ -31,7 +31,7 @@ export interface ModelCheck {
 export type ModelCheckOutcome =
   | { status: 'answered'; kind: WorkflowKind; model: string; usage: WorkflowUsage | undefined }
   | { status: 'unusable'; answer: string; model: string; usage: WorkflowUsage | undefined }
-  | { status: 'failed'; problem: string; error: unknown };
+  | { status: 'failed'; problem: string; error: unknown; usage: WorkflowUsage | undefined };
 
 /**
  * A classification that takes longer than this costs more latency than a
@@ -69,12 +69,10 @@ export async function askModel(check: ModelCheck, input: string): Promise<ModelC
     maxOutputTokens: MAX_OUTPUT_TOKENS,
     temperature: 0,
   };
-  let answer: string;
-  /** The model that answered: priced and named as such, after a fallback too. */
-  let model: string;
-  let usage: WorkflowUsage | undefined;
+  const stopped = { cancelled: check.signal, timedOut: controller.signal, timeoutMs };
+  let collected: CollectedText;
   try {
-    const collected = await collectText(
+    collected = await collectText(
       check.router,
       {
         model: check.model,
@@ -85,27 +83,40 @@ export async function askModel(check: ModelCheck, input: string): Promise<ModelC
       },
       { maxChars: MAX_ANSWER_CHARS },
     );
-    answer = collected.text;
-    model = collected.model;
-    usage =
-      collected.usage && usageDetail(collected.usage, check.costOf?.(model, collected.usage) ?? 0);
   } catch (error) {
-    const problem = check.signal.aborted
-      ? 'it was cancelled'
-      : controller.signal.aborted
-        ? `it took longer than ${timeoutMs} ms`
-        : error instanceof LlmError
-          ? error.userMessage.toLowerCase()
-          : 'of an unexpected error';
-    return { status: 'failed', problem, error };
+    return { status: 'failed', problem: problemOf(error, stopped), error, usage: undefined };
   } finally {
     clearTimeout(timer);
     check.signal.removeEventListener('abort', stopOnCancel);
   }
+  // The model that answered: priced and named as such, after a fallback too.
+  const { model } = collected;
+  // A failed check that reported usage before its failure was paid for too.
+  const usage =
+    collected.usage && usageDetail(collected.usage, check.costOf?.(model, collected.usage) ?? 0);
+  if (collected.error) {
+    return {
+      status: 'failed',
+      problem: problemOf(collected.error, stopped),
+      error: collected.error,
+      usage,
+    };
+  }
+  const answer = collected.text;
   const kind = parseComplexityAnswer(answer);
   return kind
     ? { status: 'answered', kind, model, usage }
     : { status: 'unusable', answer, model, usage };
+}
+
+/** Why the check failed, as its classification's reason says. */
+function problemOf(
+  error: unknown,
+  stopped: { cancelled: AbortSignal; timedOut: AbortSignal; timeoutMs: number },
+): string {
+  if (stopped.cancelled.aborted) return 'it was cancelled';
+  if (stopped.timedOut.aborted) return `it took longer than ${stopped.timeoutMs} ms`;
+  return error instanceof LlmError ? error.userMessage.toLowerCase() : 'of an unexpected error';
 }
 
 /**

@@ -57,7 +57,7 @@ export async function classifyQuestion(options: ClassifyOptions): Promise<Classi
   const heuristic = options.keywords.classify(options.input);
   const keywordReason = describeMatches(heuristic.matched);
   const outcome = await askModel(options.modelCheck, options.input);
-  const usage = outcome.status !== 'failed' && outcome.usage ? { usage: outcome.usage } : {};
+  const usage = outcome.usage ? { usage: outcome.usage } : {};
   if (outcome.status === 'answered') {
     return {
       kind: outcome.kind,

@@ -1,4 +1,5 @@
 import { storableText } from '../json-limits.js';
+import type { LlmError } from '../llm/errors.js';
 import type { ModelRouter, RouterCall } from '../llm/router/router.js';
 import type { FinishReason, Usage } from '../llm/types.js';
 import type { WorkflowUsage } from '../workflows/types.js';
@@ -11,6 +12,8 @@ export interface CollectedText {
   /** Undefined when the provider reported none. */
   usage: Usage | undefined;
   finishReason: FinishReason | undefined;
+  /** The router's error when the turn failed for good (after its retries and fallbacks). */
+  error: LlmError | undefined;
 }
 
 /**
@@ -60,8 +63,9 @@ export function emptyAnswerFailure(
 /**
  * Streams one turn through the router and returns its text. Text beyond
  * `maxChars` is dropped (a caller that reads one word need not buffer an
- * essay). Throws the router's LlmError when the turn fails for good, so
- * callers handle one failure path.
+ * essay). A turn that fails for good is returned with the router's
+ * `error`, not thrown: the usage it reported before failing was paid for,
+ * and the caller counts it as it counts a reply's.
  */
 export async function collectText(
   router: Pick<ModelRouter, 'stream'>,
@@ -74,13 +78,14 @@ export async function collectText(
     model: call.model,
     usage: undefined,
     finishReason: undefined,
+    error: undefined,
   };
   const parts = router.stream(call);
   for await (const part of parts) {
     if (part.type === 'text-delta' && collected.text.length < maxChars) collected.text += part.text;
     else if (part.type === 'usage') collected.usage = part.usage;
     else if (part.type === 'finish') collected.finishReason = part.reason;
-    else if (part.type === 'error') throw part.error;
+    else if (part.type === 'error') collected.error = part.error;
   }
   // As the tool loop's turns (call-model.ts).
   collected.text = storableText(collected.text);

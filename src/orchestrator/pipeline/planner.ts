@@ -1,4 +1,5 @@
 import { AppError } from '../../errors.js';
+import type { LlmError } from '../../llm/errors.js';
 import type { ModelRouter, RouterCall } from '../../llm/router/router.js';
 import type { CallContext } from '../../llm/router/types.js';
 import type { Message, ModelRequest, Usage } from '../../llm/types.js';
@@ -12,7 +13,9 @@ import { readJsonObject } from './read-json.js';
  * validated with the plan schema. Invalid output gets exactly one repair
  * turn that quotes the validation issues; a second invalid reply is a
  * PlanInvalidError. Model failures (after the router's own retries and
- * fallbacks) are thrown as the router's LlmError.
+ * fallbacks) are the router's LlmError. Either failure is returned, not
+ * thrown, with the usage of the turns made before it: they were paid for
+ * whatever came of them, and the workflow's usage and budget count them.
  */
 
 export interface PlannerOptions {
@@ -34,15 +37,22 @@ export interface PlannerOptions {
   maxOutputTokens?: number;
 }
 
-export interface PlannerOutcome {
-  plan: ExecutionPlan;
-  /** True when the first reply was invalid and the repair turn fixed it. */
-  repaired: boolean;
-  /** Both turns together; undefined when the provider reported none. */
+/** What the planning turns made used, whatever came of them. */
+interface PlannerSpent {
+  /** Every turn made together; undefined when the provider reported none. */
   usage: Usage | undefined;
-  /** Both turns, each at the prices of the model that answered it (a fallback's, say). */
+  /** Every turn made, each at the prices of the model that answered it (a fallback's, say). */
   costUsd: number;
 }
+
+export type PlannerOutcome =
+  | (PlannerSpent & {
+      status: 'planned';
+      plan: ExecutionPlan;
+      /** True when the first reply was invalid and the repair turn fixed it. */
+      repaired: boolean;
+    })
+  | (PlannerSpent & { status: 'failed'; error: PlanInvalidError | LlmError });
 
 export class PlanInvalidError extends AppError {
   /** What the validation found in the repaired reply, as quoted to the model. */
@@ -67,24 +77,42 @@ export async function planQuestion(options: PlannerOptions): Promise<PlannerOutc
     ...options.history,
     { role: 'user', content: options.question },
   ]);
-  if (first.parse.ok) {
-    return { plan: first.parse.plan, repaired: false, usage: first.usage, costUsd: first.costUsd };
+  if (first.outcome.status !== 'replied') return failed([first], first.outcome.error);
+  if (first.outcome.parse.ok) {
+    return {
+      status: 'planned',
+      plan: first.outcome.parse.plan,
+      repaired: false,
+      ...spent([first]),
+    };
   }
   const second = await askForPlan(options, [
     ...options.history,
-    ...repairMessages(options.question, first.text, first.parse.issues),
+    ...repairMessages(options.question, first.outcome.text, first.outcome.parse.issues),
   ]);
-  const usage = addUsage(first.usage, second.usage);
-  const costUsd = first.costUsd + second.costUsd;
-  if (second.parse.ok) return { plan: second.parse.plan, repaired: true, usage, costUsd };
-  throw new PlanInvalidError(second.parse.issues);
+  const turns = [first, second];
+  if (second.outcome.status !== 'replied') return failed(turns, second.outcome.error);
+  if (second.outcome.parse.ok) {
+    return { status: 'planned', plan: second.outcome.parse.plan, repaired: true, ...spent(turns) };
+  }
+  return failed(turns, new PlanInvalidError(second.outcome.parse.issues));
 }
 
-interface PlanTurn {
-  text: string;
-  parse: PlanParse;
-  usage: Usage | undefined;
-  costUsd: number;
+interface PlanTurn extends PlannerSpent {
+  outcome:
+    | { status: 'replied'; text: string; parse: PlanParse }
+    | { status: 'failed'; error: LlmError };
+}
+
+function spent(turns: PlanTurn[]): PlannerSpent {
+  return {
+    usage: turns.reduce<Usage | undefined>((sum, turn) => addUsage(sum, turn.usage), undefined),
+    costUsd: turns.reduce((sum, turn) => sum + turn.costUsd, 0),
+  };
+}
+
+function failed(turns: PlanTurn[], error: PlanInvalidError | LlmError): PlannerOutcome {
+  return { status: 'failed', error, ...spent(turns) };
 }
 
 async function askForPlan(options: PlannerOptions, messages: Message[]): Promise<PlanTurn> {
@@ -102,8 +130,9 @@ async function askForPlan(options: PlannerOptions, messages: Message[]): Promise
     ...(options.onEvent ? { onEvent: options.onEvent } : {}),
   });
   return {
-    text: collected.text,
-    parse: readPlan(collected, options.limits),
+    outcome: collected.error
+      ? { status: 'failed', error: collected.error }
+      : { status: 'replied', text: collected.text, parse: readPlan(collected, options.limits) },
     usage: collected.usage,
     costUsd: collected.usage ? options.costOf(collected.model, collected.usage) : 0,
   };

@@ -245,33 +245,31 @@ async function plan(
   const { input } = run;
   const limits: PlanLimits = { maxStages: input.settings.maxStages, toolNames: input.toolNames };
   const started = performance.now();
-  let planned: Awaited<ReturnType<typeof planQuestion>>;
-  try {
-    planned = await planQuestion({
-      question: input.context.input,
-      history: input.context.history,
-      router: input.router,
-      model: input.context.model,
-      costOf: input.costOf,
-      limits,
-      signal: input.context.signal,
-      context: { tenantId: input.context.tenantId, workflowId: input.context.workflowId },
-      onEvent: input.onRouterEvent,
-    });
-  } catch (error) {
-    input.throwIfStopped();
-    const failure = failureOf(error);
+  const planned = await planQuestion({
+    question: input.context.input,
+    history: input.context.history,
+    router: input.router,
+    model: input.context.model,
+    costOf: input.costOf,
+    limits,
+    signal: input.context.signal,
+    context: { tenantId: input.context.tenantId, workflowId: input.context.workflowId },
+    onEvent: input.onRouterEvent,
+  });
+  // Every planning turn was paid for, whatever came of it: a failed plan's count too.
+  const plannerUsage = spend(run, planned.usage, planned.costUsd);
+  input.throwIfStopped();
+  if (planned.status === 'failed') {
+    const failure = { code: planned.error.code, message: planned.error.userMessage };
     input.context.tracker.enqueue(
       'plan',
       'plan',
       'failed',
-      { error: failure },
+      { error: failure, ...plannerUsage },
       performance.now() - started,
     );
     return { failure: outcome(run, { answer: '', reason: 'model_error', failure }) };
   }
-  const plannerUsage = spend(run, planned.usage, planned.costUsd);
-  input.throwIfStopped();
   const revision = await pipelinesRepository(input.db).savePlan({
     tenantId: input.context.tenantId,
     workflowId: input.context.workflowId,
@@ -376,17 +374,6 @@ function outcome(
 
 function paused(run: PipelineRun): LoopOutcome {
   return outcome(run, { answer: '', reason: 'paused', failure: undefined });
-}
-
-function failureOf(error: unknown): { code: string; message: string } {
-  if (error instanceof Error && 'code' in error && typeof error.code === 'string') {
-    const message =
-      'userMessage' in error && typeof error.userMessage === 'string'
-        ? error.userMessage
-        : error.message;
-    return { code: error.code, message };
-  }
-  throw error;
 }
 
 function assertNever(value: never): never {

@@ -8,6 +8,7 @@ import { DEFAULT_MAX_STAGES } from '../../../src/orchestrator/pipeline/plan.js';
 import {
   PlanInvalidError,
   type PlannerOptions,
+  type PlannerOutcome,
   planQuestion,
 } from '../../../src/orchestrator/pipeline/planner.js';
 import type { DatabaseHandle } from '../../../src/store/database.js';
@@ -100,13 +101,25 @@ const invalidPlan = {
   ],
 };
 
+/** The outcome, which must be a plan. */
+function planned(outcome: PlannerOutcome): Extract<PlannerOutcome, { status: 'planned' }> {
+  if (outcome.status !== 'planned') throw new Error(`no plan: ${outcome.error.message}`);
+  return outcome;
+}
+
+/** The outcome, which must be a failure. */
+function failed(outcome: PlannerOutcome): Extract<PlannerOutcome, { status: 'failed' }> {
+  if (outcome.status !== 'failed') throw new Error('the planner planned');
+  return outcome;
+}
+
 // biome-ignore lint/suspicious/noExplicitAny: the fake server records request bodies as parsed JSON.
 const messagesOf = (request: { body: any } | undefined): { role: string; content: string }[] =>
   request?.body.messages ?? [];
 
 describe('QueryPlanner', () => {
   it('offline: the scripted model answers the planning prompt with a valid plan', async () => {
-    const outcome = await planQuestion(options(startLlm({})));
+    const outcome = planned(await planQuestion(options(startLlm({}))));
     expect(outcome.repaired).toBe(false);
     expect(outcome.plan.stages.map((stage) => stage.goal)).toEqual([
       'Find the population of France.',
@@ -121,7 +134,7 @@ describe('QueryPlanner', () => {
       kind: 'reply',
       text: `Here you go:\n\`\`\`json\n${JSON.stringify(validPlan)}\n\`\`\``,
     });
-    const outcome = await planQuestion(options(started));
+    const outcome = planned(await planQuestion(options(started)));
     expect(outcome).toMatchObject({
       repaired: false,
       plan: { stages: [{ id: 'gather' }, { id: 'compare' }] },
@@ -136,7 +149,7 @@ describe('QueryPlanner', () => {
     const { llm: started, server: fake } = await fakeProvider();
     fake.enqueue({ kind: 'reply', text: JSON.stringify(invalidPlan) });
     fake.enqueue({ kind: 'reply', text: JSON.stringify(validPlan) });
-    const outcome = await planQuestion(options(started));
+    const outcome = planned(await planQuestion(options(started)));
     expect(outcome.repaired).toBe(true);
     expect(outcome.plan.stages[1]).toMatchObject({ id: 'compare', dependsOn: ['gather'] });
     // Both turns' usage: the fake reports the same default usage for each.
@@ -158,23 +171,35 @@ describe('QueryPlanner', () => {
     const { llm: started, server: fake } = await fakeProvider();
     fake.enqueue({ kind: 'reply', text: 'I would first look up the numbers.' });
     fake.enqueue({ kind: 'reply', text: JSON.stringify(validPlan) });
-    expect((await planQuestion(options(started))).repaired).toBe(true);
+    expect(planned(await planQuestion(options(started))).repaired).toBe(true);
     expect(messagesOf(fake.requests[1]).at(-1)?.content).toContain(
       '- the reply contains no JSON object',
     );
   });
 
-  it('throws PlanInvalidError with the issues when the repair is invalid too, after exactly two turns', async () => {
+  it('fails with PlanInvalidError and the issues when the repair is invalid too, after exactly two turns, counting both', async () => {
     const { llm: started, server: fake } = await fakeProvider();
-    fake.enqueue({ kind: 'reply', text: JSON.stringify(invalidPlan) });
-    fake.enqueue({ kind: 'reply', text: JSON.stringify({ stages: [] }) });
-    const failure = await planQuestion(options(started)).catch((error: unknown) => error);
-    expect(failure).toBeInstanceOf(PlanInvalidError);
-    expect(failure).toMatchObject({
+    fake.enqueue({
+      kind: 'reply',
+      text: JSON.stringify(invalidPlan),
+      usage: { input: 100, output: 20 },
+    });
+    fake.enqueue({
+      kind: 'reply',
+      text: JSON.stringify({ stages: [] }),
+      usage: { input: 300, output: 40 },
+    });
+    const failure = failed(
+      await planQuestion(options(started, { costOf: (_, usage) => usage.inputTokens / 1000 })),
+    );
+    expect(failure.error).toBeInstanceOf(PlanInvalidError);
+    expect(failure.error).toMatchObject({
       code: 'plan_invalid',
       status: 502,
       issues: ['stages: a plan has at least one stage'],
     });
+    expect(failure.usage).toMatchObject({ inputTokens: 400, outputTokens: 60 });
+    expect(failure.costUsd).toBeCloseTo(0.4, 8);
     expect(fake.requests).toHaveLength(2);
   });
 
@@ -185,10 +210,8 @@ describe('QueryPlanner', () => {
     };
     fake.enqueue({ kind: 'reply', text: JSON.stringify(many) });
     fake.enqueue({ kind: 'reply', text: JSON.stringify(many) });
-    const failure = await planQuestion(options(started, { limits: { maxStages: 2 } })).catch(
-      (error: unknown) => error,
-    );
-    expect(failure).toMatchObject({
+    const failure = failed(await planQuestion(options(started, { limits: { maxStages: 2 } })));
+    expect(failure.error).toMatchObject({
       issues: ['stages: a plan has at most 2 stages: merge related stages'],
     });
     expect(String(messagesOf(fake.requests[0])[0]?.content)).toContain('Plan at most 2 stages.');
@@ -197,8 +220,19 @@ describe('QueryPlanner', () => {
   it('a model failure is the router’s LlmError, without a repair turn', async () => {
     const { llm: started, server: fake } = await fakeProvider();
     fake.enqueue({ kind: 'error', status: 400 });
-    const failure = await planQuestion(options(started)).catch((error: unknown) => error);
-    expect(failure).toBeInstanceOf(LlmError);
+    const failure = failed(await planQuestion(options(started)));
+    expect(failure.error).toBeInstanceOf(LlmError);
+    expect(failure.usage).toBeUndefined();
     expect(fake.requests).toHaveLength(1);
+  });
+
+  it('a repair turn failing at the provider: the failure keeps the first turn’s usage', async () => {
+    const { llm: started, server: fake } = await fakeProvider();
+    fake.enqueue({ kind: 'reply', text: 'No plan.', usage: { input: 100, output: 20 } });
+    fake.enqueue({ kind: 'error', status: 400 });
+    const failure = failed(await planQuestion(options(started)));
+    expect(failure.error).toBeInstanceOf(LlmError);
+    expect(failure.usage).toMatchObject({ inputTokens: 100, outputTokens: 20 });
+    expect(fake.requests).toHaveLength(2);
   });
 });

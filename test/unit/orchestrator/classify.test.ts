@@ -139,6 +139,30 @@ describe('classifyQuestion', () => {
     });
   });
 
+  it('a model call failing after it reported usage: the keywords decide, and the usage is counted', async () => {
+    const router = fakeRouter(async function* () {
+      yield {
+        type: 'usage',
+        usage: { inputTokens: 40, outputTokens: 2, cachedInputTokens: 0, cacheWriteTokens: 0 },
+      };
+      yield {
+        type: 'error',
+        error: new LlmError({ kind: 'stream_interrupted', provider: 'p', model: 'm' }),
+      };
+    });
+    const result = await classifyQuestion({
+      input: 'What is 2+2?',
+      mode: 'auto',
+      keywords,
+      modelCheck: check(router, { costOf: (_, usage) => usage.inputTokens / 1000 }),
+    });
+    expect(result).toMatchObject({
+      kind: 'simple',
+      method: 'keywords',
+      usage: { inputTokens: 40, outputTokens: 2, cachedInputTokens: 0, costUsd: 0.04 },
+    });
+  });
+
   it('falls back when the router throws something unexpected', async () => {
     const router = fakeRouter(() => {
       throw new Error('model "cheap" is not in the catalogue');
