@@ -157,6 +157,7 @@ function answerWithPipeline(input: AnswerWorkflowInput, available: Tool[]): Prom
     context: input.context,
     settings: input.settings.pipeline,
     router: input.router,
+    contextLimits: input.limits,
     system,
     toolNames: stageTools.names(),
     onRouterEvent: input.onRouterEvent,

@@ -40,6 +40,8 @@ export const answer = (text: string): FakeResponse => ({ kind: 'reply', text });
 export interface ToolLoopHarnessOptions {
   /** Context window of both models, in tokens; small ones reach the loop's thresholds in a few turns. */
   contextWindow?: number;
+  /** Maximum output of both models, in tokens; 256 unless given. */
+  maxOutputTokens?: number;
   /** The loop's iteration cap; MAX_ITERATIONS unless given. */
   maxIterations?: number;
   /** Both models' prices, US dollars per million tokens; free unless given. */
@@ -59,7 +61,7 @@ export async function startToolLoopHarness(options: ToolLoopHarnessOptions = {})
     provider: providerName,
     modelId: `${name}-id`,
     contextWindow: options.contextWindow ?? 32_000,
-    maxOutputTokens: 256,
+    maxOutputTokens: options.maxOutputTokens ?? 256,
     ...(options.pricing ? { pricing: options.pricing } : {}),
   });
   const env: Record<string, string> = {

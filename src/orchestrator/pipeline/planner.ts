@@ -2,8 +2,9 @@ import { AppError } from '../../errors.js';
 import type { LlmError } from '../../llm/errors.js';
 import type { ModelRouter, RouterCall } from '../../llm/router/router.js';
 import type { CallContext } from '../../llm/router/types.js';
-import type { Message, ModelRequest, Usage } from '../../llm/types.js';
+import type { Message, Usage } from '../../llm/types.js';
 import { addUsage, type CollectedText, collectText } from '../collect-text.js';
+import { type ContextLimits, withOutputRoom } from '../tool-loop/context-window.js';
 import { type ExecutionPlan, type PlanLimits, type PlanParse, parsePlan } from './plan.js';
 import { plannerSystemPrompt, repairMessages } from './planner-prompt.js';
 import { readJsonObject } from './read-json.js';
@@ -28,6 +29,8 @@ export interface PlannerOptions {
   /** What a model's usage cost, in USD: each turn is priced at the model that answered it. */
   costOf: (model: string, usage: Usage) => number;
   limits: PlanLimits;
+  /** The model's context window: a planning turn asks for no more output than its input leaves room for. */
+  contextLimits: ContextLimits;
   /** The workflow's signal: cancelling the workflow cancels the planning turn. */
   signal: AbortSignal;
   context: CallContext;
@@ -116,12 +119,17 @@ function failed(turns: PlanTurn[], error: PlanInvalidError | LlmError): PlannerO
 }
 
 async function askForPlan(options: PlannerOptions, messages: Message[]): Promise<PlanTurn> {
-  const request: ModelRequest = {
-    system: plannerSystemPrompt(options.limits),
-    messages,
-    temperature: 0,
-    ...(options.maxOutputTokens !== undefined ? { maxOutputTokens: options.maxOutputTokens } : {}),
-  };
+  const request = withOutputRoom(
+    {
+      system: plannerSystemPrompt(options.limits),
+      messages,
+      temperature: 0,
+      ...(options.maxOutputTokens !== undefined
+        ? { maxOutputTokens: options.maxOutputTokens }
+        : {}),
+    },
+    options.contextLimits,
+  );
   const collected = await collectText(options.router, {
     model: options.model,
     request,

@@ -10,6 +10,7 @@ import type { WorkflowUsage } from '../../workflows/types.js';
 import type { AgentContext } from '../agent-context.js';
 import { addUsage, emptyAnswerFailure, usageDetail } from '../collect-text.js';
 import { capWarning, reachedCap } from '../tool-loop/budget.js';
+import { type ContextLimits, withOutputRoom } from '../tool-loop/context-window.js';
 import type { LoopOutcome, Spent } from '../tool-loop/types.js';
 import { type NextAction, nextAction, type PipelinePolicy, stageResults } from './next-action.js';
 import { loadPipelineState, type PipelineState, pipelineStateOf } from './pipeline-view.js';
@@ -68,6 +69,12 @@ export interface PipelineRunInput {
   context: AgentContext;
   settings: PipelineSettings;
   router: Pick<ModelRouter, 'stream'>;
+  /**
+   * The context window of the workflow's model: the planner's and the
+   * synthesis's requests ask for no more output than their input leaves
+   * room for, as the stages' tool loops do (context-window.ts).
+   */
+  contextLimits: ContextLimits;
   /** The workflow's system prompt with its tools, the base of the stage prompts. */
   system: SystemPrompt;
   /** The tools a plan may name for a stage. */
@@ -252,6 +259,7 @@ async function plan(
     model: input.context.model,
     costOf: input.costOf,
     limits,
+    contextLimits: input.contextLimits,
     signal: input.context.signal,
     context: { tenantId: input.context.tenantId, workflowId: input.context.workflowId },
     onEvent: input.onRouterEvent,
@@ -293,14 +301,17 @@ async function synthesize(
   reason: 'answered' | 'token_budget' | 'cost_budget' = 'answered',
 ): Promise<LoopOutcome> {
   const { input } = run;
-  const request = buildSynthesisRequest({
-    base: { stable: input.system.stable },
-    question: input.context.input,
-    history: input.context.history,
-    plan: state.plan,
-    results: stageResults(state.plan, state.attempts, run.policy),
-    resultMaxChars: input.settings.synthesisResultMaxChars,
-  });
+  const request = withOutputRoom(
+    buildSynthesisRequest({
+      base: { stable: input.system.stable },
+      question: input.context.input,
+      history: input.context.history,
+      plan: state.plan,
+      results: stageResults(state.plan, state.attempts, run.policy),
+      resultMaxChars: input.settings.synthesisResultMaxChars,
+    }),
+    input.contextLimits,
+  );
   // The model asked first; the call's end names the one that answered.
   input.context.tracker.enqueue('llm_call', 'synthesis', 'started', {
     model: input.context.model,

@@ -13,6 +13,8 @@ import type { Message, ModelRequest } from '../../llm/types.js';
  * turns are condensed to one line each, and after a context-length error
  * every tool result is condensed until the request is under 60%.
  * Condensing keeps each call and its result, so no call is left dangling.
+ * Each request's output is capped to the room its input leaves in the
+ * window (withOutputRoom), so the thresholds need set none aside.
  */
 
 export const WRAP_UP_SHARE = 0.7;
@@ -24,6 +26,8 @@ export const WRAP_UP_INSTRUCTION =
 
 export interface ContextLimits {
   contextWindow: number;
+  /** The model's maximum output (its catalogue `maxOutputTokens`): what a request with room asks for. */
+  maxOutputTokens: number;
   kind: ProviderKind;
   /** The run's token counts so far, reused by each turn's estimate. */
   tokenCounts?: TokenCounts;
@@ -39,6 +43,46 @@ export function estimateShare(request: ModelRequest, limits: ContextLimits): num
   const bound = upperBoundRequestTokens(request, limits.kind) / limits.contextWindow;
   if (bound < RECOVER_SHARE) return bound;
   return estimateRequestTokens(request, limits.kind, limits.tokenCounts) / limits.contextWindow;
+}
+
+/**
+ * The least output a request asks for, however little room its input
+ * leaves: less would cut off the answer or tool call of the turn, which
+ * nothing recovers from, where a request refused for its length is
+ * condensed and tried again (recoverFromOverflow) or fails plainly.
+ */
+export const MIN_OUTPUT_TOKENS = 1024;
+
+/**
+ * Tokens a provider counts that the request's text does not show: the
+ * tool-use instructions Anthropic adds to the system prompt when tools are
+ * offered (~350 tokens for Claude) and OpenAI's own rendering of tool
+ * definitions and message framing.
+ */
+export const UNSEEN_INPUT_TOKENS = 512;
+
+/**
+ * The request with its output capped to the room its input leaves in the
+ * window. Providers refuse a request whose input and `max_tokens` together
+ * pass the window (Anthropic "input length and `max_tokens` exceed context
+ * limit", OpenAI "maximum context length is N tokens. However, you
+ * requested M tokens") even when the answer would have been short; asking
+ * for the model's whole output (64,000 tokens of a Claude model's 200,000)
+ * had that refusal come at ~68% of the window, before any of the loop's
+ * thresholds. The input is estimated from above (estimate-tokens.ts), and
+ * exactly only when the cheap bound says it might not leave the room
+ * asked for. The request is returned as it is when it fits.
+ */
+export function withOutputRoom(request: ModelRequest, limits: ContextLimits): ModelRequest {
+  const wanted = Math.min(
+    request.maxOutputTokens ?? limits.maxOutputTokens,
+    limits.maxOutputTokens,
+  );
+  const roomFor = (input: number) => limits.contextWindow - input - UNSEEN_INPUT_TOKENS;
+  if (roomFor(upperBoundRequestTokens(request, limits.kind)) >= wanted) return request;
+  const room = roomFor(estimateRequestTokens(request, limits.kind, limits.tokenCounts));
+  if (room >= wanted) return request;
+  return { ...request, maxOutputTokens: Math.max(Math.min(wanted, MIN_OUTPUT_TOKENS), room) };
 }
 
 /**

@@ -8,6 +8,7 @@ import {
   RECOVER_SHARE,
   WRAP_UP_INSTRUCTION,
   WRAP_UP_SHARE,
+  withOutputRoom,
 } from './context-window.js';
 import { buildFinalSystem } from './final-turn.js';
 import type { LoopRun, LoopStep } from './types.js';
@@ -16,7 +17,8 @@ import type { LoopRun, LoopStep } from './types.js';
  * The request of the next turn, with the context-window checks applied
  * first (context-window.ts): older tool results condensed at 80% of the
  * window, the wrap-up instruction from 70% on. Each is announced once
- * with a `warning` event.
+ * with a `warning` event. Its output is capped to the room its input
+ * leaves in the window.
  */
 export async function prepareRequest(run: LoopRun, withTools: boolean): Promise<ModelRequest> {
   const { options } = run;
@@ -49,7 +51,7 @@ export async function prepareRequest(run: LoopRun, withTools: boolean): Promise<
         'The conversation reached about 70% of the model’s context window; the model is asked to wrap up.',
     });
   }
-  return build(run.messages);
+  return withOutputRoom(build(run.messages), options.limits);
 }
 
 function buildRequest(run: LoopRun, withTools: boolean, messages: Message[]): ModelRequest {

@@ -270,8 +270,8 @@ describe.each(['gpt', 'claude'])('the context window of the tool loop on %s', (m
 
 describe('the context window of the tool loop on claude: the other context-length 400', () => {
   it('input plus max_tokens past the window is recovered from like a prompt too long', async () => {
-    // The prompt fits, the prompt and the model's whole output do not: Anthropic's
-    // 400 for it comes before any of the loop's own thresholds.
+    // The prompt fits, the prompt and the output asked for do not: Anthropic's 400 when
+    // the estimate of the input fell short of its count (context-window.ts withOutputRoom).
     enqueuePageTurns('claude', [0.195, 0.195, 0.195]);
     h.provider.enqueue(
       {
