@@ -15,7 +15,8 @@ const PLANNER_STABLE = [
   'Each stage is run by an agent that sees the stage goal, this plan and the results of earlier stages, and may use tools. A final step writes the answer from all stage results, so do not add a stage that only restates earlier results.',
   '',
   'Reply with one JSON object and nothing else, of this shape:',
-  '{"stages": [{"id": "stage-1", "title": "Short title", "goal": "What this stage must find or produce", "dependsOn": [], "checkpoint": false, "expectedOutput": {"format": "text"}}]}',
+  // No `"dependsOn": []` here: a model copying the example into every stage would show each one no earlier result.
+  '{"stages": [{"id": "stage-1", "title": "Short title", "goal": "What this stage must find or produce", "checkpoint": false, "expectedOutput": {"format": "text"}}, {"id": "stage-2", "title": "Short title", "goal": "What it builds from stage-1", "dependsOn": ["stage-1"], "checkpoint": false}]}',
   '',
   '- id: unique, 1-64 letters, digits, "-", "_" or ".".',
   '- title: a few words; goal: one or two sentences a capable agent can act on alone.',

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { hasMarker, PLAN_MARKER } from '../../../../src/llm/scripted/markers.js';
-import type { ExecutionPlan } from '../../../../src/orchestrator/pipeline/plan.js';
+import { type ExecutionPlan, parsePlan } from '../../../../src/orchestrator/pipeline/plan.js';
 import {
   plannerSystemPrompt,
   repairMessages,
@@ -128,6 +128,18 @@ describe('planner prompt', () => {
     expect(prompt.volatile).toBe(
       'Plan at most 7 stages.\nAvailable tools: calculator, web_search.',
     );
+  });
+
+  it('its example plan is a valid plan whose stages see earlier results (no empty dependsOn to copy)', () => {
+    const { stable } = plannerSystemPrompt({ maxStages: 7 });
+    const example = stable.split('\n').find((line) => line.startsWith('{"stages"'));
+    expect(example).toBeDefined();
+    const parsed = parsePlan(JSON.parse(example ?? ''), { maxStages: 7 });
+    expect(parsed.ok).toBe(true);
+    if (!parsed.ok) return;
+    for (const stage of parsed.plan.stages) {
+      expect(stage.dependsOn === undefined || stage.dependsOn.length > 0, stage.id).toBe(true);
+    }
   });
 
   it('the repair turn keeps the invalid reply and quotes the issues', () => {
