@@ -57,12 +57,14 @@ export async function* streamTurn(
     }),
   );
   // `message_start` opens every stream before the model has written
-  // anything; the answer starts with the next event (a content block).
+  // anything, and `ping` keeps it alive meanwhile: the answer starts with
+  // the first content block (text, or a tool call whose input may stream
+  // long after).
   let answering = false;
   try {
     for await (const event of events) {
       watchdog.received();
-      if (!answering && event.type !== 'message_start') {
+      if (!answering && event.type === 'content_block_start') {
         answering = true;
         streamOptions.onAnswerStart?.();
       }

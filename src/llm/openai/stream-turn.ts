@@ -78,10 +78,10 @@ export async function* streamTurn(
       if (chunk.usage) usage = toUsage(chunk.usage);
       // We never ask for `n > 1`: only the first choice exists.
       const choice = chunk.choices[0];
-      // The first chunk with a choice (the role, then text or tool-call
-      // fragments) is the model answering; a tool call is yielded only
-      // when its choice finishes.
-      if (!answering && choice) {
+      // The first text or tool-call fragment is the model answering (not
+      // the role-only chunk that may open the stream); a tool call is
+      // yielded only when its choice finishes.
+      if (!answering && (choice?.delta?.tool_calls?.length || choice?.delta?.content)) {
         answering = true;
         options.onAnswerStart?.();
       }

@@ -177,3 +177,11 @@ describe.each<Kind>(['anthropic', 'openai'])(
     });
   },
 );
+
+describe('router + openai adapter: the stream opening is not the answer', () => {
+  it('a stream that sends its role-only chunk and then nothing fails at the first-part timeout, not the idle one', async () => {
+    const result = await turn('openai', writeIt, { kind: 'stall' });
+    expect(result.error?.code).toBe('llm_timeout');
+    expect(result.error?.message).toContain(`no answer within ${ATTEMPT_TIMEOUT_MS} ms`);
+  });
+});
