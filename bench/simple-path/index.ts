@@ -104,8 +104,11 @@ export async function run(args: string[]): Promise<void> {
  * calls, and from the last response's end to reading `workflow_end`.
  */
 function overheadParts(runs: TimedRun[]): OverheadParts {
+  // A workflow that made no model request (a misconfigured run) has no parts.
   const part = (of: (run: TimedRun, inside: TimeInside) => number) =>
-    summarise(runs.flatMap((run) => (run.inside ? [of(run, run.inside)] : [])));
+    summarise(
+      runs.flatMap((run) => (run.inside && run.inside.requests > 0 ? [of(run, run.inside)] : [])),
+    );
   return {
     beforeFirstCall: part((run, inside) => inside.firstArrivedAt - run.startedAt),
     betweenCalls: part((_run, inside) => inside.betweenMs),

@@ -244,7 +244,7 @@ function fromFastifyError(error: FastifyError): AppError {
     });
   }
   if (isStatementGivenUp(error)) {
-    // Its statement rolled back for what else was happening then (a lock not had in time, a deadlock).
+    // Its statement rolled back for a passing reason (database.ts STATEMENT_GAVE_UP: a lock wait, a timeout, a deadlock).
     return new AppError({
       code: 'database_busy',
       status: 503,

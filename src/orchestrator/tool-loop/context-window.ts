@@ -40,9 +40,25 @@ export interface ContextLimits {
  * largest CPU cost of starting a turn (bench/pipeline, stage prompts).
  */
 export function estimateShare(request: ModelRequest, limits: ContextLimits): number {
-  const bound = upperBoundRequestTokens(request, limits.kind) / limits.contextWindow;
-  if (bound < RECOVER_SHARE) return bound;
-  return estimateRequestTokens(request, limits.kind, limits.tokenCounts) / limits.contextWindow;
+  return estimateInput(request, limits).tokens / limits.contextWindow;
+}
+
+/**
+ * The request's input tokens as estimateShare counts them: an upper bound
+ * (`exact` false) while that is below the lowest threshold, else the
+ * estimate. Handed to withOutputRoom for the same request, it spares that
+ * a second pass over the conversation.
+ */
+export function estimateInput(
+  request: ModelRequest,
+  limits: ContextLimits,
+): { tokens: number; exact: boolean } {
+  const bound = upperBoundRequestTokens(request, limits.kind);
+  if (bound < RECOVER_SHARE * limits.contextWindow) return { tokens: bound, exact: false };
+  return {
+    tokens: estimateRequestTokens(request, limits.kind, limits.tokenCounts),
+    exact: true,
+  };
 }
 
 /**
@@ -73,14 +89,22 @@ export const UNSEEN_INPUT_TOKENS = 512;
  * exactly only when the cheap bound says it might not leave the room
  * asked for. The request is returned as it is when it fits.
  */
-export function withOutputRoom(request: ModelRequest, limits: ContextLimits): ModelRequest {
+export function withOutputRoom(
+  request: ModelRequest,
+  limits: ContextLimits,
+  /** estimateInput's for this very request, when the caller made it. */
+  input?: { tokens: number; exact: boolean },
+): ModelRequest {
   const wanted = Math.min(
     request.maxOutputTokens ?? limits.maxOutputTokens,
     limits.maxOutputTokens,
   );
-  const roomFor = (input: number) => limits.contextWindow - input - UNSEEN_INPUT_TOKENS;
-  if (roomFor(upperBoundRequestTokens(request, limits.kind)) >= wanted) return request;
-  const room = roomFor(estimateRequestTokens(request, limits.kind, limits.tokenCounts));
+  const roomFor = (tokens: number) => limits.contextWindow - tokens - UNSEEN_INPUT_TOKENS;
+  const bound = input?.tokens ?? upperBoundRequestTokens(request, limits.kind);
+  if (roomFor(bound) >= wanted) return request;
+  const room = roomFor(
+    input?.exact ? input.tokens : estimateRequestTokens(request, limits.kind, limits.tokenCounts),
+  );
   if (room >= wanted) return request;
   return { ...request, maxOutputTokens: Math.max(Math.min(wanted, MIN_OUTPUT_TOKENS), room) };
 }

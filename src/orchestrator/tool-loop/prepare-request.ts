@@ -4,7 +4,7 @@ import { budgetLeft } from './budget.js';
 import {
   CONDENSE_SHARE,
   condenseToolResults,
-  estimateShare,
+  estimateInput,
   RECOVER_SHARE,
   WRAP_UP_INSTRUCTION,
   WRAP_UP_SHARE,
@@ -25,7 +25,11 @@ export async function prepareRequest(run: LoopRun, withTools: boolean): Promise<
   const build = (messages: Message[]) => buildRequest(run, withTools, messages);
   // Decided before condensing: a turn whose results jump past 80% at once
   // has passed 70% too, and condensing must not hide that from the model.
-  const share = estimateShare(build(run.messages), options.limits);
+  const first = build(run.messages);
+  const input = estimateInput(first, options.limits);
+  const share = input.tokens / options.limits.contextWindow;
+  const wrapUpBefore = run.wrapUp;
+  let condensed = false;
   if (share >= CONDENSE_SHARE) {
     const result = condenseToolResults({
       messages: run.messages,
@@ -35,6 +39,7 @@ export async function prepareRequest(run: LoopRun, withTools: boolean): Promise<
       keepLatest: true,
     });
     if (result.condensed > 0) {
+      condensed = true;
       run.messages.splice(0, run.messages.length, ...result.messages);
       options.tracker.enqueue('warning', null, 'info', {
         code: 'context_condensed',
@@ -50,6 +55,10 @@ export async function prepareRequest(run: LoopRun, withTools: boolean): Promise<
       message:
         'The conversation reached about 70% of the model’s context window; the model is asked to wrap up.',
     });
+  }
+  // Unchanged since it was estimated, the request is not counted again.
+  if (!condensed && run.wrapUp === wrapUpBefore) {
+    return withOutputRoom(first, options.limits, input);
   }
   return withOutputRoom(build(run.messages), options.limits);
 }
