@@ -1,5 +1,4 @@
 import { sql } from 'kysely';
-import { conflict } from '../errors.js';
 import { type DbOrTx, WITHOUT_FLUSH_WAIT } from './database.js';
 import {
   EVENTS_CHANNEL,
@@ -7,8 +6,8 @@ import {
   eventsAfter,
   turnsWritten,
 } from './event-statement-parts.js';
+import { refusalOf } from './held-lease.js';
 import type { WorkflowEventRow } from './schema.js';
-import { LeaseLostError } from './workflows.js';
 
 export interface NewEventRow {
   type: string;
@@ -285,25 +284,18 @@ export function workflowEventsRepository(db: DbOrTx) {
   };
 }
 
-/** An append found no unfinished workflow: 409 when it is finished, an internal error when it is gone. */
+/**
+ * An append found no unfinished workflow held by `heldBy`: why, as a run's
+ * plan and stage-attempt writes are told (held-lease.ts refusalOf); an
+ * internal error when the workflow is gone.
+ */
 async function throwWhyNotAppended(
   db: DbOrTx,
   input: { workflowId: string; tenantId: string; heldBy?: string },
 ): Promise<never> {
-  const exists = await db
-    .selectFrom('workflows')
-    .select(['status', 'lease_owner'])
-    .where('id', '=', input.workflowId)
-    .where('tenant_id', '=', input.tenantId)
-    .executeTakeFirst();
-  if (!exists) throw new Error(`workflow ${input.workflowId} does not exist`);
-  if (FINISHED.includes(exists.status)) {
-    throw conflict('workflow_finished', `The workflow is already ${exists.status}`);
-  }
-  if (input.heldBy !== undefined && exists.lease_owner !== input.heldBy) {
-    throw new LeaseLostError(input.workflowId);
-  }
-  throw conflict('workflow_finished', `The workflow is already ${exists.status}`);
+  const refused = await refusalOf(db, input);
+  if (refused) throw refused;
+  throw new Error(
+    `workflow ${input.workflowId}: the append was refused, and its row (if any) shows no reason`,
+  );
 }
-
-const FINISHED: readonly string[] = ['completed', 'failed', 'cancelled'];
