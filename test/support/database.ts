@@ -55,12 +55,12 @@ async function withAdmin<T>(adminUrl: string, work: (client: pg.Client) => Promi
 /**
  * The backend of a statement in this database that waits for a lock (a
  * writer queued behind a row lock the test holds, say), polled for up to
- * 5 s through `db` (a pool or a client not itself waiting). `writing`: only
+ * 15 s through `db` (a pool or a client not itself waiting). `writing`: only
  * a statement that mentions this text (a lease renewal may wait on the same
  * row).
  */
 export async function lockWaiter(db: Pick<pg.Pool, 'query'>, writing?: string): Promise<number> {
-  const deadline = Date.now() + 5_000;
+  const deadline = Date.now() + 15_000;
   for (;;) {
     const { rows } = await db.query<{ pid: number }>(
       `SELECT pid FROM pg_stat_activity
@@ -70,7 +70,14 @@ export async function lockWaiter(db: Pick<pg.Pool, 'query'>, writing?: string): 
     );
     const pid = rows[0]?.pid;
     if (pid !== undefined) return pid;
-    if (Date.now() > deadline) throw new Error('nothing waited for a lock');
+    if (Date.now() > deadline) {
+      // What each session was doing instead, for whoever reads the failure.
+      const { rows: sessions } = await db.query(
+        `SELECT pid, state, wait_event_type, wait_event, left(query, 120) AS query
+         FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid()`,
+      );
+      throw new Error(`nothing waited for a lock: ${JSON.stringify(sessions)}`);
+    }
     await new Promise((resolve) => setTimeout(resolve, 20));
   }
 }

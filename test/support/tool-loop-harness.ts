@@ -55,7 +55,9 @@ export async function startToolLoopHarness(options: ToolLoopHarnessOptions = {})
   const tools: ToolServer = await startToolServer();
   /** Start and end time of each tool server call, by path. */
   const timings = new Map<string, { start: number; end: number }>();
-  tools.handle((call, response) => answerTool(call, response, timings));
+  /** `/slow/…` paths whose answer waits for the test (startWithHeldTurnWrite), with its release once called. */
+  const holds = new Map<string, (() => void) | undefined>();
+  tools.handle((call, response) => answerTool(call, response, { timings, holds }));
   const model = (name: string, providerName: string) => ({
     name,
     provider: providerName,
@@ -152,8 +154,11 @@ export async function startToolLoopHarness(options: ToolLoopHarnessOptions = {})
      * Starts a workflow whose first turn calls a slow tool (at a `/slow/…`
      * path), and while the tool runs locks the workflow's row from a
      * connection of the app's pool: the turn's write then waits for `lock`
-     * to commit or roll back. `after`: the fake's replies to the requests
-     * that follow the first. The caller releases `lock`.
+     * to commit or roll back. The tool answers only once the row is locked
+     * (on a loaded host its 150 ms could pass before the lock was taken,
+     * and the turn was written without waiting). `after`: the fake's
+     * replies to the requests that follow the first. The caller releases
+     * `lock`.
      */
     async startWithHeldTurnWrite(
       path: string,
@@ -162,16 +167,20 @@ export async function startToolLoopHarness(options: ToolLoopHarnessOptions = {})
       const tool = await registerTool(path);
       const requestsBefore = provider.requests.length;
       provider.enqueue(callsTo({ name: tool, arguments: {} }), ...after);
+      holds.set(path, undefined);
       const lock = await testApp.services.database.pool.connect();
       try {
         const id = await startWorkflow(testApp, tenant.key, { input: 'Use the tool' });
-        await vi.waitFor(() => expect(tools.calls.some((call) => call.path === path)).toBe(true));
+        await vi.waitFor(() => expect(holds.get(path)).toBeDefined());
         await lock.query('BEGIN');
         await lock.query('SELECT 1 FROM workflows WHERE id = $1 FOR UPDATE', [id]);
         return { id, lock, requestsBefore };
       } catch (error) {
         lock.release();
         throw error;
+      } finally {
+        holds.get(path)?.();
+        holds.delete(path);
       }
     },
 
@@ -295,8 +304,12 @@ export function pageText(page: number, chars: number): string {
 function answerTool(
   call: ReceivedCall,
   response: ServerResponse,
-  timings: Map<string, { start: number; end: number }>,
+  state: {
+    timings: Map<string, { start: number; end: number }>;
+    holds: Map<string, (() => void) | undefined>;
+  },
 ): void {
+  const { timings, holds } = state;
   const { path } = call;
   if (path === '/hang') {
     // Never answered; the time its caller gave up (aborted the request) is its end.
@@ -316,9 +329,15 @@ function answerTool(
     return;
   }
   const start = Date.now();
-  setTimeout(() => {
+  const answer = () => {
     timings.set(path, { start, end: Date.now() });
     response.writeHead(200, { 'content-type': 'application/json' });
     response.end(JSON.stringify({ path }));
-  }, 150);
+  };
+  if (holds.has(path)) {
+    // Held for the test: 150 ms after it lets go.
+    holds.set(path, () => setTimeout(answer, 150));
+    return;
+  }
+  setTimeout(answer, 150);
 }
