@@ -1,8 +1,38 @@
 import { describe, expect, it } from 'vitest';
+import type { ExpectedOutput } from '../../../../src/orchestrator/pipeline/expected-output.js';
 import { parsePlan } from '../../../../src/orchestrator/pipeline/plan.js';
 import { validateStageResult } from '../../../../src/orchestrator/pipeline/validator.js';
 
 /** The stage validator and the JSON reader on edge cases a pipeline hunt found (each failed before its fix). */
+
+/** A lone stage expecting `expectedOutput`, validated on `result`. */
+function validateAlone(expectedOutput: ExpectedOutput, result: string) {
+  const stage = { id: 's', title: 'S', goal: 'g', checkpoint: false, expectedOutput };
+  return validateStageResult({
+    stage,
+    result,
+    earlierResults: new Map(),
+    plan: { stages: [stage] },
+  });
+}
+
+/** A json stage `totals`, then `report`, whose result must agree with it through `consistentWith`. */
+function totalsThenReport(consistentWith: string[]) {
+  return parsePlan(
+    {
+      stages: [
+        { id: 'totals', title: 'Totals', goal: 'Sum', expectedOutput: { format: 'json' } },
+        {
+          id: 'report',
+          title: 'Report',
+          goal: 'Report',
+          expectedOutput: { format: 'json', consistentWith },
+        },
+      ],
+    },
+    { maxStages: 12 },
+  );
+}
 
 /**
  * A consistentWith id with surrounding spaces is trimmed, as stage ids and
@@ -11,20 +41,7 @@ import { validateStageResult } from '../../../../src/orchestrator/pipeline/valid
  */
 describe('consistentWith naming an earlier stage with spaces around the id', () => {
   it('is either rejected by the plan check or enforced by the validator', () => {
-    const parsed = parsePlan(
-      {
-        stages: [
-          { id: 'totals', title: 'Totals', goal: 'Sum', expectedOutput: { format: 'json' } },
-          {
-            id: 'report',
-            title: 'Report',
-            goal: 'Report',
-            expectedOutput: { format: 'json', consistentWith: [' totals '] },
-          },
-        ],
-      },
-      { maxStages: 12 },
-    );
+    const parsed = totalsThenReport([' totals ']);
     if (!parsed.ok) return; // rejecting it would be fine too
     const [totals, report] = parsed.plan.stages;
     if (!totals || !report) throw new Error('two stages');
@@ -45,19 +62,10 @@ describe('consistentWith naming an earlier stage with spaces around the id', () 
  */
 describe('a json field named like an Object.prototype member', () => {
   it('is reported missing when the object lacks it', () => {
-    const stage = {
-      id: 's',
-      title: 'S',
-      goal: 'g',
-      checkpoint: false,
-      expectedOutput: { format: 'json' as const, fields: ['constructor', 'valueOf'] },
-    };
-    const validation = validateStageResult({
-      stage,
-      result: '{"name": "x"}',
-      earlierResults: new Map(),
-      plan: { stages: [stage] },
-    });
+    const validation = validateAlone(
+      { format: 'json', fields: ['constructor', 'valueOf'] },
+      '{"name": "x"}',
+    );
     expect(validation.passed).toBe(false);
   });
 });
@@ -69,20 +77,10 @@ describe('a json field named like an Object.prototype member', () => {
  */
 describe('a json result after a plain code block', () => {
   it('is read from its ```json block', () => {
-    const stage = {
-      id: 's',
-      title: 'S',
-      goal: 'g',
-      checkpoint: false,
-      expectedOutput: { format: 'json' as const, fields: ['total'] },
-    };
-    const validation = validateStageResult({
-      stage,
-      result:
-        'The source table:\n```\n| item | price |\n| a    | 3     |\n```\n```json\n{"total": 3}\n```',
-      earlierResults: new Map(),
-      plan: { stages: [stage] },
-    });
+    const validation = validateAlone(
+      { format: 'json', fields: ['total'] },
+      'The source table:\n```\n| item | price |\n| a    | 3     |\n```\n```json\n{"total": 3}\n```',
+    );
     expect(validation).toEqual({ passed: true, findings: [] });
   });
 });
@@ -94,39 +92,17 @@ describe('a json result after a plain code block', () => {
  */
 describe('list minItems', () => {
   it('does not count horizontal rules as list items', () => {
-    const stage = {
-      id: 's',
-      title: 'S',
-      goal: 'g',
-      checkpoint: false,
-      expectedOutput: { format: 'list' as const, minItems: 2 },
-    };
-    const validation = validateStageResult({
-      stage,
-      result: 'No suppliers were found.\n\n* * *\n\nSee above.\n\n- - -\n',
-      earlierResults: new Map(),
-      plan: { stages: [stage] },
-    });
+    const validation = validateAlone(
+      { format: 'list', minItems: 2 },
+      'No suppliers were found.\n\n* * *\n\nSee above.\n\n- - -\n',
+    );
     expect(validation.passed).toBe(false);
   });
 });
 
 /** consistentWith compares numbers written as text by value: commas only as thousands separators. */
 describe('consistentWith comparing numbers written as text', () => {
-  const parsed = parsePlan(
-    {
-      stages: [
-        { id: 'totals', title: 'Totals', goal: 'Sum', expectedOutput: { format: 'json' } },
-        {
-          id: 'report',
-          title: 'Report',
-          goal: 'Report',
-          expectedOutput: { format: 'json', consistentWith: ['totals'] },
-        },
-      ],
-    },
-    { maxStages: 12 },
-  );
+  const parsed = totalsThenReport(['totals']);
   const agrees = (now: string, before: string) => {
     if (!parsed.ok) throw new Error('the plan parses');
     const report = parsed.plan.stages[1];
