@@ -74,11 +74,14 @@ import type { ServiceTarget } from './workload.js';
  *                        doing the same work with none of Waymark's code
  *   --idempotency-keys   every create carries an Idempotency-Key (unique per
  *                        workflow), as a client that retries safely sends it
+ *   --session-turns K    every workflow runs in a session, as a chat's turns do:
+ *                        each client loop creates a session (POST /v1/sessions,
+ *                        not timed) and asks K questions in it before the next
  *
  *   npm run bench -- simple-path [--workflows-c1 400] [--workflows-c32 3000]
  *     [--warmup 2000] [--warmup-c1 400] [--model bench] [--provider-port 0] [--provider-host 127.0.0.1]
  *     [--provider-url URL] [--service-url URL[,URL...] --api-key KEY] [--serve-provider] [--show-sql]
- *     [--synchronous-commit on|off] [--one-loop] [--floor] [--idempotency-keys]
+ *     [--synchronous-commit on|off] [--one-loop] [--floor] [--idempotency-keys] [--session-turns K]
  */
 
 export async function run(args: string[]): Promise<void> {
@@ -136,6 +139,7 @@ function parsePlan(args: string[]): Plan {
       'one-loop': { type: 'boolean', default: false },
       floor: { type: 'boolean', default: false },
       'idempotency-keys': { type: 'boolean', default: false },
+      'session-turns': { type: 'string' },
     },
   });
   const serviceUrls = commaList(values['service-url'] ?? '');
@@ -146,10 +150,13 @@ function parsePlan(args: string[]): Plan {
   }
   if (
     values.floor &&
-    (serviceUrls.length > 0 || synchronousCommit === 'off' || values['idempotency-keys'])
+    (serviceUrls.length > 0 ||
+      synchronousCommit === 'off' ||
+      values['idempotency-keys'] ||
+      values['session-turns'] !== undefined)
   ) {
     throw new Error(
-      '--floor runs in-process with its own commits and no idempotency: no --service-url, --synchronous-commit or --idempotency-keys',
+      '--floor runs in-process with its own commits, no idempotency and no sessions: no --service-url, --synchronous-commit, --idempotency-keys or --session-turns',
     );
   }
   if (serviceUrls.length > 0 && !apiKey) {
@@ -173,6 +180,10 @@ function parsePlan(args: string[]): Plan {
     oneLoop: values['one-loop'],
     floor: values.floor,
     idempotencyKeys: values['idempotency-keys'],
+    sessionTurns:
+      values['session-turns'] === undefined
+        ? undefined
+        : wholeNumber('--session-turns', values['session-turns'], 1),
   };
 }
 
@@ -216,6 +227,7 @@ async function benchmark(plan: Plan, signal: AbortSignal, cleanups: Cleanup[]): 
   }
   // Unique to this run, so a service that outlives it never replays an earlier run's workflow.
   if (plan.idempotencyKeys) target = { ...target, idempotencyKeyPrefix: randomUUID() };
+  if (plan.sessionTurns !== undefined) target = { ...target, sessionTurns: plan.sessionTurns };
   // Pushed last, so run first: idle keep-alive sockets would otherwise hold app.close().
   cleanups.push(() => load.close());
 

@@ -40,9 +40,13 @@ const ANSWER: FakeResponse = {
   delivery: 'burst',
 };
 
-/** The workflow number in the request's question, or undefined for a request that is not the bench's. */
+/**
+ * The workflow number in the request's question, or undefined for a request
+ * that is not the bench's. The question is the last user message: in a
+ * session (`--session-turns`), the earlier ones are its history.
+ */
 export function workflowNumberOf(request: RecordedRequest): number | undefined {
-  const question = messagesOf(request).find((message) => message.role === 'user');
+  const question = messagesOf(request).findLast((message) => message.role === 'user');
   const match = typeof question?.content === 'string' ? QUESTION.exec(question.content) : null;
   return match ? Number(match[1]) : undefined;
 }

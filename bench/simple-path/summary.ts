@@ -30,6 +30,8 @@ export interface Plan {
   floor: boolean;
   /** Every create with an Idempotency-Key of its own. */
   idempotencyKeys: boolean;
+  /** Set: the workflows run in sessions, this many in each. */
+  sessionTurns: number | undefined;
 }
 
 /** A workflow's overhead by where it falls around the model calls (index.ts). */
@@ -132,7 +134,7 @@ function cpuLine(parts: CpuParts, workflows: number): string {
 export function printSummary(results: Results): void {
   const { plan, c1, c32 } = results;
   const lines = [
-    `simple-path: two-turn tool loop (calculator, then the answer) per workflow, POST with Accept: text/event-stream${plan.idempotencyKeys ? ' and an Idempotency-Key' : ''}; ` +
+    `simple-path: two-turn tool loop (calculator, then the answer) per workflow, POST with Accept: text/event-stream${plan.idempotencyKeys ? ' and an Idempotency-Key' : ''}${plan.sessionTurns === undefined ? '' : `, in sessions of ${plan.sessionTurns} workflows`}; ` +
       `${plan.warmup} warm-up workflows at concurrency ${HIGH_CONCURRENCY}, then ${plan.warmupC1} at 1; ${results.where}; ${os.cpus().length} CPUs; load average ${round(os.loadavg()[0] ?? Number.NaN, 2)}`,
     ...phaseLines(c1),
     ...phaseLines(c32),

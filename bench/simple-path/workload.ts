@@ -19,6 +19,12 @@ export interface ServiceTarget {
   model: string | undefined;
   /** Set: each workflow's POST carries `Idempotency-Key: <prefix>-<n>` (`--idempotency-keys`). */
   idempotencyKeyPrefix?: string;
+  /**
+   * Set: each client loop runs its workflows in a session of its own, and
+   * starts a new one (`POST /v1/sessions`, outside the workflows' timing)
+   * after this many (`--session-turns`).
+   */
+  sessionTurns?: number;
 }
 
 export interface WorkflowRun {
@@ -53,6 +59,7 @@ export async function runWorkflows(
   const urls = options.target.baseUrls.map((baseUrl) => new URL('/v1/workflows', baseUrl));
   let next = 0;
   const loop = async (): Promise<void> => {
+    let session: { id: string; turns: number } | undefined;
     while (!signal.aborted) {
       const index = next++;
       if (index >= options.count) return;
@@ -61,7 +68,12 @@ export async function runWorkflows(
         // Not aborted mid-flight: an interrupt lets the workflows in flight
         // finish (milliseconds), then every loop stops here.
         const url = urls[n % urls.length] as URL;
-        runs.push({ n, ...(await runWorkflow(url, options, n)) });
+        const turns = options.target.sessionTurns;
+        if (turns !== undefined && (!session || session.turns >= turns)) {
+          session = { id: await createSession(url, options), turns: 0 };
+        }
+        if (session) session.turns += 1;
+        runs.push({ n, ...(await runWorkflow(url, options, { n, sessionId: session?.id })) });
       } catch (error) {
         failed.abort(error);
         return;
@@ -77,18 +89,56 @@ export async function runWorkflows(
 
 const END_FRAME = 'event: workflow_end\n';
 
+/** A new session of the target's tenant, on the service at `workflowsUrl`; resolves with its id. */
+async function createSession(
+  workflowsUrl: URL,
+  options: Pick<LoadOptions, 'target' | 'agent'>,
+): Promise<string> {
+  const { status, body } = await new Promise<{ status: number | undefined; body: string }>(
+    (resolve, reject) => {
+      const request = http.request(
+        new URL('/v1/sessions', workflowsUrl),
+        {
+          method: 'POST',
+          agent: options.agent,
+          headers: {
+            authorization: `Bearer ${options.target.apiKey}`,
+            'content-type': 'application/json',
+          },
+        },
+        (response) => {
+          response.setEncoding('utf8');
+          let text = '';
+          response.on('data', (chunk: string) => {
+            text += chunk;
+          });
+          response.once('end', () => resolve({ status: response.statusCode, body: text }));
+          response.once('error', reject);
+        },
+      );
+      request.once('error', reject);
+      request.end('{}');
+    },
+  );
+  if (status !== 201)
+    throw new Error(`POST /v1/sessions answered ${status}: ${body.slice(0, 500)}`);
+  return (JSON.parse(body) as { id: string }).id;
+}
+
 /** One workflow, streamed; resolves with its start and wall time once `workflow_end` says it completed. */
 function runWorkflow(
   url: URL,
   options: Pick<LoadOptions, 'target' | 'agent'>,
-  n: number,
+  workflow: { n: number; sessionId: string | undefined },
 ): Promise<Omit<WorkflowRun, 'n'>> {
   const { target, agent } = options;
+  const { n, sessionId } = workflow;
   const body = JSON.stringify({
     input: benchQuestion(n),
     mode: 'simple',
     tools: ['calculator'],
     ...(target.model ? { model: target.model } : {}),
+    ...(sessionId ? { sessionId } : {}),
   });
   return new Promise((resolve, reject) => {
     const started = performance.now();
