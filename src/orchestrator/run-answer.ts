@@ -1,9 +1,7 @@
-import type { Transaction } from 'kysely';
 import type { Catalogue, ProviderKind } from '../llm/catalogue.js';
 import type { RouterEvent } from '../llm/router/types.js';
 import type { Message } from '../llm/types.js';
 import type { PipelineRows } from '../store/pipeline-rows.js';
-import type { Database } from '../store/schema.js';
 import { type NewEventRow, workflowEventsRepository } from '../store/workflow-events.js';
 import { endingsOfOpenWork, INTERRUPTED_WORK } from '../workflows/open-work.js';
 import {
@@ -117,7 +115,8 @@ export async function answerWithToolLoop(
     logRunOutcome(run, { status: 'failed', code: outcome.failure.code });
     return;
   }
-  await tracker.end(
+  const session = sessionExchangeOf(run);
+  const ended = await tracker.end(
     // A loop ends in model_error only with a failure, which ended the workflow above.
     { status: 'completed', answer: run.answer, reason: outcome.reason as CompletionReason },
     {
@@ -133,12 +132,13 @@ export async function answerWithToolLoop(
         ...usageEvents,
       ],
       usage: usage?.totals,
-      // Only with a session: a transition with no other writes is one statement.
-      ...(workflow.sessionId !== null
-        ? { alsoInTransaction: (tx: Transaction<Database>) => appendToSession(run, tx) }
-        : {}),
+      // Only with a session: a transition with other writes goes alone, not in a batch.
+      ...(session ? { alsoInStatement: [session.writes], alsoSelect: [session.appended] } : {}),
     },
   );
+  if (session && ended.also.session_appended === 0) {
+    run.log.warn('the workflow’s session no longer exists; its answer is not added');
+  }
   logRunOutcome(run, { status: 'completed', reason: outcome.reason });
 }
 
@@ -296,25 +296,21 @@ async function sessionHistoryOf(run: Run): Promise<Message[]> {
 }
 
 /**
- * Adds the question and answer to the workflow's session, in the
- * completion's transaction: whoever sees the workflow completed (its
+ * The writes that add the question and answer to the workflow's session,
+ * in the completion's statement: whoever sees the workflow completed (its
  * `workflow_end` event, a GET) and starts the next workflow of the session
- * finds them in its history.
+ * finds them in its history. None without a session.
  */
-async function appendToSession(run: Run, tx: Transaction<Database>): Promise<void> {
+function sessionExchangeOf(run: Run) {
   const { workflow } = run;
-  if (workflow.sessionId === null) return;
-  const appended = await run.options.sessions.appendExchange(
-    {
-      tenantId: workflow.tenantId,
-      sessionId: workflow.sessionId,
-      workflowId: workflow.id,
-      question: workflow.input,
-      answer: run.answer,
-    },
-    tx,
-  );
-  if (!appended) run.log.warn('the workflow’s session no longer exists; its answer is not added');
+  if (workflow.sessionId === null) return undefined;
+  return run.options.sessions.exchangeAfterTransition({
+    tenantId: workflow.tenantId,
+    sessionId: workflow.sessionId,
+    workflowId: workflow.id,
+    question: workflow.input,
+    answer: run.answer,
+  });
 }
 
 /** A catalogue model's context window; 8,192 tokens, a cautious guess, for an unknown one. */

@@ -22,7 +22,7 @@ export interface ExecutorOptions {
   catalogue: Catalogue;
   executions: Executions;
   /** A workflow with a session sees its history and adds its question and answer to it. */
-  sessions: Pick<SessionService, 'historyFor' | 'appendExchange'>;
+  sessions: Pick<SessionService, 'historyFor' | 'exchangeAfterTransition'>;
   /** How much session history a workflow sees (SESSION_HISTORY_* settings). */
   sessionHistory: { budgetTokens: number; floorTurns: number };
   /** Classifier, tools and loop limits of the orchestrator. */

@@ -1,12 +1,12 @@
 import { randomUUID } from 'node:crypto';
-import type { Transaction } from 'kysely';
+import { sql } from 'kysely';
 import { notFound } from '../errors.js';
 import type { Catalogue } from '../llm/catalogue.js';
 import { selectModel, type TenantModelSettings } from '../llm/model-selection.js';
 import type { Message } from '../llm/types.js';
 import type { Db } from '../store/database.js';
-import type { Database, SessionMessageRow, SessionRow } from '../store/schema.js';
-import { sessionsRepository } from '../store/sessions.js';
+import type { SessionMessageRow, SessionRow } from '../store/schema.js';
+import { exchangeAppend, type SessionExchange, sessionsRepository } from '../store/sessions.js';
 import {
   extendReach,
   type HistoryMessage,
@@ -29,15 +29,6 @@ export interface SessionWithMessages {
   messages: SessionMessage[];
   /** Pass as `after` for the next page; null on the last page. */
   nextAfter: number | null;
-}
-
-/** A completed workflow's question and answer, appended to its session. */
-export interface Exchange {
-  tenantId: string;
-  sessionId: string;
-  workflowId: string;
-  question: string;
-  answer: string;
 }
 
 /**
@@ -110,25 +101,26 @@ export function createSessionService(options: { db: Db; catalogue: Catalogue }) 
     },
 
     /**
-     * Appends a completed workflow's question and answer, in `tx` when
-     * given (the completion's, so that a client who sees
-     * the workflow completed finds the exchange in the session). At most
-     * once per workflow; false when the session no longer exists.
+     * Appends a completed workflow's question and answer by itself (a
+     * workflow's completion appends them in its own statement, with
+     * `exchangeAfterTransition`). At most once per workflow; false when
+     * nothing was appended.
      */
-    async appendExchange(exchange: Exchange, tx?: Transaction<Database>): Promise<boolean> {
-      const append = async (within: Transaction<Database>) =>
-        sessionsRepository(within).append({
-          tenantId: exchange.tenantId,
-          sessionId: exchange.sessionId,
-          workflowId: exchange.workflowId,
-          messages: [
-            { role: 'user', content: exchange.question },
-            { role: 'assistant', content: exchange.answer },
-          ],
-        });
-      // The append's row lock must be held until its insert commits: a transaction either way.
-      const appended = await (tx ? append(tx) : db.transaction().execute(append));
-      return appended !== undefined;
+    async appendExchange(exchange: SessionExchange): Promise<boolean> {
+      return (await repository.appendExchange(exchange)).length > 0;
+    },
+
+    /**
+     * The writes that append a completed workflow's question and answer in
+     * its completion's statement (workflows/transitions.ts
+     * `alsoInStatement`), and the column that tells whether they did
+     * (`also.session_appended`, the messages appended).
+     */
+    exchangeAfterTransition(exchange: SessionExchange) {
+      return {
+        writes: exchangeAppend(exchange, 'changed'),
+        appended: sql`(SELECT count(*)::integer FROM session_appended) AS also_session_appended`,
+      };
     },
 
     /**

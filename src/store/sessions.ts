@@ -10,9 +10,54 @@ export interface NewSessionRow {
   model: string | null;
 }
 
-export interface NewSessionMessage {
-  role: 'user' | 'assistant';
-  content: string;
+/** A completed workflow's question and answer, appended to its session. */
+export interface SessionExchange {
+  tenantId: string;
+  sessionId: string;
+  workflowId: string;
+  question: string;
+  answer: string;
+}
+
+/**
+ * The CTEs that append a workflow's question and answer to its session,
+ * with the session's next two seqs: `session_locked` (the session row,
+ * locked), `session_appended` (the two messages), `session_bumped` (its
+ * `last_seq`). With `onlyWith`, only if that CTE of the same statement has
+ * a row: a transition's `changed`, so that whoever sees the workflow
+ * completed finds its exchange in the session (workflows/transitions.ts
+ * `alsoInStatement`).
+ *
+ * One statement, where the append took five round trips in a transaction
+ * (BEGIN, lock, insert, the transition, COMMIT): a workflow in a session
+ * ended in 6 round trips instead of 1 (bench/simple-path --session-turns).
+ * The session row's lock makes concurrent appenders take turns; one that
+ * waited for it reads the row as the one before it committed it (a row
+ * locked after a wait is read again at its latest version, READ COMMITTED),
+ * so the seqs follow on and neither repeat nor skip, and `last_seq` moves
+ * only by what was inserted. At most once per workflow: a repeat conflicts
+ * on session_messages_workflow and inserts nothing.
+ */
+export function exchangeAppend(exchange: SessionExchange, onlyWith?: 'changed') {
+  const when =
+    onlyWith === undefined ? sql`` : sql`AND EXISTS (SELECT 1 FROM ${sql.ref(onlyWith)})`;
+  return sql`session_locked AS (
+      SELECT id, tenant_id, last_seq FROM sessions
+      WHERE id = ${exchange.sessionId} AND tenant_id = ${exchange.tenantId} ${when}
+      FOR UPDATE
+    ), session_appended AS (
+      INSERT INTO session_messages (session_id, tenant_id, seq, role, content, workflow_id)
+      SELECT l.id, l.tenant_id, l.last_seq + v.ord, v.role, v.content, ${exchange.workflowId}::uuid
+      FROM session_locked l, (VALUES
+        (1, 'user', ${exchange.question}::text),
+        (2, 'assistant', ${exchange.answer}::text)) AS v (ord, role, content)
+      ON CONFLICT (session_id, workflow_id, role) WHERE workflow_id IS NOT NULL DO NOTHING
+      RETURNING seq
+    ), session_bumped AS (
+      UPDATE sessions SET last_seq = (SELECT max(seq) FROM session_appended), updated_at = now()
+      WHERE id = ${exchange.sessionId} AND tenant_id = ${exchange.tenantId}
+        AND EXISTS (SELECT 1 FROM session_appended)
+    )`;
 }
 
 /** The `sessions` and `session_messages` rows. Every query is scoped by tenant. */
@@ -42,60 +87,15 @@ export function sessionsRepository(db: DbOrTx) {
     },
 
     /**
-     * Appends messages with the next seqs of the session, inside the
-     * caller's transaction, the way workflow events are appended: the
-     * session row's `last_seq` is bumped by an UPDATE whose row lock makes
-     * concurrent appenders take turns, and bump and insert commit or roll
-     * back together, so seqs neither repeat nor skip.
-     *
-     * With a `workflowId`, the append happens at most once per workflow: the
-     * row is locked first, then a new statement (a fresh READ COMMITTED
-     * snapshot, so it sees an append committed while we waited for the
-     * lock) inserts only if the workflow has no message yet, and bumps
-     * `last_seq` only by what it inserted. Bumping first and inserting with
-     * ON CONFLICT DO NOTHING would leave a gap on a repeat.
-     *
-     * Returns the rows appended (none on a repeat), or undefined when the
-     * tenant has no such session. Needs a transaction: outside one, the lock
-     * would end with its own statement.
+     * Appends a workflow's question and answer to its session, in a
+     * statement of its own (exchangeAppend). Returns the rows appended,
+     * none when the workflow's are there already or the tenant has no such
+     * session.
      */
-    async append(input: {
-      tenantId: string;
-      sessionId: string;
-      workflowId: string | null;
-      messages: NewSessionMessage[];
-    }): Promise<SessionMessageRow[] | undefined> {
-      const locked = await sql<{ last_seq: number }>`
-        SELECT last_seq FROM sessions
-        WHERE id = ${input.sessionId} AND tenant_id = ${input.tenantId}
-        FOR UPDATE`.execute(db);
-      const lastSeq = locked.rows[0]?.last_seq;
-      if (lastSeq === undefined) return undefined;
-      if (input.messages.length === 0) return [];
-      const values = input.messages.map(
-        (message, index) =>
-          sql`(${lastSeq + index + 1}::integer, ${message.role}::text, ${message.content}::text)`,
-      );
-      const notYetAppended =
-        input.workflowId === null
-          ? sql``
-          : sql`WHERE NOT EXISTS (
-              SELECT 1 FROM session_messages
-              WHERE session_id = ${input.sessionId} AND workflow_id = ${input.workflowId})`;
-      const appended = await sql<SessionMessageRow>`
-        WITH inserted AS (
-          INSERT INTO session_messages (session_id, tenant_id, seq, role, content, workflow_id)
-          SELECT ${input.sessionId}::uuid, ${input.tenantId}::uuid, v.seq, v.role, v.content,
-                 ${input.workflowId}::uuid
-          FROM (VALUES ${sql.join(values)}) AS v (seq, role, content)
-          ${notYetAppended}
-          RETURNING *
-        ), bumped AS (
-          UPDATE sessions SET last_seq = (SELECT max(seq) FROM inserted), updated_at = now()
-          WHERE id = ${input.sessionId} AND tenant_id = ${input.tenantId}
-            AND EXISTS (SELECT 1 FROM inserted)
-        )
-        SELECT * FROM inserted ORDER BY seq`.execute(db);
+    async appendExchange(exchange: SessionExchange): Promise<{ seq: number }[]> {
+      const appended = await sql<{ seq: number }>`
+        WITH ${exchangeAppend(exchange)}
+        SELECT seq FROM session_appended ORDER BY seq`.execute(db);
       return appended.rows;
     },
 

@@ -290,7 +290,9 @@ export function createWorkflowTracker<R extends Returning = 'workflow'>(
         events?: NewEventRow[];
         /** The run's usage, added to the workflow's totals with the end. */
         usage?: Transition['usage'];
-        alsoInTransaction?: Transition['alsoInTransaction'];
+        /** Writes in the end's own statement (a session's new messages), and what they return. */
+        alsoInStatement?: Transition['alsoInStatement'];
+        alsoSelect?: Transition['alsoSelect'];
         /** Events found under the row lock, before the others (TransitionInput's `eventsUnderLock`). */
         eventsUnderLock?: Transition['eventsUnderLock'];
         /** Count what no run counted (TransitionInput's `countUncountedUsage`): an end from outside. */
@@ -322,7 +324,8 @@ export function createWorkflowTracker<R extends Returning = 'workflow'>(
           },
         ],
         ...(options.usage ? { usage: options.usage } : {}),
-        alsoInTransaction: options.alsoInTransaction,
+        alsoInStatement: options.alsoInStatement,
+        alsoSelect: options.alsoSelect,
         eventsUnderLock: options.eventsUnderLock,
         ...(options.countUncountedUsage ? { countUncountedUsage: true } : {}),
       });

@@ -41,6 +41,7 @@ describe('history of a resumed workflow vs an exchange committed after it starte
     try {
       await lock.query('BEGIN');
       await lock.query('SELECT 1 FROM sessions WHERE id = $1 FOR UPDATE', [sessionId]);
+      const lockPid = (await lock.query('SELECT pg_backend_pid() AS pid')).rows[0].pid;
 
       // Workflow A answers at once; its completion transaction starts and waits on the lock.
       h.provider.enqueue(answer('Paris.'));
@@ -50,9 +51,12 @@ describe('history of a resumed workflow vs an exchange committed after it starte
         mode: 'simple',
       });
       await waitFor(async () => {
+        // The completion's statement, blocked by the test's lock (its text
+        // is longer than pg_stat_activity keeps, so not found by its end).
         const { rows } = await h.testApp.services.database.pool.query(
           `SELECT 1 FROM pg_stat_activity
-           WHERE datname = current_database() AND wait_event_type = 'Lock' AND query LIKE '%FROM sessions%FOR UPDATE%'`,
+           WHERE $1 = ANY(pg_blocking_pids(pid)) AND query ~ '^\\s*WITH changed AS \\(\\s*UPDATE workflows SET\\s+status'`,
+          [lockPid],
         );
         return rows.length > 0 ? true : undefined;
       }, 'A’s completion to wait on the session row');
@@ -142,15 +146,17 @@ describe('history read by a new workflow when exchanges commit out of transactio
     try {
       await rowLock.query('BEGIN');
       await rowLock.query('SELECT 1 FROM workflows WHERE id = $1 FOR UPDATE', [c]);
+      const rowLockPid = (await rowLock.query('SELECT pg_backend_pid() AS pid')).rows[0].pid;
       release();
       await waitFor(async () => {
+        // C's completion statement (not a lease renewal), its snapshot taken, blocked by the test.
         const { rows } = await pool.query(
-          `SELECT query, xact_start FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'`,
+          `SELECT 1 FROM pg_stat_activity
+           WHERE $1 = ANY(pg_blocking_pids(pid)) AND query ~ '^\\s*WITH changed AS \\(\\s*UPDATE workflows SET\\s+status'`,
+          [rowLockPid],
         );
-        return rows.some((r) => /FROM workflows WHERE id.*FOR UPDATE/s.test(r.query))
-          ? true
-          : undefined;
-      }, 'C’s completion transaction to wait on its row');
+        return rows.length > 0 ? true : undefined;
+      }, 'C’s completion statement to wait on its row');
 
       // W: created with a key a test transaction holds, so its insert (its
       // transaction started) waits on the unique index.

@@ -160,7 +160,8 @@ describe('appending', () => {
     const id = await createSession(app(), tenant.key);
     const workflowId = randomUUID();
     expect(await appendExchange(tenant, id, 1, workflowId)).toBe(true);
-    expect(await appendExchange(tenant, id, 1, workflowId)).toBe(true);
+    // The repeat appends nothing.
+    expect(await appendExchange(tenant, id, 1, workflowId)).toBe(false);
     const messages = await sessionMessages(tenant.key, id);
     expect(messages).toEqual([
       expect.objectContaining({ seq: 1, role: 'user', content: 'q1', workflowId }),
