@@ -2,7 +2,7 @@ import { expect } from 'vitest';
 import type { FakeResponse } from '../fakes/provider-types.js';
 import { bearer } from './app.js';
 import { answer, type ToolLoopHarness } from './tool-loop-harness.js';
-import { startWorkflow, storedEvents, waitFor } from './workflows.js';
+import { startWorkflow, storedEvents, waitFor, waitForStatus } from './workflows.js';
 
 /**
  * The complex path over HTTP, as the pipeline's integration tests drive
@@ -39,6 +39,27 @@ export function pipelineRequests(harness: () => ToolLoopHarness) {
         headers: { ...bearer(h.tenant.key), ...headers },
         payload: body,
       });
+    },
+
+    /**
+     * A pipeline paused at its checkpoint, stage b: a, b, c unless `after`
+     * says which stages follow b. The fake provider has nothing left queued.
+     */
+    async pausedAtCheckpoint(question: string, after: string[] = ['c']) {
+      const h = harness();
+      h.provider.enqueue(
+        planReply(stage('a'), stage('b', { checkpoint: true }), ...after.map((id) => stage(id))),
+        answer('Result of a.'),
+        answer('Result of b.'),
+      );
+      const id = await startWorkflow(h.testApp, h.tenant.key, { input: question, mode: 'complex' });
+      const paused = await waitForStatus(h.testApp, h.tenant.key, id, [
+        'awaiting_input',
+        'failed',
+        'completed',
+      ]);
+      expect(paused).toMatchObject({ status: 'awaiting_input', awaitingReason: 'checkpoint' });
+      return { id, version: paused.version as number };
     },
 
     /**

@@ -68,7 +68,8 @@ export const modifyBody = z
       .refine(hasNoNulInJson, NO_NUL_MESSAGE)
       .optional()
       .describe(
-        'Replaces the stages after the current one (same shape as the planned stages; validated the same way)',
+        'Replaces the stages after the current one (same shape as the planned stages; validated ' +
+          'the same way), with a `plan` event for the new revision',
       ),
     version: versionField,
   })

@@ -158,6 +158,18 @@ function referenceIssues(stages: LooseStage[], limits: PlanLimits): ReferenceIss
 
 export type PlanParse = { ok: true; plan: ExecutionPlan } | { ok: false; issues: string[] };
 
+/** Who made a plan revision: the planner (revision 1), or a user's `modify` with a plan. */
+export type PlanSource = 'planner' | 'modify';
+
+/**
+ * What a `plan` `completed` event says of a revision: the whole plan's
+ * stages, the kept ones too, so a client draws the pipeline from the latest
+ * `plan` event alone, whoever made it.
+ */
+export function planEventDetail(revision: number, plan: ExecutionPlan, source: PlanSource) {
+  return { revision, source, stages: plan.stages };
+}
+
 /** Validates a candidate plan; the issues are short lines meant to be quoted back to the model or client. */
 export function parsePlan(value: unknown, limits: PlanLimits): PlanParse {
   const parsed = executionPlanSchema(limits).safeParse(value);

@@ -13,6 +13,7 @@ import {
   planRevisionAfterTransition,
 } from '../../store/pipeline-transition-writes.js';
 import { type AttemptReason, type StageAttempt, ZERO_USAGE } from '../../store/pipelines.js';
+import type { NewEventRow } from '../../store/workflow-events.js';
 import { toWorkflow } from '../../workflows/rows.js';
 import type { WorkflowService } from '../../workflows/service.js';
 import { assertAwaiting } from '../../workflows/transitions.js';
@@ -25,7 +26,13 @@ import {
   type PipelineView,
   pipelineStateOf,
 } from './pipeline-view.js';
-import { type ExecutionPlan, type PlanStage, replaceStagesAfter, toStoredPlan } from './plan.js';
+import {
+  type ExecutionPlan,
+  type PlanStage,
+  planEventDetail,
+  replaceStagesAfter,
+  toStoredPlan,
+} from './plan.js';
 import type { PipelineSettings } from './run-pipeline.js';
 import { stageStartedEvent } from './run-stage.js';
 
@@ -34,8 +41,9 @@ import { stageStartedEvent } from './run-stage.js';
  * stage: `continue` to the next stage, `modify` (re-run the stage with
  * feedback, optionally replacing the stages not yet run) or `retry` (re-run
  * it as it was). Each is one compare-and-set: the decision is written as
- * stage-attempt rows in the transaction that moves the workflow back to
- * `running`, with a `review` event, so the run (on any replica) finds it.
+ * stage-attempt rows (and a modify's plan revision, with its `plan` event)
+ * in the transaction that moves the workflow back to `running`, with a
+ * `review` event, so the run (on any replica) finds it.
  * The same statement starts the stage the pipeline goes on with (its
  * attempt row and `stage started` event): a client sees it start as the
  * review commits, not a statement later when the run would have started it.
@@ -103,16 +111,19 @@ export function createPipelineReviews(options: {
     review: {
       detail: Record<string, unknown>;
       writes: ReviewCte[];
-      next: ReturnType<typeof beginNext>;
+      /** A modify's plan revision with its `plan` event, written between the review and the start. */
+      revised?: ReviewStep;
+      next: ReviewStep | undefined;
     },
   ): Promise<Workflow> {
     const { tenantId, id } = paused.workflow;
-    const writes = review.next ? [...review.writes, review.next.write] : review.writes;
+    const steps = [review.revised, review.next].filter((step) => step !== undefined);
+    const writes = [...review.writes, ...steps.map((step) => step.write)];
     return workflows.resume(tenantId, id, {
       fromAwaiting: REVIEWABLE,
       expectedVersion: input.version ?? paused.workflow.version,
       cause: 'reviewed',
-      events: [reviewEvent(paused, review.detail), ...(review.next ? [review.next.event] : [])],
+      events: [reviewEvent(paused, review.detail), ...steps.map((step) => step.event)],
       alsoInStatement: writes.map((write) => write.cte),
       alsoSelect: reviewedRowsColumns(writes.map((write) => write.name)),
       pipelineAfter: (also) => pipelineAfterReview(paused.rows, also),
@@ -126,7 +137,11 @@ export function createPipelineReviews(options: {
    * does). The run launched by the review runs that attempt
    * (run-pipeline.ts, `begun`).
    */
-  function beginNext(plan: ExecutionPlan, revision: number, after: readonly StageAttempt[]) {
+  function beginNext(
+    plan: ExecutionPlan,
+    revision: number,
+    after: readonly StageAttempt[],
+  ): ReviewStep | undefined {
     const action = nextAction(plan, after, policy);
     if (action.kind !== 'run_stage' || action.interruptedAttempt !== null) return undefined;
     return {
@@ -138,7 +153,7 @@ export function createPipelineReviews(options: {
           reason: action.reason,
           feedback: action.feedback,
         }),
-        name: 'begun' as const,
+        name: 'begun',
       },
       event: stageStartedEvent(action),
     };
@@ -221,11 +236,13 @@ export function createPipelineReviews(options: {
 
     /**
      * Runs the paused stage again with the user's feedback; with `plan`,
-     * the stages after it are replaced first (a new plan revision).
+     * the stages after it are replaced first (a new plan revision, told with
+     * a `plan` event as the planner's is, so a client drawing the stages
+     * from those events sees the new ones).
      */
     async modify(tenantId: string, id: string, input: ModifyInput): Promise<Workflow> {
       const paused = await pausedStage(tenantId, id);
-      let replacement: { plan: ExecutionPlan; stored: ReturnType<typeof toStoredPlan> } | undefined;
+      let replacement: ExecutionPlan | undefined;
       if (input.plan) {
         const patched = replaceStagesAfter(paused.state.plan, paused.stage.id, input.plan, {
           maxStages: options.settings.maxStages,
@@ -237,7 +254,7 @@ export function createPipelineReviews(options: {
             patched.issues.map((issue) => ({ field: 'body.plan', message: issue })),
           );
         }
-        replacement = { plan: patched.plan, stored: toStoredPlan(patched.plan) };
+        replacement = patched.plan;
       }
       const revision = replacement ? paused.state.revision + 1 : paused.state.revision;
       return resumeReviewed(paused, input, {
@@ -246,17 +263,10 @@ export function createPipelineReviews(options: {
           feedback: input.feedback,
           planReplaced: replacement !== undefined,
         },
-        // The version check makes the revision read with the pause the latest one.
-        writes: replacement
-          ? [
-              {
-                cte: planRevisionAfterTransition({ revision, plan: replacement.stored }),
-                name: 'revised',
-              },
-            ]
-          : [],
+        writes: [],
+        ...(replacement ? { revised: revisedPlan(revision, replacement) } : {}),
         next: beginRerun(paused, {
-          plan: replacement?.plan ?? paused.state.plan,
+          plan: replacement ?? paused.state.plan,
           revision,
           reason: 'user_modify',
           feedback: input.feedback,
@@ -281,6 +291,33 @@ export type PipelineReviews = ReturnType<typeof createPipelineReviews>;
 interface ReviewCte {
   cte: ReturnType<typeof acceptAfterTransition>;
   name: ReviewWrite;
+}
+
+/** A write of a review and the event that tells of it, so neither is written without the other. */
+interface ReviewStep {
+  write: ReviewCte;
+  event: NewEventRow;
+}
+
+/**
+ * A modify's plan revision (`revision`, the one after the revision read at
+ * the version the transition compares, so the latest one) and its `plan`
+ * event. No planner turn made it: the event has no `usage` nor `repaired`.
+ */
+function revisedPlan(revision: number, plan: ExecutionPlan): ReviewStep {
+  return {
+    write: {
+      cte: planRevisionAfterTransition({ revision, plan: toStoredPlan(plan) }),
+      name: 'revised',
+    },
+    event: {
+      type: 'plan',
+      step: 'plan',
+      status: 'completed',
+      detail: planEventDetail(revision, plan, 'modify'),
+      elapsedMs: null,
+    },
+  };
 }
 
 /**

@@ -14,7 +14,7 @@ import { type ContextLimits, withOutputRoom } from '../tool-loop/context-window.
 import type { LoopOutcome, Spent } from '../tool-loop/types.js';
 import { type NextAction, nextAction, type PipelinePolicy, stageResults } from './next-action.js';
 import { loadPipelineState, type PipelineState, pipelineStateOf } from './pipeline-view.js';
-import { type PlanLimits, type PlanStage, toStoredPlan } from './plan.js';
+import { type PlanLimits, type PlanStage, planEventDetail, toStoredPlan } from './plan.js';
 import { planQuestion } from './planner.js';
 import { runStage, spentSoFar } from './run-stage.js';
 import { buildSynthesisRequest } from './synthesis-prompt.js';
@@ -288,7 +288,11 @@ async function plan(
     'plan',
     'plan',
     'completed',
-    { revision, repaired: planned.repaired, stages: planned.plan.stages, ...plannerUsage },
+    {
+      ...planEventDetail(revision, planned.plan, 'planner'),
+      repaired: planned.repaired,
+      ...plannerUsage,
+    },
     performance.now() - started,
   );
   return { state: { revision, plan: planned.plan, attempts: [] } };

@@ -17,24 +17,7 @@ function textOf(request: RecordedRequest): string {
   return `${systemTextOf(request)}\n${JSON.stringify(request.body.messages)}`;
 }
 
-const { act, pipelineOf } = pipelineRequests(() => h);
-
-/** A pipeline paused at its checkpoint, stage b: a, b, c unless `after` says which stages follow b. */
-async function pausedAtCheckpoint(question: string, after: string[] = ['c']) {
-  h.provider.enqueue(
-    planReply(stage('a'), stage('b', { checkpoint: true }), ...after.map((id) => stage(id))),
-    answer('Result of a.'),
-    answer('Result of b.'),
-  );
-  const id = await startWorkflow(h.testApp, h.tenant.key, { input: question, mode: 'complex' });
-  const paused = await waitForStatus(h.testApp, h.tenant.key, id, [
-    'awaiting_input',
-    'failed',
-    'completed',
-  ]);
-  expect(paused).toMatchObject({ status: 'awaiting_input', awaitingReason: 'checkpoint' });
-  return { id, version: paused.version as number };
-}
+const { act, pipelineOf, pausedAtCheckpoint } = pipelineRequests(() => h);
 
 describe('the pipeline', () => {
   it('plans, runs stages, pauses at a checkpoint, continues, and synthesises the answer', async () => {
