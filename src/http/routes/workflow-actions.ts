@@ -63,13 +63,14 @@ export const modifyBody = z
       .refine(hasNoNul, NO_NUL_MESSAGE)
       .describe('What the re-run of the stage should do differently'),
     plan: z
-      .object({ stages: z.array(z.unknown()).min(1).max(500) })
+      .object({ stages: z.array(z.unknown()).max(500) })
       .strict()
       .refine(hasNoNulInJson, NO_NUL_MESSAGE)
       .optional()
       .describe(
         'Replaces the stages after the current one (same shape as the planned stages; validated ' +
-          'the same way), with a `plan` event for the new revision',
+          'the same way), with a `plan` event for the new revision; an empty list drops them: the ' +
+          'answer is written after the re-run (once it is continued, at a checkpoint)',
       ),
     version: versionField,
   })
@@ -159,7 +160,8 @@ export const workflowActionRoutes: FastifyPluginAsyncZod<{
         summary: 'Run the paused pipeline stage again with feedback',
         description:
           'Re-runs the stage the pipeline paused at with the feedback; with `plan`, the stages ' +
-          'not yet run are replaced first (400 `invalid_plan` naming each problem). ' +
+          'not yet run are replaced first, or dropped by an empty list (400 `invalid_plan` ' +
+          'naming each problem). ' +
           REVIEW_CONFLICTS,
         params: idParamsSchema,
         headers: actionHeaders,

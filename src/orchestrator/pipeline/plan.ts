@@ -198,7 +198,8 @@ export function formatIssues(error: z.ZodError): string[] {
  * stay (they have run), `replacement.stages` follow them, and the result is
  * validated like a planned plan, against the tools the plan was made with,
  * so a replacement stage may depend on any kept one but no kept stage
- * changes.
+ * changes. No replacement stages drops the ones after the current stage:
+ * the plan still has that one, so it is never empty.
  */
 export function replaceStagesAfter(
   plan: ExecutionPlan,

@@ -238,7 +238,8 @@ export function createPipelineReviews(options: {
      * Runs the paused stage again with the user's feedback; with `plan`,
      * the stages after it are replaced first (a new plan revision, told with
      * a `plan` event as the planner's is, so a client drawing the stages
-     * from those events sees the new ones).
+     * from those events sees the new ones). An empty `plan` drops them: the
+     * synthesis follows the re-run (once continued, at a checkpoint).
      */
     async modify(tenantId: string, id: string, input: ModifyInput): Promise<Workflow> {
       const paused = await pausedStage(tenantId, id);

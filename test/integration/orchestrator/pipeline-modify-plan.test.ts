@@ -1,16 +1,24 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { RecordedRequest } from '../../fakes/provider-types.js';
 import { listen, openStream, within } from '../../support/event-streams.js';
-import { pipelineRequests, stage } from '../../support/pipeline-http.js';
-import { answer, useToolLoopHarness } from '../../support/tool-loop-harness.js';
-import { type StoredEvent, storedEvents, waitForStatus } from '../../support/workflows.js';
+import { pipelineRequests, planReply, stage } from '../../support/pipeline-http.js';
+import { answer, systemTextOf, useToolLoopHarness } from '../../support/tool-loop-harness.js';
+import {
+  type StoredEvent,
+  startWorkflow,
+  storedEvents,
+  waitForStatus,
+} from '../../support/workflows.js';
 
 /**
  * A `modify` with a plan, as a client drawing the pipeline from its events
  * sees it: the new revision comes as a `plan` event, written with the
- * review, live and on replay.
+ * review, live and on replay; an empty plan drops the stages after the
+ * paused one, so the synthesis follows its re-run.
  */
 
-const h = useToolLoopHarness();
+// No validation retries: a stage whose result fails validation pauses at once.
+const h = useToolLoopHarness({ env: { PIPELINE_STAGE_RETRIES: '0' } });
 const { act, pipelineOf, pausedAtCheckpoint } = pipelineRequests(() => h);
 let baseUrl: string;
 beforeAll(async () => {
@@ -32,6 +40,11 @@ async function writersOf(id: string, seqs: number[]): Promise<string[]> {
     [id, seqs],
   );
   return rows.map((row) => row.tx);
+}
+
+/** The text of every message a request carried, system prompt included. */
+function textOf(request: RecordedRequest | undefined): string {
+  return `${systemTextOf(request)}\n${JSON.stringify(request?.body.messages)}`;
 }
 
 describe('modify with a plan', () => {
@@ -125,5 +138,83 @@ describe('modify with a plan', () => {
     ]);
     expect((await pipelineOf(id)).revision).toBe(1);
     expect((await act(id, 'cancel')).statusCode).toBe(202);
+  });
+});
+
+describe('modify with an empty plan', () => {
+  it('at a checkpoint: drops the stages after it, re-runs the stage, pauses there again, and continue goes to the synthesis', async () => {
+    const { id, version } = await pausedAtCheckpoint('Modify: drop the rest', ['c', 'd']);
+    const before = h.provider.requests.length;
+    h.provider.enqueue(answer('Result of b, final.'));
+    const modified = await act(id, 'modify', {
+      feedback: 'That is enough',
+      plan: { stages: [] },
+      version,
+    });
+    expect(modified.statusCode, modified.body).toBe(202);
+    const again = await waitForStatus(h.testApp, h.tenant.key, id, ['awaiting_input']);
+    expect(again).toMatchObject({ awaitingReason: 'checkpoint' });
+    const view = await pipelineOf(id);
+    expect(view).toMatchObject({ revision: 2, next: 'await_review', currentStageId: 'b' });
+    expect(view.stages.map((s: { id: string }) => s.id)).toEqual(['a', 'b']);
+
+    h.provider.enqueue(answer('Answer from a and b.'));
+    expect((await act(id, 'continue', { version: again.version })).statusCode).toBe(202);
+    const done = await waitForStatus(h.testApp, h.tenant.key, id, ['completed', 'failed']);
+    expect(done).toMatchObject({ status: 'completed', result: { answer: 'Answer from a and b.' } });
+
+    // The re-run of b with the feedback, then the synthesis over a and the new b.
+    const requests = h.provider.requests.slice(before);
+    expect(requests).toHaveLength(2);
+    expect(textOf(requests[0])).toContain('That is enough');
+    expect(textOf(requests[1])).toContain('Result of b, final.');
+    const events = await storedEvents(h.testApp, id);
+    expect(events.findLast((event) => event.type === 'plan')?.detail).toMatchObject({
+      revision: 2,
+      source: 'modify',
+      stages: [{ id: 'a' }, { id: 'b' }],
+    });
+    expect(events.filter((event) => event.step === 'c' || event.step === 'd')).toEqual([]);
+    // The last continue began no stage: the synthesis came next.
+    const lastReview = events.findLastIndex((event) => event.type === 'review');
+    expect(events.slice(lastReview).filter((event) => event.type === 'stage')).toEqual([]);
+  });
+
+  it('after a failed stage: re-runs it and goes straight to the synthesis', async () => {
+    h.provider.enqueue(
+      planReply(
+        stage('totals', { expectedOutput: { format: 'json', fields: ['total'] } }),
+        stage('report'),
+      ),
+      answer('No JSON here.'),
+    );
+    const id = await startWorkflow(h.testApp, h.tenant.key, {
+      input: 'Modify: add up, then stop',
+      mode: 'complex',
+    });
+    const failed = await waitForStatus(h.testApp, h.tenant.key, id, [
+      'awaiting_input',
+      'failed',
+      'completed',
+    ]);
+    expect(failed).toMatchObject({ status: 'awaiting_input', awaitingReason: 'stage_failed' });
+
+    const before = h.provider.requests.length;
+    h.provider.enqueue(answer('{"total": 7}'), answer('The total is 7.'));
+    const modified = await act(id, 'modify', {
+      feedback: 'Answer in JSON',
+      plan: { stages: [] },
+      version: failed.version,
+    });
+    expect(modified.statusCode, modified.body).toBe(202);
+    const done = await waitForStatus(h.testApp, h.tenant.key, id, ['completed', 'failed']);
+    expect(done).toMatchObject({ status: 'completed', result: { answer: 'The total is 7.' } });
+    expect(h.provider.requests.length - before).toBe(2);
+    const view = await pipelineOf(id);
+    expect(view.stages.map((s: { id: string; status: string }) => [s.id, s.status])).toEqual([
+      ['totals', 'completed'],
+    ]);
+    const events = await storedEvents(h.testApp, id);
+    expect(events.filter((event) => event.step === 'report')).toEqual([]);
   });
 });

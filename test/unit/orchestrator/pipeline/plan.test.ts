@@ -189,6 +189,13 @@ describe('replaceStagesAfter (modify with a plan patch)', () => {
     expect(patched.ok && patched.plan.stages.map((s) => s.id)).toEqual(['a', 'b', 'x']);
   });
 
+  it('an empty patch drops the stages after the current one; the kept ones still validate', () => {
+    const patched = replaceStagesAfter(plan, 'b', { stages: [] }, limits);
+    expect(patched.ok && patched.plan.stages.map((s) => s.id)).toEqual(['a', 'b']);
+    const first = replaceStagesAfter(plan, 'a', { stages: [] }, limits);
+    expect(first.ok && first.plan.stages.map((s) => s.id)).toEqual(['a']);
+  });
+
   it('validates the patched plan, with issues indexed in the patch', () => {
     const patched = replaceStagesAfter(
       plan,
