@@ -212,6 +212,7 @@ async function executeRun(run: Run, preload: RunPreload): Promise<void> {
       toolset,
       pipeline: preload.pipeline,
       created: preload.created,
+      historyStart: preload.historyStart,
     });
     // It ended or paused: that transition cleared the lease.
     leased = false;

@@ -1,6 +1,7 @@
 import type { Catalogue, ProviderKind } from '../llm/catalogue.js';
 import type { RouterEvent } from '../llm/router/types.js';
 import type { Message } from '../llm/types.js';
+import type { SessionHistoryStart } from '../sessions/service.js';
 import type { PipelineRows } from '../store/pipeline-rows.js';
 import { type NewEventRow, workflowEventsRepository } from '../store/workflow-events.js';
 import { endingsOfOpenWork, INTERRUPTED_WORK } from '../workflows/open-work.js';
@@ -36,6 +37,7 @@ export async function answerWithToolLoop(
     toolset,
     pipeline,
     created,
+    historyStart,
   }: {
     /** False when the workflow ran before: it continues from its persisted steps. */
     firstRun: boolean;
@@ -45,11 +47,13 @@ export async function answerWithToolLoop(
     pipeline?: PipelineRows;
     /** A run started before its workflow's insert answered: settles once it has (early-start.ts). */
     created?: Promise<void>;
+    /** A new workflow in a session: the start of its history, read with the session by the create. */
+    historyStart?: SessionHistoryStart;
   },
 ): Promise<void> {
   const { tracker, workflow, options } = run;
   throwIfStopped(run);
-  const history = await sessionHistoryOf(run);
+  const history = await sessionHistoryOf(run, historyStart);
   throwIfStopped(run);
   const resume = await resumePointOf(run, firstRun);
   throwIfStopped(run);
@@ -279,9 +283,11 @@ const HISTORY_WINDOW_SHARE = 0.25;
 /**
  * The session's earlier questions and answers, trimmed to the history
  * budget, or to a quarter of the model's context window when that is less;
- * none without a session.
+ * none without a session. A new workflow's begins with what its create read
+ * with the session (`start`); a resumed one's is read up to the session's
+ * seq its row keeps.
  */
-async function sessionHistoryOf(run: Run): Promise<Message[]> {
+async function sessionHistoryOf(run: Run, start?: SessionHistoryStart): Promise<Message[]> {
   const { options, workflow } = run;
   if (workflow.sessionId === null) return [];
   const windowShare = Math.floor(
@@ -290,7 +296,7 @@ async function sessionHistoryOf(run: Run): Promise<Message[]> {
   return options.sessions.historyFor(workflow.tenantId, workflow.sessionId, {
     ...options.sessionHistory,
     budgetTokens: Math.min(options.sessionHistory.budgetTokens, windowShare),
-    workflowId: workflow.id,
+    ...(start ? { start } : { workflowId: workflow.id }),
     kind: providerKindOf(options.catalogue, workflow.model),
   });
 }

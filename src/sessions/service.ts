@@ -32,6 +32,17 @@ export interface SessionWithMessages {
 }
 
 /**
+ * The start of a new workflow's history, read with its session
+ * (`findForWorkflow`): the session's newest messages, newest first, up to
+ * `throughSeq`, its `last_seq` then, which the workflow's row keeps
+ * (`session_seq`), so every run of it reads the same history.
+ */
+export interface SessionHistoryStart {
+  throughSeq: number;
+  newestFirst: { seq: number; role: SessionRole; content: string }[];
+}
+
+/**
  * Rows read per round trip when history is read backwards. A pair of a
  * typical chat is a few hundred tokens, so one page covers the default
  * 8,000-token budget in most sessions.
@@ -92,12 +103,28 @@ export function createSessionService(options: { db: Db; catalogue: Catalogue }) 
 
     /**
      * The tenant's session with this id, as a new workflow of it needs it
-     * (any text: workflows name sessions as text); undefined when none.
+     * (any text: workflows name sessions as text), with the start of that
+     * workflow's history; undefined when none.
      */
-    async find(tenantId: string, id: string): Promise<Session | undefined> {
+    async findForWorkflow(
+      tenantId: string,
+      id: string,
+    ): Promise<{ session: Session; historyStart: SessionHistoryStart } | undefined> {
       if (!UUID_PATTERN.test(id)) return undefined;
-      const row = await repository.findById(tenantId, id);
-      return row && toSession(row);
+      const row = await repository.findWithNewestMessages(tenantId, id, HISTORY_PAGE_ROWS);
+      if (!row) return undefined;
+      const { newest, ...session } = row;
+      return {
+        session: toSession(session),
+        historyStart: {
+          throughSeq: session.last_seq,
+          newestFirst: newest.map((message) => ({
+            seq: message.seq,
+            role: message.role as SessionRole,
+            content: message.content,
+          })),
+        },
+      };
     },
 
     /**
@@ -130,24 +157,30 @@ export function createSessionService(options: { db: Db; catalogue: Catalogue }) 
      * With `workflowId`, only what the session held when that workflow was
      * created: a run resumed after a pause or a takeover sees the history
      * its first run saw, not the exchanges of workflows completed since.
+     * With `start`, read with the session when the workflow was created,
+     * that is its first page (and the rest lies before it).
      */
     async historyFor(
       tenantId: string,
       sessionId: string,
-      historyOptions: HistoryOptions & { workflowId?: string },
+      historyOptions: HistoryOptions & { workflowId?: string; start?: SessionHistoryStart },
     ): Promise<Message[]> {
       const newestFirst: HistoryMessage[] = [];
       let reach: HistoryReach = { pairs: 0, tokens: 0 };
       let beforeSeq: number | undefined;
       let readToStart = false;
+      let given = historyOptions.start?.newestFirst;
       while (!historyIsComplete(reach, historyOptions)) {
-        const rows = await repository.listBefore({
-          tenantId,
-          sessionId,
-          beforeSeq,
-          ...(historyOptions.workflowId ? { beforeWorkflow: historyOptions.workflowId } : {}),
-          limit: HISTORY_PAGE_ROWS,
-        });
+        const rows =
+          given ??
+          (await repository.listBefore({
+            tenantId,
+            sessionId,
+            beforeSeq,
+            ...(historyOptions.workflowId ? { beforeWorkflow: historyOptions.workflowId } : {}),
+            limit: HISTORY_PAGE_ROWS,
+          }));
+        given = undefined;
         const page = rows.map((row) => ({ role: row.role as SessionRole, content: row.content }));
         newestFirst.push(...page);
         reach = extendReach(reach, page, historyOptions.kind);

@@ -10,6 +10,13 @@ export interface NewSessionRow {
   model: string | null;
 }
 
+/** A message as history reads it. */
+export interface NewestMessage {
+  seq: number;
+  role: string;
+  content: string;
+}
+
 /** A completed workflow's question and answer, appended to its session. */
 export interface SessionExchange {
   tenantId: string;
@@ -77,6 +84,33 @@ export function sessionsRepository(db: DbOrTx) {
         .executeTakeFirstOrThrow();
     },
 
+    /**
+     * The session with its newest messages (at most `limit`, newest first)
+     * up to its `last_seq`, in one statement: every message up to it
+     * committed with it, so they begin a committed history of the session,
+     * whatever order appends commit in. What a new workflow of the session
+     * needs before its first model request (workflows/new-workflow-row.ts).
+     */
+    async findWithNewestMessages(
+      tenantId: string,
+      id: string,
+      limit: number,
+    ): Promise<(SessionRow & { newest: NewestMessage[] }) | undefined> {
+      const found = await sql<SessionRow & { newest: NewestMessage[] }>`
+        SELECT s.*, coalesce((
+          SELECT json_agg(json_build_object('seq', m.seq, 'role', m.role, 'content', m.content)
+                          ORDER BY m.seq DESC)
+          FROM (
+            SELECT seq, role, content FROM session_messages
+            WHERE session_id = s.id AND tenant_id = s.tenant_id AND seq <= s.last_seq
+            ORDER BY seq DESC LIMIT ${limit}
+          ) m
+        ), '[]'::json) AS newest
+        FROM sessions s
+        WHERE s.tenant_id = ${tenantId} AND s.id = ${id}`.execute(db);
+      return found.rows[0];
+    },
+
     async findById(tenantId: string, id: string): Promise<SessionRow | undefined> {
       return db
         .selectFrom('sessions')
@@ -129,7 +163,7 @@ export function sessionsRepository(db: DbOrTx) {
       tenantId: string;
       sessionId: string;
       beforeSeq?: number;
-      /** Only the messages this workflow's history holds: up to the session's seq its insert saw. */
+      /** Only the messages this workflow's history holds: up to the session's seq its row keeps. */
       beforeWorkflow?: string;
       limit: number;
     }): Promise<SessionMessageRow[]> {
@@ -140,11 +174,12 @@ export function sessionsRepository(db: DbOrTx) {
         .where('tenant_id', '=', input.tenantId);
       if (input.beforeSeq !== undefined) query = query.where('seq', '<', input.beforeSeq);
       if (input.beforeWorkflow !== undefined) {
-        // Up to the seq the workflow's insert saw (workflows.ts
-        // sessionSeqAtInsert); a workflow inserted before that was kept
-        // (migration 0016) has the messages added before it was created, in
-        // the database's clock. A session's workflow never starts before its
-        // insert has committed (workflows/service.ts), so the row is there.
+        // Up to the seq the workflow's row keeps (workflows.ts
+        // NewWorkflowRow's `sessionSeq`); a workflow inserted before that was
+        // kept (migration 0016) has the messages added before it was created,
+        // in the database's clock. Only a run of a workflow already inserted
+        // reads this way: a new one's history starts with what its create
+        // read (sessions/service.ts `findForWorkflow`), the rest lying before.
         query = query.where(
           sql<boolean>`seq <= (
             SELECT coalesce(w.session_seq, (

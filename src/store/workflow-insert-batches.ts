@@ -3,12 +3,7 @@ import type { Db } from './database.js';
 import { PLANNED_EACH_RUN } from './prepared-statements.js';
 import { createStatementBatches, type StatementBatches } from './statement-batches.js';
 import { tenantEndpointsVersion } from './tenant-endpoints.js';
-import {
-  type InsertedWorkflow,
-  leaseExpiry,
-  type NewWorkflowRow,
-  sessionSeqAtInsert,
-} from './workflows.js';
+import { type InsertedWorkflow, leaseExpiry, type NewWorkflowRow } from './workflows.js';
 
 export type WorkflowInsertBatches = StatementBatches<NewWorkflowRow, InsertedWorkflow>;
 
@@ -50,6 +45,7 @@ async function insertBatch(db: Db, rows: NewWorkflowRow[]): Promise<InsertedWork
     rows.map((row) => ({
       id: row.id,
       session_id: row.sessionId,
+      session_seq: row.sessionSeq,
       mode: row.mode,
       model: row.model,
       input: row.input,
@@ -71,8 +67,8 @@ async function insertBatch(db: Db, rows: NewWorkflowRow[]): Promise<InsertedWork
         metadata, budget, idempotency_key, request_hash, lease_owner, lease_expires_at, session_seq)
       SELECT i.id, ${tenantId}, i.session_id, 'queued', i.mode, i.model, i.input, i.tools,
         i.metadata, i.budget, i.idempotency_key, i.request_hash, i.lease_owner,
-        ${leaseExpiry(sql`i.lease_ms`)}, ${sessionSeqAtInsert(sql`i.session_id`, sql`${tenantId}`)}
-      FROM jsonb_to_recordset(${items}::jsonb) AS i(id uuid, session_id text, mode text,
+        ${leaseExpiry(sql`i.lease_ms`)}, i.session_seq
+      FROM jsonb_to_recordset(${items}::jsonb) AS i(id uuid, session_id text, session_seq integer, mode text,
         model text, input text, tools text[], metadata jsonb, budget jsonb,
         idempotency_key text, request_hash text, lease_owner text, lease_ms double precision)
       RETURNING id, created_at

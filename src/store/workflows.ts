@@ -9,6 +9,13 @@ export interface NewWorkflowRow {
   id: string;
   tenantId: string;
   sessionId: string | null;
+  /**
+   * The session's `last_seq` as read with the session for the create
+   * (sessions.ts `findWithNewestMessages`): the workflow's history runs
+   * through it, a committed beginning of the session (every message up to
+   * it committed with it). Null without a session.
+   */
+  sessionSeq: number | null;
   mode: string;
   model: string;
   input: string;
@@ -52,17 +59,6 @@ export interface UsageIncrement {
 }
 
 /**
- * The session's `last_seq` as an insert's statement sees it (NULL without a
- * session): every message up to it committed with it, so the history the
- * workflow's runs read (sessions.ts `listBefore`) is a committed beginning
- * of the session, whatever order appends commit in. The session id was
- * checked to name a session of the tenant (new-workflow-row.ts).
- */
-export function sessionSeqAtInsert(sessionId: RawBuilder<unknown>, tenantId: RawBuilder<unknown>) {
-  return sql`(SELECT s.last_seq FROM sessions s WHERE s.id = ${sessionId}::uuid AND s.tenant_id = ${tenantId})`;
-}
-
-/**
  * A new workflow, queued, with the lease of the replica that runs it (none
  * without `leaseOwner`: a NULL `leaseMs` makes a NULL expiry).
  */
@@ -81,8 +77,7 @@ const insertWorkflow = fixedStatement<
       metadata, budget, idempotency_key, request_hash, lease_owner, lease_expires_at, session_seq)
     VALUES (${slot.id}, ${slot.tenantId}, ${slot.sessionId}, 'queued', ${slot.mode}, ${slot.model},
       ${slot.input}, ${slot.tools}, ${slot.metadata}, ${slot.budget}, ${slot.idempotencyKey},
-      ${slot.requestHash}, ${slot.leaseOwner}, ${leaseExpiry(slot.leaseMs)},
-      ${sessionSeqAtInsert(sql`${slot.sessionId}`, sql`${slot.tenantId}`)})
+      ${slot.requestHash}, ${slot.leaseOwner}, ${leaseExpiry(slot.leaseMs)}, ${slot.sessionSeq})
     RETURNING created_at, ${tenantEndpointsVersion(slot.tenantId)} AS endpoints_version`,
 );
 
@@ -126,6 +121,7 @@ export function workflowsRepository(db: DbOrTx) {
         id: row.id,
         tenantId: row.tenantId,
         sessionId: row.sessionId,
+        sessionSeq: row.sessionSeq,
         mode: row.mode,
         model: row.model,
         input: row.input,

@@ -1,4 +1,5 @@
 import { setNewest } from '../bounded-map.js';
+import type { SessionHistoryStart } from '../sessions/service.js';
 import type { VersionedEndpoints } from '../store/tenant-endpoints.js';
 import type { InsertedWorkflow, NewWorkflowRow } from '../store/workflows.js';
 import type { LeasedWorkflowRow } from './new-workflow-row.js';
@@ -27,6 +28,11 @@ import type { Workflow, WorkflowBudget, WorkflowMode } from './types.js';
  * workflow start after its insert, as does a tenant's first workflow here
  * and every workflow with an Idempotency-Key. A run launched without the
  * tools reads them (with their version, which the replica then remembers).
+ *
+ * A workflow in a session needs the start of its history too: the create
+ * read it with the session, up to the session's `last_seq` then, which the
+ * insert writes (NewWorkflowRow's `sessionSeq`), so both runs see what
+ * every later run of the workflow will.
  */
 
 /**
@@ -49,6 +55,8 @@ export const EARLY_START_MAX_RUNS = 4;
  */
 export async function insertAndLaunch(options: {
   row: LeasedWorkflowRow;
+  /** In a session: the start of the workflow's history, read with the session (both runs take it). */
+  historyStart?: SessionHistoryStart;
   insert: (row: NewWorkflowRow) => Promise<InsertedWorkflow>;
   endpointsMemory: EndpointsMemory;
   launch: (launch: RunLaunch) => void;
@@ -57,8 +65,14 @@ export async function insertAndLaunch(options: {
   const { row, endpointsMemory } = options;
   // The runs launched for the insert name the lease it writes: an early run
   // superseded writes nothing and leaves the lease to the one launched after it.
+  const history = options.historyStart ? { historyStart: options.historyStart } : {};
   const launch = (workflow: Workflow, preload: RunPreload) =>
-    options.launch({ workflow, cause: 'created', lease: row.lease.owner, preload });
+    options.launch({
+      workflow,
+      cause: 'created',
+      lease: row.lease.owner,
+      preload: { ...preload, ...history },
+    });
   const inserting = options.insert(row);
   const remembered = endpointsMemory.get(row.tenantId);
   const started = options.early ? remembered : undefined;

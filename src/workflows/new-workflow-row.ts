@@ -1,6 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import { badRequest } from '../errors.js';
 import { selectModel } from '../llm/model-selection.js';
+import type { SessionHistoryStart } from '../sessions/service.js';
 import { type NewWorkflowRow, newLeaseOwner } from '../store/workflows.js';
 import type { Principal } from '../tenancy/types.js';
 import { resolveBudget } from './budget.js';
@@ -8,6 +9,12 @@ import type { NewWorkflow, WorkflowServiceOptions } from './service.js';
 
 /** A new workflow's row leased to the run that starts with it. */
 export type LeasedWorkflowRow = NewWorkflowRow & { lease: NonNullable<NewWorkflowRow['lease']> };
+
+/** A create's checked row, and in a session the start of the workflow's history, read with the session. */
+export interface CheckedWorkflow {
+  row: LeasedWorkflowRow;
+  historyStart?: SessionHistoryStart;
+}
 
 /**
  * How a create makes the row of a new workflow, its request checked: the
@@ -22,7 +29,7 @@ export function checkedWorkflowRows(
   >,
 ) {
   const { catalogue } = options;
-  return async (principal: Principal, input: NewWorkflow): Promise<LeasedWorkflowRow> => {
+  return async (principal: Principal, input: NewWorkflow): Promise<CheckedWorkflow> => {
     const tenantId = principal.tenant.id;
     // A model the request names is checked first, before the session is read.
     const requested = input.model
@@ -33,10 +40,11 @@ export function checkedWorkflowRows(
       tenant: principal.tenant.budget,
       requested: input.budget,
     });
-    const session =
+    const found =
       input.sessionId === undefined
         ? undefined
-        : await options.sessions.find(tenantId, input.sessionId);
+        : await options.sessions.findForWorkflow(tenantId, input.sessionId);
+    const session = found?.session;
     if (input.sessionId !== undefined && !session) {
       throw badRequest('unknown_session', 'The sessionId names no session of this tenant', [
         {
@@ -58,11 +66,12 @@ export function checkedWorkflowRows(
         ],
       );
     }
-    return {
+    const row: LeasedWorkflowRow = {
       id: randomUUID(),
       tenantId,
       // As the session's row spells it: an id in capitals names the same session.
       sessionId: session?.id ?? null,
+      sessionSeq: found?.historyStart.throughSeq ?? null,
       mode: input.mode,
       model:
         requested ??
@@ -75,5 +84,6 @@ export function checkedWorkflowRows(
       requestHash: null,
       lease: { owner: newLeaseOwner(options.replicaId), leaseMs: options.leaseMs },
     };
+    return found ? { row, historyStart: found.historyStart } : { row };
   };
 }

@@ -1,7 +1,7 @@
 import type { Logger } from 'pino';
 import { conflict, notFound } from '../errors.js';
 import type { Catalogue } from '../llm/catalogue.js';
-import type { SessionService } from '../sessions/service.js';
+import type { SessionHistoryStart, SessionService } from '../sessions/service.js';
 import type { Db } from '../store/database.js';
 import type { PipelineRows } from '../store/pipeline-rows.js';
 import type { TenantEndpoints } from '../store/tenant-endpoints.js';
@@ -16,7 +16,7 @@ import { checkAnswer } from './clarification.js';
 import { decodeCursor, encodeCursor } from './cursor.js';
 import { EARLY_START_MAX_RUNS, type EndpointsMemory, insertAndLaunch } from './early-start.js';
 import { hashRequest, isIdempotencyKeyTaken } from './idempotency.js';
-import { checkedWorkflowRows, type LeasedWorkflowRow } from './new-workflow-row.js';
+import { type CheckedWorkflow, checkedWorkflowRows } from './new-workflow-row.js';
 import { CANCELLED_WORK, endingsOfOpenWork } from './open-work.js';
 import { toWorkflow } from './rows.js';
 import { assertAwaiting, assertVersion, type TransitionInput } from './transitions.js';
@@ -47,6 +47,8 @@ export interface RunPreload {
    * that found nothing completed since (claimExpiredLeases).
    */
   takeoversWithoutProgress?: number;
+  /** A new workflow in a session: the start of its history, read with the session by the create. */
+  historyStart?: SessionHistoryStart;
 }
 
 /** Why a paused workflow runs again: the user answered its question, or reviewed a pipeline stage. */
@@ -91,8 +93,8 @@ export interface WorkflowServiceOptions {
   db: Db;
   catalogue: Catalogue;
   hub: EventHub;
-  /** Checks that a workflow's sessionId names a session of its tenant. */
-  sessions: Pick<SessionService, 'find'>;
+  /** Checks that a workflow's sessionId names a session of its tenant, and reads its history's start. */
+  sessions: Pick<SessionService, 'findForWorkflow'>;
   /** The tool names a workflow asks for that name no tool of its tenant (tools/tool-names.ts). */
   unknownToolNames: (tenantId: string, requested: readonly string[]) => Promise<string[]>;
   /**
@@ -183,9 +185,9 @@ export function createWorkflowService(options: WorkflowServiceOptions) {
         idempotencyKey === undefined || requestHash === null
           ? undefined
           : replayOf(tenantId, idempotencyKey, requestHash);
-      let row: LeasedWorkflowRow;
+      let checked: CheckedWorkflow;
       try {
-        row = await newWorkflowRow(principal, input);
+        checked = await newWorkflowRow(principal, input);
       } catch (error) {
         // A retry of a request accepted before answers as it did then, whatever
         // changed since (its model no longer allowed, one of its tools removed).
@@ -195,18 +197,15 @@ export function createWorkflowService(options: WorkflowServiceOptions) {
       }
       try {
         const workflow = await insertAndLaunch({
-          row: { ...row, idempotencyKey: idempotencyKey ?? null, requestHash },
+          row: { ...checked.row, idempotencyKey: idempotencyKey ?? null, requestHash },
+          historyStart: checked.historyStart,
           insert: options.insertBatches?.run ?? repository.insert,
           endpointsMemory,
           launch: options.launch,
           // Not with an Idempotency-Key: the insert may find the workflow made
           // already, and a run started before it answers would have called the
-          // model for nothing. Not in a session: its history is what the
-          // insert saw of the session (store/workflows.ts sessionSeqAtInsert).
-          early:
-            idempotencyKey === undefined &&
-            row.sessionId === null &&
-            options.runsInFlight() < EARLY_START_MAX_RUNS,
+          // model for nothing.
+          early: idempotencyKey === undefined && options.runsInFlight() < EARLY_START_MAX_RUNS,
         });
         return { workflow, replayed: false };
       } catch (error) {

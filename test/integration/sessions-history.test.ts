@@ -165,6 +165,31 @@ describe('historyFor', () => {
     expect(messages.map((message) => message.content)).toEqual(['q99', 'a99', 'q100', 'a100']);
   });
 
+  it.each([
+    ['everything', 1_000_000, 2],
+    ['a small budget', 32, 0],
+    ['a budget past the first page', 900, 0],
+  ])(
+    'begun with what a create read with the session (%s): the same history as read alone',
+    async (_, budgetTokens, floorTurns) => {
+      const found = await app().services.sessions.findForWorkflow(tenant.id, sessionId);
+      if (!found) throw new Error('the session is not found');
+      expect(found.historyStart.throughSeq).toBe(2 * PAIRS);
+      // The newest page: the rest is read from before it.
+      expect(found.historyStart.newestFirst[0]).toMatchObject({
+        seq: 2 * PAIRS,
+        content: `a${PAIRS}`,
+      });
+      const begun = await app().services.sessions.historyFor(tenant.id, sessionId, {
+        budgetTokens,
+        floorTurns,
+        kind: 'scripted',
+        start: found.historyStart,
+      });
+      expect(begun).toEqual(await history(budgetTokens, floorTurns));
+    },
+  );
+
   it('another tenant sees no history of the session', async () => {
     const other = await newTenant('history stranger');
     expect(

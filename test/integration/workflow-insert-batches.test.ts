@@ -21,6 +21,7 @@ function newRow(extra: Partial<NewWorkflowRow> = {}): NewWorkflowRow {
     id: randomUUID(),
     tenantId: setup.tenantId,
     sessionId: null,
+    sessionSeq: null,
     mode: 'simple',
     model: 'scripted',
     input: 'What is 6 * 7?',

@@ -192,6 +192,7 @@ describe('leases', () => {
       id,
       tenantId: tenant.id,
       sessionId: null,
+      sessionSeq: null,
       mode: 'auto',
       model: 'scripted',
       input: 'lease me',

@@ -260,6 +260,7 @@ export async function orphanedWorkflow(
     id,
     tenantId,
     sessionId: null,
+    sessionSeq: null,
     mode: 'simple',
     model: 'gpt',
     input,

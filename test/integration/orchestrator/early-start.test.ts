@@ -13,6 +13,7 @@ import {
 import {
   cancelWorkflow,
   countWorkflows,
+  createSession,
   postWorkflow,
   startWorkflow,
   storedEvents,
@@ -51,14 +52,15 @@ async function rememberTenantTools(harness = h): Promise<void> {
  * locking connection), then releases the lock and answers the response.
  */
 async function postWithInsertHeld(
-  input: string,
+  input: string | { input: string; sessionId: string },
   whileHeld: (held: { pid: number; client: pg.PoolClient }) => Promise<void>,
   harness = h,
 ) {
   const client = await harness.testApp.services.database.pool.connect();
   await client.query('BEGIN');
   await client.query('SELECT 1 FROM tenants WHERE id = $1 FOR UPDATE', [harness.tenant.id]);
-  const posted = postWorkflow(harness.testApp, harness.tenant.key, { input, model: 'gpt' });
+  const body = typeof input === 'string' ? { input } : input;
+  const posted = postWorkflow(harness.testApp, harness.tenant.key, { ...body, model: 'gpt' });
   try {
     await whileHeld({ pid: await insertWaiting(harness), client });
   } finally {
@@ -115,6 +117,7 @@ describe('a workflow’s run starting before its insert answers', () => {
       id: randomUUID(),
       tenantId: h.tenant.id,
       sessionId: null,
+      sessionSeq: null,
       mode: 'auto',
       model: 'gpt',
       input: 'What is 6 * 7?',
@@ -160,6 +163,49 @@ describe('a workflow’s run starting before its insert answers', () => {
     expect(events.map((event) => event.type)).toEqual(ONE_TURN_EVENTS);
     expect(events.map((event) => event.seq)).toEqual(events.map((_event, index) => index + 1));
     expect(h.provider.requests.length).toBe(requestsBefore + 1);
+  });
+
+  it('in a session too: the first request, with the session’s history, goes out while the insert waits', async () => {
+    await rememberTenantTools();
+    const sessionId = await createSession(h.testApp, h.tenant.key);
+    h.provider.enqueue(answer('Jupiter.'));
+    const first = await startWorkflow(h.testApp, h.tenant.key, {
+      input: 'Which planet is largest?',
+      sessionId,
+      mode: 'simple',
+    });
+    await waitForStatus(h.testApp, h.tenant.key, first, ['completed']);
+    const requestsBefore = h.provider.requests.length;
+    h.provider.enqueue(answer('Saturn.'));
+    const response = await postWithInsertHeld(
+      { input: 'And the second largest?', sessionId },
+      async () => {
+        await requestsReach(requestsBefore + 1);
+      },
+    );
+    expect(response.statusCode, response.body).toBe(202);
+    const { id } = response.json() as { id: string };
+    const workflow = await waitForStatus(h.testApp, h.tenant.key, id, ['completed', 'failed']);
+    expect(workflow).toMatchObject({ status: 'completed', result: { answer: 'Saturn.' } });
+    const userTexts = (
+      (h.provider.requests[requestsBefore]?.body.messages ?? []) as {
+        role: string;
+        content: unknown;
+      }[]
+    )
+      .filter((message) => message.role === 'user')
+      .map((message) => message.content);
+    expect(userTexts).toEqual(['Which planet is largest?', 'And the second largest?']);
+    const session = await h.testApp.services.sessions.get(h.tenant.id, sessionId, {
+      after: 0,
+      limit: 10,
+    });
+    expect(session.messages.map((message) => message.content)).toEqual([
+      'Which planet is largest?',
+      'Jupiter.',
+      'And the second largest?',
+      'Saturn.',
+    ]);
   });
 
   it('a tool registered on this replica: the next workflow starts after its insert and offers it', async () => {

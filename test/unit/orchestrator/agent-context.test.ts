@@ -24,6 +24,7 @@ function workflow(overrides: Partial<Workflow> = {}): Workflow {
       id: randomUUID(),
       tenantId: randomUUID(),
       sessionId: 'session-1',
+      sessionSeq: 0,
       mode: 'auto',
       model: 'gpt',
       input: 'What is six times seven?',
