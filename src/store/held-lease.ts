@@ -25,11 +25,14 @@ export interface HeldBy {
  * comes after waits for the write to commit, the sweep skipping the row
  * until then. Unlocked, the write could read the old owner while a
  * takeover commits, and land after the new run had read the rows.
+ * `unfinished`: only while the workflow has not ended, so a cancel that
+ * commits first leaves the write no row either (an attempt's start).
  */
-export function heldWorkflow(key: WorkflowKey & HeldBy) {
+export function heldWorkflow(key: WorkflowKey & HeldBy, options: { unfinished?: boolean } = {}) {
   return sql`held AS (
     SELECT id, tenant_id FROM workflows
     WHERE id = ${key.workflowId} AND tenant_id = ${key.tenantId}
+      ${options.unfinished ? sql`AND status NOT IN ('completed', 'failed', 'cancelled')` : sql``}
       ${key.heldBy === undefined ? sql`` : sql`AND lease_owner = ${key.heldBy}`}
     FOR SHARE
   )`;

@@ -216,15 +216,12 @@ export function pipelinesRepository(db: DbOrTx) {
       // Not waiting for the WAL flush: a start lost to a PostgreSQL crash
       // only means the stage starts again (how it ends is written durably).
       const started = await sql<Selectable<WorkflowStageAttemptsTable>>`
+        WITH ${heldWorkflow(input, { unfinished: true })}
         INSERT INTO workflow_stage_attempts AS a
           (workflow_id, stage_id, attempt, tenant_id, plan_revision, status, reason, feedback, started_at)
-        SELECT w.id, ${input.stageId}, ${input.attempt}, w.tenant_id, ${input.planRevision},
+        SELECT held.id, ${input.stageId}, ${input.attempt}, held.tenant_id, ${input.planRevision},
                'started', ${input.reason}, ${input.feedback}, clock_timestamp()
-        FROM workflows w, ${WITHOUT_FLUSH_WAIT}
-        WHERE w.id = ${input.workflowId} AND w.tenant_id = ${input.tenantId}
-          AND w.status NOT IN ('completed', 'failed', 'cancelled')
-          ${input.heldBy === undefined ? sql`` : sql`AND w.lease_owner = ${input.heldBy}`}
-        FOR SHARE OF w
+        FROM held, ${WITHOUT_FLUSH_WAIT}
         ON CONFLICT (workflow_id, stage_id, attempt) DO UPDATE SET
           status = 'started',
           plan_revision = excluded.plan_revision,
