@@ -11,14 +11,14 @@ import { LeaseLostError } from './workflows.js';
  * the workflow's lease.
  */
 
-/** Whose lease a run's write requires: none for the other callers (the tests' fixtures). */
+/** The lease owner of the run that writes (Run's `lease`): only while it holds the workflow's lease. */
 export interface HeldBy {
-  heldBy?: string;
+  heldBy: string;
 }
 
 /**
  * `held`: the workflow row a run's write selects from, only while `heldBy`
- * (when given) holds its lease. Share-locked, so the write and a takeover
+ * holds its lease. Share-locked, so the write and a takeover
  * (the sweep's claim, a review's transition, both row-locking updates)
  * never overlap: a takeover that commits first leaves the write no row
  * (READ COMMITTED re-reads the locked row's new version), and one that
@@ -33,7 +33,7 @@ export function heldWorkflow(key: WorkflowKey & HeldBy, options: { unfinished?: 
     SELECT id, tenant_id FROM workflows
     WHERE id = ${key.workflowId} AND tenant_id = ${key.tenantId}
       ${options.unfinished ? sql`AND status NOT IN ('completed', 'failed', 'cancelled')` : sql``}
-      ${key.heldBy === undefined ? sql`` : sql`AND lease_owner = ${key.heldBy}`}
+      AND lease_owner = ${key.heldBy}
     FOR SHARE
   )`;
 }
@@ -41,11 +41,12 @@ export function heldWorkflow(key: WorkflowKey & HeldBy, options: { unfinished?: 
 /**
  * Why a write found no workflow row to write from: 409 `workflow_finished`
  * when the workflow ended (a cancel), LeaseLostError when `heldBy` no longer
- * holds its lease; undefined otherwise (no such workflow, or no lease asked).
+ * holds its lease; undefined otherwise (no such workflow, or no lease asked:
+ * an event append may be made outside a run).
  */
 export async function refusalOf(
   db: DbOrTx,
-  key: WorkflowKey & HeldBy,
+  key: WorkflowKey & Partial<HeldBy>,
 ): Promise<AppError | LeaseLostError | undefined> {
   const workflow = await db
     .selectFrom('workflows')

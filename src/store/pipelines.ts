@@ -134,9 +134,9 @@ export const ZERO_USAGE: Readonly<AttemptUsage> = {
 export function pipelinesRepository(db: DbOrTx) {
   /**
    * The one update that ends an attempt; only a started one, so an attempt
-   * ends once. Undefined when it is not started (any more); a run's
-   * (`heldBy`) finding it ended because the run lost the lease, or the
-   * workflow ended, is told so (refusalOf).
+   * ends once. Undefined when it is not started (any more); a run
+   * (`heldBy`) finding it ended because it lost the lease, or the workflow
+   * ended, is told so (refusalOf).
    */
   async function finish(
     key: AttemptKey & HeldBy,
@@ -164,17 +164,15 @@ export function pipelinesRepository(db: DbOrTx) {
       RETURNING a.*`.execute(db);
     const row = ended.rows[0];
     if (row) return toStageAttempt(row);
-    if (key.heldBy !== undefined) {
-      const refused = await refusalOf(db, key);
-      if (refused) throw refused;
-    }
+    const refused = await refusalOf(db, key);
+    if (refused) throw refused;
     return undefined;
   }
 
   return {
     /**
      * Appends the next plan revision (1 for the planner's plan) and returns
-     * its number; a run's (`heldBy`) only while it holds the lease.
+     * its number; only while the run (`heldBy`) holds the lease.
      */
     async savePlan(input: WorkflowKey & HeldBy & { plan: object }): Promise<number> {
       const saved = await sql<{ revision: number }>`
@@ -205,8 +203,8 @@ export function pipelinesRepository(db: DbOrTx) {
      * on the workflow row, so a cancel either comes after it, and fails the
      * attempt with the workflow, or before it, and the attempt is not
      * written (a row left `started` on a cancelled workflow would show its
-     * stage running forever). The same lock orders it with a takeover: a
-     * run's start (`heldBy`) is written only while the run holds the lease
+     * stage running forever). The same lock orders it with a takeover: the
+     * start is written only while the run (`heldBy`) holds the lease
      * (LeaseLostError otherwise; see heldWorkflow).
      */
     async startAttempt(

@@ -4,7 +4,7 @@ import type { DbOrTx } from '../../src/store/database.js';
 import { loadPipelineRows } from '../../src/store/pipeline-rows.js';
 import { LeaseLostError } from '../../src/store/workflows.js';
 import { lockWaiter } from '../support/database.js';
-import { pipelineFixtures, plan, type WorkflowKey } from '../support/pipeline-store.js';
+import { pipelineFixtures, plan, RUN, type WorkflowKey } from '../support/pipeline-store.js';
 import { createTenantDatabase, type TenantDatabase } from '../support/tenant-database.js';
 
 /**
@@ -23,11 +23,13 @@ afterAll(async () => testDb?.close());
 
 const { pipelines, newWorkflow } = pipelineFixtures(() => testDb);
 
-const RUN = 'replica-a:0123456789abcdef';
 const TAKEOVER = 'replica-b:fedcba9876543210';
 
-/** A takeover, as the sweep's claim or a review writes it: another owner on the row. */
-async function leaseTo(db: DbOrTx, key: WorkflowKey, owner: string): Promise<void> {
+/**
+ * A takeover, as the sweep's claim or a review writes it: another owner on
+ * the row; or none, as a pause or a hand-over leaves it.
+ */
+async function leaseTo(db: DbOrTx, key: WorkflowKey, owner: string | null): Promise<void> {
   await db
     .updateTable('workflows')
     .set({ lease_owner: owner })
@@ -64,7 +66,6 @@ const completeAs = (key: WorkflowKey, heldBy: string) =>
 describe('a run’s pipeline writes and its lease', () => {
   it('are made while the run holds the lease', async () => {
     const key = await newWorkflow();
-    await leaseTo(testDb.handle.db, key, RUN);
     expect(await pipelines().savePlan({ ...key, heldBy: RUN, plan: toStoredPlan(plan) })).toBe(1);
     expect(await startAs(key, RUN)).toMatchObject({ status: 'started' });
     expect(await completeAs(key, RUN)).toMatchObject({ status: 'completed' });
@@ -82,7 +83,6 @@ describe('a run’s pipeline writes and its lease', () => {
 
   it('are refused with LeaseLostError once the lease was taken over, and write nothing', async () => {
     const key = await newWorkflow();
-    await leaseTo(testDb.handle.db, key, RUN);
     await pipelines().savePlan({ ...key, heldBy: RUN, plan: toStoredPlan(plan) });
     await startAs(key, RUN);
     await leaseTo(testDb.handle.db, key, TAKEOVER);
@@ -109,14 +109,14 @@ describe('a run’s pipeline writes and its lease', () => {
 
   it('a released lease (a pause, a hand-over) refuses them too', async () => {
     const key = await newWorkflow();
-    await pipelines().savePlan({ ...key, plan: toStoredPlan(plan) });
+    await pipelines().savePlan({ ...key, heldBy: RUN, plan: toStoredPlan(plan) });
+    await leaseTo(testDb.handle.db, key, null);
     await expect(startAs(key, RUN)).rejects.toBeInstanceOf(LeaseLostError);
     expect(await attemptsOf(key)).toEqual([]);
   });
 
   it('an end that waited on a takeover’s row lock is refused once the takeover commits', async () => {
     const key = await newWorkflow();
-    await leaseTo(testDb.handle.db, key, RUN);
     await startAs(key, RUN);
     let ending: Promise<unknown> | undefined;
     await testDb.handle.db.transaction().execute(async (tx) => {

@@ -16,7 +16,7 @@ import { INTERRUPTED, pipelinesRepository, type WorkflowKey } from '../../src/st
 import { tenantsRepository } from '../../src/store/tenants.js';
 import { transitionWorkflow } from '../../src/workflows/transitions.js';
 import { lockWaiter } from '../support/database.js';
-import { pipelineFixtures, plan, usage } from '../support/pipeline-store.js';
+import { pipelineFixtures, plan, RUN, usage } from '../support/pipeline-store.js';
 import { createTenantDatabase, type TenantDatabase } from '../support/tenant-database.js';
 
 /** Plans and stage attempts in the store; a review's rows are in pipeline-store-reviews.test.ts. */
@@ -59,9 +59,11 @@ describe('plans', () => {
       (await loadPipelineRows(handle.db, { tenantId: key.tenantId, workflowId: key.workflowId }))
         .plan,
     ).toBeUndefined();
-    expect(await pipelines().savePlan({ ...key, plan: toStoredPlan(plan) })).toBe(1);
+    expect(await pipelines().savePlan({ ...key, heldBy: RUN, plan: toStoredPlan(plan) })).toBe(1);
     const patched: ExecutionPlan = { stages: [plan.stages[0] as ExecutionPlan['stages'][0]] };
-    expect(await pipelines().savePlan({ ...key, plan: toStoredPlan(patched) })).toBe(2);
+    expect(await pipelines().savePlan({ ...key, heldBy: RUN, plan: toStoredPlan(patched) })).toBe(
+      2,
+    );
 
     const current = (
       await loadPipelineRows(handle.db, { tenantId: key.tenantId, workflowId: key.workflowId })
@@ -84,7 +86,7 @@ describe('plans', () => {
 describe('stage attempts', () => {
   it('start and complete: result, validation, usage and timing are kept', async () => {
     const key = await newWorkflow();
-    const attemptKey = { ...key, stageId: 'gather', attempt: 1 };
+    const attemptKey = { ...key, heldBy: RUN, stageId: 'gather', attempt: 1 };
     const started = await start(key, 'gather', 1);
     expect(started).toMatchObject({ status: 'started', reason: 'first', finishedAt: null });
     expect(started?.startedAt).toBeInstanceOf(Date);
@@ -118,8 +120,8 @@ describe('stage attempts', () => {
 
   it('a failed validation is kept with its findings and retried under the next number', async () => {
     const key = await newWorkflow();
-    await pipelines().savePlan({ ...key, plan: toStoredPlan(plan) });
-    const attemptKey = { ...key, stageId: 'gather', attempt: 1 };
+    await pipelines().savePlan({ ...key, heldBy: RUN, plan: toStoredPlan(plan) });
+    const attemptKey = { ...key, heldBy: RUN, stageId: 'gather', attempt: 1 };
     await start(key, 'gather', 1);
     const failed = await pipelines().failAttempt({
       ...attemptKey,
@@ -158,6 +160,7 @@ describe('stage attempts', () => {
     expect(await start(key, 'gather', 2, { reason: 'user_modify' })).toBeUndefined();
     await pipelines().completeAttempt({
       ...key,
+      heldBy: RUN,
       stageId: 'gather',
       attempt: 2,
       result: 'Facts, with sources.',
@@ -215,7 +218,7 @@ describe('stage attempts', () => {
 
   it('a resumed run fails the cut-off attempt as interrupted and starts the next one', async () => {
     const key = await newWorkflow();
-    await pipelines().savePlan({ ...key, plan: toStoredPlan(plan) });
+    await pipelines().savePlan({ ...key, heldBy: RUN, plan: toStoredPlan(plan) });
     await start(key, 'gather', 1);
     // The replica dies here. Another one loads the rows:
     const state = await loadPipelineState(handle.db, key);
@@ -224,6 +227,7 @@ describe('stage attempts', () => {
     expect(action).toMatchObject({ kind: 'run_stage', attempt: 2, interruptedAttempt: 1 });
     const interrupted = await pipelines().failAttempt({
       ...key,
+      heldBy: RUN,
       stageId: 'gather',
       attempt: 1,
       error: { code: INTERRUPTED, message: 'the replica running it stopped' },
@@ -267,6 +271,7 @@ describe('stage attempts', () => {
     await handle.db.transaction().execute(async (tx) => {
       await pipelinesRepository(tx).startAttempt({
         ...key,
+        heldBy: RUN,
         stageId: 'gather',
         attempt: 1,
         planRevision: 1,
@@ -290,7 +295,7 @@ describe('stage attempts', () => {
 
   it('is scoped by tenant: another tenant can neither read nor change the attempts', async () => {
     const key = await newWorkflow();
-    const attemptKey = { ...key, stageId: 'gather', attempt: 1 };
+    const attemptKey = { ...key, heldBy: RUN, stageId: 'gather', attempt: 1 };
     await start(key, 'gather', 1);
     const other = { ...attemptKey, tenantId: otherTenantId };
     expect(
@@ -314,7 +319,7 @@ describe('stage attempts', () => {
 
   it('rows go with their workflow', async () => {
     const key = await newWorkflow();
-    await pipelines().savePlan({ ...key, plan: toStoredPlan(plan) });
+    await pipelines().savePlan({ ...key, heldBy: RUN, plan: toStoredPlan(plan) });
     await start(key, 'gather', 1);
     await handle.db.deleteFrom('workflows').where('id', '=', key.workflowId).execute();
     expect(

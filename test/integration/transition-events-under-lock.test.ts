@@ -34,6 +34,9 @@ function stageStarted(attempt: number): NewEventRow {
   };
 }
 
+/** The lease a run's start takes, under which it writes its stage attempts. */
+const RUN_LEASE = { owner: 'replica-a:run', leaseMs: 60_000 };
+
 function cancel(workflowId: string) {
   const key = { tenantId: setup.tenantId, workflowId };
   return transitionWorkflow(setup.handle.db, {
@@ -104,10 +107,11 @@ describe('events under the row lock', () => {
 
   it('a cancel ends the stage attempt running, after its calls, as the attempt’s row is failed', async () => {
     const id = await setup.newWorkflow();
-    await transitionWorkflow(setup.handle.db, start(setup, id));
+    await transitionWorkflow(setup.handle.db, start(setup, id, { lease: RUN_LEASE }));
     const attempt = { tenantId: setup.tenantId, workflowId: id, stageId: 'stage-1', attempt: 1 };
     await pipelinesRepository(setup.handle.db).startAttempt({
       ...attempt,
+      heldBy: RUN_LEASE.owner,
       planRevision: 1,
       reason: 'first',
       feedback: null,
@@ -134,9 +138,14 @@ describe('events under the row lock', () => {
 
   it('an attempt its run ended before writing the end’s event gets the event its row says', async () => {
     const id = await setup.newWorkflow();
-    await transitionWorkflow(setup.handle.db, start(setup, id));
+    await transitionWorkflow(setup.handle.db, start(setup, id, { lease: RUN_LEASE }));
     const pipelines = pipelinesRepository(setup.handle.db);
-    const key = { tenantId: setup.tenantId, workflowId: id, stageId: 'stage-1' };
+    const key = {
+      tenantId: setup.tenantId,
+      workflowId: id,
+      heldBy: RUN_LEASE.owner,
+      stageId: 'stage-1',
+    };
     const begin = (attempt: number) =>
       pipelines.startAttempt({ ...key, attempt, planRevision: 1, reason: 'first', feedback: null });
     await begin(1);

@@ -8,6 +8,12 @@ import type { TenantDatabase } from './tenant-database.js';
  * and workflows of the database's tenant at the points the tests start from.
  */
 
+/**
+ * The lease owner of the run the fixtures' workflows are running under: a
+ * run's plan and attempt writes name it (`heldBy`), as a real run's do.
+ */
+export const RUN = 'replica-a:0123456789abcdef';
+
 export interface WorkflowKey {
   tenantId: string;
   workflowId: string;
@@ -34,6 +40,7 @@ export const plan: ExecutionPlan = {
 export function pipelineFixtures(database: () => TenantDatabase) {
   const pipelines = () => pipelinesRepository(database().handle.db);
 
+  /** A running workflow whose run (RUN) holds the lease. */
   async function newWorkflow(): Promise<WorkflowKey> {
     const { handle, tenantId } = database();
     const workflowId = randomUUID();
@@ -48,12 +55,14 @@ export function pipelineFixtures(database: () => TenantDatabase) {
         input: 'Gather facts, then write them up.',
         tools: [],
         metadata: '{}',
+        lease_owner: RUN,
+        lease_expires_at: new Date(Date.now() + 60 * 60_000),
       })
       .execute();
     return { tenantId, workflowId };
   }
 
-  /** Starts a stage's attempt as a run would: revision 1, no feedback unless given. */
+  /** Starts a stage's attempt as the run would: revision 1, no feedback unless given. */
   function start(
     key: WorkflowKey,
     stageId: string,
@@ -62,6 +71,7 @@ export function pipelineFixtures(database: () => TenantDatabase) {
   ) {
     return pipelines().startAttempt({
       ...key,
+      heldBy: RUN,
       stageId,
       attempt,
       planRevision: 1,
@@ -73,10 +83,11 @@ export function pipelineFixtures(database: () => TenantDatabase) {
   /** A workflow with the plan saved and the first stage's attempt 1 completed with `result`. */
   async function gathered(result: string): Promise<WorkflowKey> {
     const key = await newWorkflow();
-    await pipelines().savePlan({ ...key, plan: toStoredPlan(plan) });
+    await pipelines().savePlan({ ...key, heldBy: RUN, plan: toStoredPlan(plan) });
     await start(key, 'gather', 1);
     await pipelines().completeAttempt({
       ...key,
+      heldBy: RUN,
       stageId: 'gather',
       attempt: 1,
       result,

@@ -246,6 +246,9 @@ export function openWork(events: StoredEvent[]): string[] {
   return [...last].filter(([, status]) => status === 'started').map(([work]) => work);
 }
 
+/** The lease owner of an orphaned workflow's run, which died holding the lease. */
+export const DEAD_RUN = 'dead-replica';
+
 /**
  * A running workflow whose runner died holding its lease, as a sweep finds
  * it: written straight to the store, nothing of it run here.
@@ -271,9 +274,9 @@ export async function orphanedWorkflow(
   });
   await testApp.services.database.pool.query(
     `UPDATE workflows SET status = 'running', kind = 'simple', started_at = now(),
-       lease_owner = 'dead-replica', lease_expires_at = now() - interval '1 second'
+       lease_owner = $2, lease_expires_at = now() - interval '1 second'
      WHERE id = $1`,
-    [id],
+    [id, DEAD_RUN],
   );
   return id;
 }

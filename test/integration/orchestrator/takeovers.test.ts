@@ -8,6 +8,7 @@ import { workflowEventsRepository } from '../../../src/store/workflow-events.js'
 import { claimExpiredLeases, workflowsRepository } from '../../../src/store/workflows.js';
 import { answer, useToolLoopHarness } from '../../support/tool-loop-harness.js';
 import {
+  DEAD_RUN,
   openWork,
   orphanedWorkflow,
   storedEvents,
@@ -190,6 +191,7 @@ describe('a workflow that keeps stopping at the same point', () => {
     const attempt = { tenantId: h.tenant.id, workflowId: id, stageId: 'gather', attempt: 1 };
     await pipelinesRepository(db).startAttempt({
       ...attempt,
+      heldBy: DEAD_RUN,
       planRevision: 1,
       reason: 'first',
       feedback: null,
@@ -213,7 +215,7 @@ describe('a workflow that keeps stopping at the same point', () => {
           elapsedMs: null,
         },
       ],
-      origin: 'dead-replica',
+      origin: DEAD_RUN,
     });
     await h.testApp.services.reclaimer.sweepOnce();
     await waitForStatus(h.testApp, h.tenant.key, id, ['failed']);
