@@ -20,8 +20,11 @@ import type { ExecutionPlan, PlanStage } from './plan.js';
  */
 export type NextAction =
   | RunStage
-  /** A checkpoint stage's result waits for continue / modify / retry (awaiting_input, checkpoint). */
-  | { kind: 'await_review'; stage: PlanStage; attempt: number }
+  /**
+   * A checkpoint stage's result waits for continue / modify / retry
+   * (awaiting_input, checkpoint); `latest` is the completed attempt under review.
+   */
+  | { kind: 'await_review'; stage: PlanStage; attempt: number; latest: StageAttempt }
   /** Validation retries are used up, or the model failed: the user decides (awaiting_input, stage_failed). */
   | {
       kind: 'stage_failed';
@@ -105,7 +108,7 @@ export function stageProgress(
       });
     case 'completed':
       if (stage.checkpoint && latest.acceptedAt === null) {
-        return { kind: 'await_review', stage, attempt: latest.attempt };
+        return { kind: 'await_review', stage, attempt: latest.attempt, latest };
       }
       return { kind: 'done', latest };
     case 'failed':
@@ -204,14 +207,9 @@ export function stageResults(
   const byStage = attemptsByStage(attempts);
   const results = new Map<string, string>();
   for (const stage of plan.stages) {
-    const stageAttempts = byStage.get(stage.id) ?? [];
-    const progress = stageProgress(stage, stageAttempts, policy);
+    const progress = stageProgress(stage, byStage.get(stage.id) ?? [], policy);
     const latest =
-      progress.kind === 'done'
-        ? progress.latest
-        : progress.kind === 'await_review'
-          ? stageAttempts.findLast((attempt) => attempt.attempt === progress.attempt)
-          : undefined;
+      progress.kind === 'done' || progress.kind === 'await_review' ? progress.latest : undefined;
     if (latest?.result != null) results.set(stage.id, latest.result);
   }
   return results;

@@ -138,21 +138,17 @@ export async function runPipeline(input: PipelineRunInput): Promise<LoopOutcome>
         // pass, before anything else runs or pauses.
         break;
       }
-      case 'await_review': {
-        const attempt = state.attempts.find(
-          (made) => made.stageId === action.stage.id && made.attempt === action.attempt,
-        );
+      case 'await_review':
         await pauseAt(run, 'checkpoint', {
           type: 'checkpoint',
           stage: action.stage,
           detail: {
             attempt: action.attempt,
-            result: attempt?.result ?? null,
+            result: action.latest.result,
             planRevision: state.revision,
           },
         });
         return paused(run);
-      }
       case 'stage_failed':
         await pauseAt(run, 'stage_failed', {
           type: 'stage',

@@ -74,6 +74,21 @@ describe('nextAction', () => {
     expect(decide(continued)).toMatchObject({ kind: 'run_stage', stage: { id: 'c' } });
   });
 
+  it('a checkpoint stage awaiting review passes on the result under review, as done stages do', () => {
+    const attempts = [attempt('a', 1), rejected('b', 1), attempt('b', 2)];
+    expect(decide(attempts)).toMatchObject({
+      kind: 'await_review',
+      attempt: 2,
+      latest: { stageId: 'b', attempt: 2, result: 'result of b#2' },
+    });
+    expect(stageResults(plan, attempts, policy)).toEqual(
+      new Map([
+        ['a', 'result of a#1'],
+        ['b', 'result of b#2'],
+      ]),
+    );
+  });
+
   it('retries a failed validation with its findings, then pauses when retries are used up', () => {
     expect(decide([rejected('a', 1)])).toMatchObject({
       kind: 'run_stage',
