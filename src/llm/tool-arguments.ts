@@ -79,5 +79,6 @@ export function toToolCallPart(
   return {
     type: 'tool-call',
     toolCall: { id: storableText(call.id), name: call.name, arguments: checked.data },
+    argumentChars: call.rawArguments.length,
   };
 }

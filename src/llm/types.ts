@@ -86,7 +86,12 @@ export interface Usage {
 
 export type StreamPart =
   | { type: 'text-delta'; text: string }
-  | { type: 'tool-call'; toolCall: ToolCall }
+  /**
+   * `argumentChars`: the arguments' characters as the model sent them (the
+   * adapter assembled and counted them, output-bound.ts), which the router
+   * counts against the output bound as it counts an invalid call's.
+   */
+  | { type: 'tool-call'; toolCall: ToolCall; argumentChars: number }
   /** The model called a tool with arguments that are not JSON or fail the schema; the loop answers it with an error result. */
   | { type: 'tool-call-invalid'; id: string; name: string; rawArguments: string; reason: string }
   | { type: 'usage'; usage: Usage }

@@ -166,16 +166,16 @@ export class Attempt {
 }
 
 /**
- * What a part adds to the output's size. A valid call's arguments are
- * counted as JSON: the adapters have bounded their text already, so this
- * is small, and only calls pay it, not every text delta.
+ * What a part adds to the output's size: the characters the model sent.
+ * A call's arguments as the adapter received them (and counted them), not
+ * re-serialized from the parsed arguments.
  */
 function outputCharsOf(part: StreamPart): number {
   switch (part.type) {
     case 'text-delta':
       return part.text.length;
     case 'tool-call':
-      return JSON.stringify(part.toolCall.arguments)?.length ?? 0;
+      return part.argumentChars;
     case 'tool-call-invalid':
       return part.rawArguments.length;
     default:

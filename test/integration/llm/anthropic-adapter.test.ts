@@ -139,10 +139,12 @@ describe('anthropic adapter: replies', () => {
       {
         type: 'tool-call',
         toolCall: { id: 'toolu_oslo', name: 'get_weather', arguments: { city: 'Oslo' } },
+        argumentChars: '{"city":"Oslo"}'.length,
       },
       {
         type: 'tool-call',
         toolCall: { id: 'toolu_rome', name: 'get_weather', arguments: { city: 'Rome' } },
+        argumentChars: '{"city":"Rome"}'.length,
       },
     ]);
     expect(parts.at(-1)).toEqual({

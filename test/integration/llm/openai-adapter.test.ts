@@ -160,10 +160,12 @@ describe('openAiModel against the fake provider', () => {
       {
         type: 'tool-call',
         toolCall: { id: 'call_w', name: 'get_weather', arguments: { city: 'Oslo' } },
+        argumentChars: '{"city":"Oslo"}'.length,
       },
       {
         type: 'tool-call',
         toolCall: { id: 'call_t', name: 'get_time', arguments: { zone: 'Europe/Rome' } },
+        argumentChars: '{"zone":"Europe/Rome"}'.length,
       },
       expect.objectContaining({ type: 'usage' }),
       { type: 'finish', reason: 'tool_calls', providerReason: 'tool_calls' },

@@ -161,6 +161,19 @@ describe.each(['openai', 'anthropic'] as const)('output past its bound on %s', (
     expect(errorOf(parts)).toMatchObject({ kind: 'stream_interrupted' });
   });
 
+  it('a valid call counts its arguments as the model sent them, whitespace too, not as they re-serialize', async () => {
+    // 711 characters sent, 311 once parsed and serialized again: with the text's 500, past the bound only as sent.
+    const spaced = `{"text":${' '.repeat(400)}"${'x'.repeat(300)}"}`;
+    const parts = await turn(vendor, {
+      kind: 'reply',
+      chunks: ['y'.repeat(500)],
+      toolCalls: [{ name: 'write_doc', arguments: spaced }],
+    });
+    expect(parts.map((part) => part.type)).toEqual(['text-delta', 'error']);
+    expect(errorOf(parts)).toMatchObject({ kind: 'stream_interrupted' });
+    expect(errorOf(parts)?.detail).toContain('the answer passed 1024 characters');
+  });
+
   it('a call within the bound goes through', async () => {
     const parts = await turn(vendor, {
       kind: 'reply',

@@ -20,7 +20,7 @@ describe('tool arguments', () => {
     });
   });
 
-  it('valid arguments become a tool-call part with parsed arguments', () => {
+  it('valid arguments become a tool-call part with parsed arguments and the count of the raw ones', () => {
     expect(
       toToolCallPart({ id: 'c1', name: 'calculator', rawArguments: '{"expression":"1+1"}' }, [
         calculator,
@@ -28,6 +28,7 @@ describe('tool arguments', () => {
     ).toEqual({
       type: 'tool-call',
       toolCall: { id: 'c1', name: 'calculator', arguments: { expression: '1+1' } },
+      argumentChars: '{"expression":"1+1"}'.length,
     });
   });
 

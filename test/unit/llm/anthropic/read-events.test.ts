@@ -49,7 +49,11 @@ describe('createEventReader', () => {
       ...finish,
     ).map((event) => reader.read(event));
     expect(parts.filter(Boolean)).toEqual([
-      { type: 'tool-call', toolCall: { id: 'tu_1', name: 'lookup', arguments: { key: 'a' } } },
+      {
+        type: 'tool-call',
+        toolCall: { id: 'tu_1', name: 'lookup', arguments: { key: 'a' } },
+        argumentChars: '{"key":"a"}'.length,
+      },
     ]);
     expect(reader.end(context).map((part) => part.type)).toEqual(['usage', 'finish']);
   });
