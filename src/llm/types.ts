@@ -67,7 +67,7 @@ export interface ModelRequest {
   tools?: ToolDefinition[];
   /** `auto` by default when tools are given. */
   toolChoice?: 'auto' | 'none' | 'required';
-  /** Capped by the model's configured maximum output. */
+  /** Capped by the model's configured maximum output, and by the router to the room its input leaves in the window. */
   maxOutputTokens?: number;
   temperature?: number;
 }

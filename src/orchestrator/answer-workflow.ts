@@ -157,7 +157,7 @@ function answerWithPipeline(input: AnswerWorkflowInput, available: Tool[]): Prom
     context: input.context,
     settings: input.settings.pipeline,
     router: input.router,
-    contextLimits: input.limits,
+    tokenCounts: input.limits.tokenCounts,
     system,
     toolNames: stageTools.names(),
     onRouterEvent: input.onRouterEvent,

@@ -79,7 +79,6 @@ export async function answerWithToolLoop(
     }),
     limits: {
       contextWindow: contextWindowOf(options.catalogue, workflow.model),
-      maxOutputTokens: maxOutputTokensOf(options.catalogue, workflow.model),
       kind: providerKindOf(options.catalogue, workflow.model),
       tokenCounts: new Map(),
     },
@@ -322,11 +321,6 @@ function sessionExchangeOf(run: Run) {
 /** A catalogue model's context window; 8,192 tokens, a cautious guess, for an unknown one. */
 function contextWindowOf(catalogue: Catalogue, model: string): number {
   return catalogue.models.find((entry) => entry.name === model)?.contextWindow ?? 8192;
-}
-
-/** A catalogue model's maximum output; 4,096 tokens, a cautious guess, for an unknown one. */
-function maxOutputTokensOf(catalogue: Catalogue, model: string): number {
-  return catalogue.models.find((entry) => entry.name === model)?.maxOutputTokens ?? 4096;
 }
 
 /** The provider kind behind a catalogue model; the scripted estimate when it is unknown. */

@@ -82,10 +82,10 @@ function typeKind(error: ApiError): LlmErrorKind {
  * Anthropic says "prompt is too long: 208310 tokens > 200000 maximum" when
  * the prompt alone does not fit, and "input length and `max_tokens` exceed
  * context limit: 178959 + 64000 > 200000, ..." when it fits but leaves no
- * room for `max_tokens`. A request asks for no more output than its
- * estimated input leaves room for (orchestrator/tool-loop/context-window.ts
- * `withOutputRoom`), so the second comes only when the estimate fell short
- * or the room was under the floor asked for anyway. Both are cured by a
+ * room for `max_tokens`. The router asks for no more output than the
+ * estimated input leaves room for in the window (output-room.ts), so the
+ * second comes only when the estimate fell short or the room was under the
+ * floor asked for anyway. Both are cured by a
  * shorter prompt, so both are context-length errors the loop condenses for.
  */
 function isPromptTooLong(error: ApiError): boolean {

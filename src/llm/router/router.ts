@@ -1,5 +1,5 @@
 import type { Logger } from 'pino';
-import type { Catalogue, ModelEntry } from '../catalogue.js';
+import type { Catalogue, ModelEntry, ProviderKind } from '../catalogue.js';
 import type { LanguageModel, ModelRequest } from '../types.js';
 import { CircuitBreaker } from './circuit-breaker.js';
 import { Turn, type TurnRouting } from './turn.js';
@@ -27,7 +27,9 @@ export interface RouterOptions {
  * with backoff on retryable errors, every attempt counts against one cap
  * for the whole turn, providers with an open breaker are skipped, and once
  * a part has reached the caller a failure ends the turn with an `error`
- * part instead of splicing another model's output onto it.
+ * part instead of splicing another model's output onto it. Each attempt
+ * asks for the output its own model has room for (output-room.ts), and a
+ * fallback whose window cannot hold the request is skipped too.
  */
 export function createModelRouter(options: RouterOptions) {
   const { catalogue, policy, log } = options;
@@ -62,6 +64,13 @@ export function createModelRouter(options: RouterOptions) {
     });
   }
 
+  const kinds = new Map(catalogue.providers.map((provider) => [provider.name, provider.kind]));
+  function kindOf(provider: string): ProviderKind {
+    const kind = kinds.get(provider);
+    if (!kind) throw new Error(`provider "${provider}" is not in the catalogue`);
+    return kind;
+  }
+
   function requireEntry(name: string): ModelEntry {
     const entry = entries.get(name);
     if (!entry) throw new Error(`model "${name}" is not in the catalogue`);
@@ -74,6 +83,7 @@ export function createModelRouter(options: RouterOptions) {
     languageModels: options.languageModels,
     breakers,
     requireEntry,
+    kindOf,
   };
 
   /** Streams one turn (turn-stream.ts): the attempts of `Turn`'s chain until one ends. */

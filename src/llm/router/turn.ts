@@ -1,5 +1,6 @@
-import type { ModelEntry } from '../catalogue.js';
+import type { ModelEntry, ProviderKind } from '../catalogue.js';
 import { LlmError } from '../errors.js';
+import { type InputEstimate, outputRoom } from '../output-room.js';
 import type { LanguageModel, ModelRequest } from '../types.js';
 import { abortableSleep, retryDelayMs } from './backoff.js';
 import type { CircuitBreaker } from './circuit-breaker.js';
@@ -26,6 +27,8 @@ export interface TurnRouting {
   languageModels: Map<string, LanguageModel>;
   breakers: Map<string, CircuitBreaker>;
   requireEntry(name: string): ModelEntry;
+  /** The kind of a configured provider, by name: whose tokens its models count. */
+  kindOf(provider: string): ProviderKind;
 }
 
 /** Provider-side failures that count against a provider's breaker. */
@@ -51,12 +54,15 @@ export class Turn {
   #retry = 0;
   #attempts = 0;
   #lastError: LlmError | undefined;
+  /** The request's input as the latest model's kind counts it: the caller's, until a model of another kind. */
+  #input: InputEstimate | undefined;
 
   constructor(
     private readonly call: RouterCall,
     private readonly routing: TurnRouting,
   ) {
     this.#chain = [call.model, ...routing.requireEntry(call.model).fallbacks];
+    this.#input = call.input;
   }
 
   first(): TurnStep {
@@ -136,7 +142,11 @@ export class Turn {
     return { ...step, number: ++this.#attempts };
   }
 
-  /** The next untried model of the chain whose provider is available. */
+  /**
+   * The next untried model of the chain whose provider is available and
+   * whose window holds the request, with the request asking for the output
+   * that model has room for (output-room.ts).
+   */
   #nextModel(): TurnStep {
     const { call, routing } = this;
     while (++this.#index < this.#chain.length && this.#attempts < routing.policy.maxTotalAttempts) {
@@ -155,14 +165,27 @@ export class Turn {
           call.onEvent?.({ type: 'fallback', from: name, to: next, reason: 'circuit_open' });
         continue;
       }
+      const room = outputRoom({
+        request: call.request,
+        limits: entry,
+        kind: routing.kindOf(entry.provider),
+        input: this.#input,
+        tokenCounts: call.tokenCounts,
+      });
+      this.#input = room.input;
+      // The model asked for is sent even a request its window cannot hold:
+      // the caller sized the request by that window, and its refusal is what
+      // the tool loop recovers from (condensing). A fallback stands in for
+      // one turn; sent what it cannot hold, it would only be refused, and
+      // its refusal would end the turn before the next model of the chain.
+      if (!room.fits && name !== call.model) {
+        const next = this.#untriedAfterCurrent();
+        if (next)
+          call.onEvent?.({ type: 'fallback', from: name, to: next, reason: 'context_window' });
+        continue;
+      }
       this.#retry = 0;
-      const request: ModelRequest = {
-        ...call.request,
-        maxOutputTokens: Math.min(
-          call.request.maxOutputTokens ?? entry.maxOutputTokens,
-          entry.maxOutputTokens,
-        ),
-      };
+      const request: ModelRequest = { ...call.request, maxOutputTokens: room.maxOutputTokens };
       return { type: 'attempt', model, entry, request, number: ++this.#attempts };
     }
     return {

@@ -1,4 +1,6 @@
 import type { LlmError, LlmErrorKind } from '../errors.js';
+import type { TokenCounts } from '../estimate-tokens.js';
+import type { InputEstimate } from '../output-room.js';
 import type { ModelRequest, StreamPart, Usage } from '../types.js';
 
 /** Who a model call is made for; carried into the usage ledger. */
@@ -10,7 +12,20 @@ export interface CallContext {
 export interface RouterCall {
   /** Catalogue name of the first model of the chain. */
   model: string;
+  /**
+   * Its `maxOutputTokens` is what the caller wants at most (the model's
+   * maximum when unset): each attempt asks for no more than that, its
+   * model's maximum and the room the input leaves in its model's window.
+   */
   request: ModelRequest;
+  /**
+   * The caller's estimate of the request's input, when it made one (the
+   * tool loop's context checks do): what fits each attempt's output
+   * without counting the request again, for models of its kind.
+   */
+  input?: InputEstimate;
+  /** Exact counts the caller keeps across its requests, for those the router makes. */
+  tokenCounts?: TokenCounts;
   signal: AbortSignal;
   context: CallContext;
   /** Retries and fallbacks, for the WorkflowTracker's llm_retry and llm_fallback events. */
@@ -55,7 +70,11 @@ export type RouterEvent =
       type: 'fallback';
       from: string;
       to: string;
-      reason: 'error' | 'context_length' | 'circuit_open';
+      /**
+       * `context_window`: `from`'s window cannot hold the request with the
+       * least output (output-room.ts), so it was passed over unasked.
+       */
+      reason: 'error' | 'context_length' | 'circuit_open' | 'context_window';
       error?: LlmError;
     };
 

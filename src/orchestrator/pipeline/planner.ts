@@ -1,10 +1,10 @@
 import { AppError } from '../../errors.js';
 import type { LlmError } from '../../llm/errors.js';
+import type { TokenCounts } from '../../llm/estimate-tokens.js';
 import type { ModelRouter, RouterCall } from '../../llm/router/router.js';
 import type { CallContext } from '../../llm/router/types.js';
-import type { Message, Usage } from '../../llm/types.js';
+import type { Message, ModelRequest, Usage } from '../../llm/types.js';
 import { addUsage, type CollectedText, collectText } from '../collect-text.js';
-import { type ContextLimits, withOutputRoom } from '../tool-loop/context-window.js';
 import { type ExecutionPlan, type PlanLimits, type PlanParse, parsePlan } from './plan.js';
 import { plannerSystemPrompt, repairMessages } from './planner-prompt.js';
 import { readJsonObject } from './read-json.js';
@@ -29,8 +29,8 @@ export interface PlannerOptions {
   /** What a model's usage cost, in USD: each turn is priced at the model that answered it. */
   costOf: (model: string, usage: Usage) => number;
   limits: PlanLimits;
-  /** The model's context window: a planning turn asks for no more output than its input leaves room for. */
-  contextLimits: ContextLimits;
+  /** The run's exact token counts, for the router's when it fits a planning turn's output to its model. */
+  tokenCounts?: TokenCounts;
   /** The workflow's signal: cancelling the workflow cancels the planning turn. */
   signal: AbortSignal;
   context: CallContext;
@@ -119,20 +119,16 @@ function failed(turns: PlanTurn[], error: PlanInvalidError | LlmError): PlannerO
 }
 
 async function askForPlan(options: PlannerOptions, messages: Message[]): Promise<PlanTurn> {
-  const request = withOutputRoom(
-    {
-      system: plannerSystemPrompt(options.limits),
-      messages,
-      temperature: 0,
-      ...(options.maxOutputTokens !== undefined
-        ? { maxOutputTokens: options.maxOutputTokens }
-        : {}),
-    },
-    options.contextLimits,
-  );
+  const request: ModelRequest = {
+    system: plannerSystemPrompt(options.limits),
+    messages,
+    temperature: 0,
+    ...(options.maxOutputTokens !== undefined ? { maxOutputTokens: options.maxOutputTokens } : {}),
+  };
   const collected = await collectText(options.router, {
     model: options.model,
     request,
+    tokenCounts: options.tokenCounts,
     signal: options.signal,
     context: options.context,
     ...(options.onEvent ? { onEvent: options.onEvent } : {}),

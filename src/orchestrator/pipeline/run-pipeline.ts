@@ -1,4 +1,5 @@
 import { storableText } from '../../json-limits.js';
+import type { TokenCounts } from '../../llm/estimate-tokens.js';
 import type { ModelRouter, RouterCall } from '../../llm/router/router.js';
 import type { FinishReason, Message, SystemPrompt, Usage } from '../../llm/types.js';
 import type { Db } from '../../store/database.js';
@@ -10,7 +11,6 @@ import type { WorkflowUsage } from '../../workflows/types.js';
 import type { AgentContext } from '../agent-context.js';
 import { addUsage, emptyAnswerFailure, usageDetail } from '../collect-text.js';
 import { capWarning, reachedCap } from '../tool-loop/budget.js';
-import { type ContextLimits, withOutputRoom } from '../tool-loop/context-window.js';
 import type { LoopOutcome, Spent } from '../tool-loop/types.js';
 import { type NextAction, nextAction, type PipelinePolicy, stageResults } from './next-action.js';
 import { loadPipelineState, type PipelineState, pipelineStateOf } from './pipeline-view.js';
@@ -70,11 +70,11 @@ export interface PipelineRunInput {
   settings: PipelineSettings;
   router: Pick<ModelRouter, 'stream'>;
   /**
-   * The context window of the workflow's model: the planner's and the
-   * synthesis's requests ask for no more output than their input leaves
-   * room for, as the stages' tool loops do (context-window.ts).
+   * The run's exact token counts, shared with its stages' tool loops: the
+   * router's, when it fits the planner's and the synthesis's output to the
+   * model of an attempt (llm/output-room.ts), reuse them.
    */
-  contextLimits: ContextLimits;
+  tokenCounts?: TokenCounts;
   /** The workflow's system prompt with its tools, the base of the stage prompts. */
   system: SystemPrompt;
   /** The tools a plan may name for a stage. */
@@ -255,7 +255,7 @@ async function plan(
     model: input.context.model,
     costOf: input.costOf,
     limits,
-    contextLimits: input.contextLimits,
+    tokenCounts: input.tokenCounts,
     signal: input.context.signal,
     context: { tenantId: input.context.tenantId, workflowId: input.context.workflowId },
     onEvent: input.onRouterEvent,
@@ -301,17 +301,14 @@ async function synthesize(
   reason: 'answered' | 'token_budget' | 'cost_budget' = 'answered',
 ): Promise<LoopOutcome> {
   const { input } = run;
-  const request = withOutputRoom(
-    buildSynthesisRequest({
-      base: { stable: input.system.stable },
-      question: input.context.input,
-      history: input.context.history,
-      plan: state.plan,
-      results: stageResults(state.plan, state.attempts, run.policy),
-      resultMaxChars: input.settings.synthesisResultMaxChars,
-    }),
-    input.contextLimits,
-  );
+  const request = buildSynthesisRequest({
+    base: { stable: input.system.stable },
+    question: input.context.input,
+    history: input.context.history,
+    plan: state.plan,
+    results: stageResults(state.plan, state.attempts, run.policy),
+    resultMaxChars: input.settings.synthesisResultMaxChars,
+  });
   // The model asked first; the call's end names the one that answered.
   input.context.tracker.enqueue('llm_call', 'synthesis', 'started', {
     model: input.context.model,
@@ -324,6 +321,7 @@ async function synthesize(
   const parts = input.router.stream({
     model: input.context.model,
     request,
+    tokenCounts: input.tokenCounts,
     signal: input.context.signal,
     context: { tenantId: input.context.tenantId, workflowId: input.context.workflowId },
     onEvent: input.onRouterEvent,

@@ -1,4 +1,5 @@
 import { storableText } from '../../json-limits.js';
+import type { InputEstimate } from '../../llm/output-room.js';
 import type { FinishReason, ModelRequest, ToolCall, Usage } from '../../llm/types.js';
 import type { WorkflowUsage } from '../../workflows/types.js';
 import { addUsage, emptyAnswerFailure, usageDetail } from '../collect-text.js';
@@ -26,7 +27,7 @@ export async function callModel(
   const withTools = !run.wrappingUp && options.tools.definitions().length > 0;
   if (withTools) run.iterations += 1;
   const step = turnStep(run.turns);
-  const request = await prepareRequest(run, withTools);
+  const prepared = await prepareRequest(run, withTools);
   // The model asked first; the call's end names the one that answered (after an llm_fallback, another).
   options.tracker.enqueue('llm_call', step, 'started', {
     model: options.model,
@@ -34,7 +35,7 @@ export async function callModel(
     tools: withTools,
   });
   const started = performance.now();
-  const collected = await streamTurn(run, request, after);
+  const collected = await streamTurn(run, prepared, after);
   options.throwIfStopped();
   const elapsedMs = performance.now() - started;
   const usage = spendTurn(run, collected);
@@ -107,7 +108,7 @@ interface CollectedTurn {
 
 async function streamTurn(
   run: LoopRun,
-  request: ModelRequest,
+  prepared: { request: ModelRequest; input?: InputEstimate },
   after: Promise<void> | undefined,
 ): Promise<CollectedTurn> {
   const { options } = run;
@@ -123,7 +124,9 @@ async function streamTurn(
   const gate = after && new WriteGate(after, options.signal);
   const parts = options.router.stream({
     model: options.model,
-    request,
+    request: prepared.request,
+    input: prepared.input,
+    tokenCounts: options.limits.tokenCounts,
     signal: gate?.signal ?? options.signal,
     context: { tenantId: options.tenantId, workflowId: options.workflowId },
     onEvent: options.onRouterEvent,

@@ -4,6 +4,7 @@ import {
   type TokenCounts,
   upperBoundRequestTokens,
 } from '../../llm/estimate-tokens.js';
+import type { InputEstimate } from '../../llm/output-room.js';
 import type { Message, ModelRequest } from '../../llm/types.js';
 
 /**
@@ -13,8 +14,9 @@ import type { Message, ModelRequest } from '../../llm/types.js';
  * turns are condensed to one line each, and after a context-length error
  * every tool result is condensed until the request is under 60%.
  * Condensing keeps each call and its result, so no call is left dangling.
- * Each request's output is capped to the room its input leaves in the
- * window (withOutputRoom), so the thresholds need set none aside.
+ * The router caps each attempt's output to the room its input leaves in
+ * that model's window (llm/output-room.ts), so the thresholds need set
+ * none aside.
  */
 
 export const WRAP_UP_SHARE = 0.7;
@@ -26,8 +28,6 @@ export const WRAP_UP_INSTRUCTION =
 
 export interface ContextLimits {
   contextWindow: number;
-  /** The model's maximum output (its catalogue `maxOutputTokens`): what a request with room asks for. */
-  maxOutputTokens: number;
   kind: ProviderKind;
   /** The run's token counts so far, reused by each turn's estimate. */
   tokenCounts?: TokenCounts;
@@ -44,69 +44,19 @@ export function estimateShare(request: ModelRequest, limits: ContextLimits): num
 }
 
 /**
- * The request's input tokens as estimateShare counts them: an upper bound
- * (`exact` false) while that is below the lowest threshold, else the
- * estimate. Handed to withOutputRoom for the same request, it spares that
- * a second pass over the conversation.
+ * The request's input tokens as estimateShare counts them: for OpenAI, an
+ * upper bound (`exact` false) while that is below the lowest threshold,
+ * else the estimate. Handed to the router with the same request, it spares the
+ * router's output room (llm/output-room.ts) a second pass over the
+ * conversation.
  */
-export function estimateInput(
-  request: ModelRequest,
-  limits: ContextLimits,
-): { tokens: number; exact: boolean } {
-  const bound = upperBoundRequestTokens(request, limits.kind);
-  if (bound < RECOVER_SHARE * limits.contextWindow) return { tokens: bound, exact: false };
-  return {
-    tokens: estimateRequestTokens(request, limits.kind, limits.tokenCounts),
-    exact: true,
-  };
-}
-
-/**
- * The least output a request asks for, however little room its input
- * leaves: less would cut off the answer or tool call of the turn, which
- * nothing recovers from, where a request refused for its length is
- * condensed and tried again (recoverFromOverflow) or fails plainly.
- */
-export const MIN_OUTPUT_TOKENS = 1024;
-
-/**
- * Tokens a provider counts that the request's text does not show: the
- * tool-use instructions Anthropic adds to the system prompt when tools are
- * offered (~350 tokens for Claude) and OpenAI's own rendering of tool
- * definitions and message framing.
- */
-export const UNSEEN_INPUT_TOKENS = 512;
-
-/**
- * The request with its output capped to the room its input leaves in the
- * window. Providers refuse a request whose input and `max_tokens` together
- * pass the window (Anthropic "input length and `max_tokens` exceed context
- * limit", OpenAI "maximum context length is N tokens. However, you
- * requested M tokens") even when the answer would have been short; asking
- * for the model's whole output (64,000 tokens of a Claude model's 200,000)
- * had that refusal come at ~68% of the window, before any of the loop's
- * thresholds. The input is estimated from above (estimate-tokens.ts), and
- * exactly only when the cheap bound says it might not leave the room
- * asked for. The request is returned as it is when it fits.
- */
-export function withOutputRoom(
-  request: ModelRequest,
-  limits: ContextLimits,
-  /** estimateInput's for this very request, when the caller made it. */
-  input?: { tokens: number; exact: boolean },
-): ModelRequest {
-  const wanted = Math.min(
-    request.maxOutputTokens ?? limits.maxOutputTokens,
-    limits.maxOutputTokens,
-  );
-  const roomFor = (tokens: number) => limits.contextWindow - tokens - UNSEEN_INPUT_TOKENS;
-  const bound = input?.tokens ?? upperBoundRequestTokens(request, limits.kind);
-  if (roomFor(bound) >= wanted) return request;
-  const room = roomFor(
-    input?.exact ? input.tokens : estimateRequestTokens(request, limits.kind, limits.tokenCounts),
-  );
-  if (room >= wanted) return request;
-  return { ...request, maxOutputTokens: Math.max(Math.min(wanted, MIN_OUTPUT_TOKENS), room) };
+export function estimateInput(request: ModelRequest, limits: ContextLimits): InputEstimate {
+  const { kind } = limits;
+  const bound = upperBoundRequestTokens(request, kind);
+  // Other kinds are estimated at 3.5 characters a token: the bound is the estimate.
+  if (kind !== 'openai') return { kind, tokens: bound, exact: true };
+  if (bound < RECOVER_SHARE * limits.contextWindow) return { kind, tokens: bound, exact: false };
+  return { kind, tokens: estimateRequestTokens(request, kind, limits.tokenCounts), exact: true };
 }
 
 /**

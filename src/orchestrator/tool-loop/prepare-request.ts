@@ -1,3 +1,4 @@
+import type { InputEstimate } from '../../llm/output-room.js';
 import type { Message, ModelRequest, SystemPrompt } from '../../llm/types.js';
 import { budgetLine } from '../system-prompt.js';
 import { budgetLeft } from './budget.js';
@@ -8,7 +9,6 @@ import {
   RECOVER_SHARE,
   WRAP_UP_INSTRUCTION,
   WRAP_UP_SHARE,
-  withOutputRoom,
 } from './context-window.js';
 import { buildFinalSystem } from './final-turn.js';
 import type { LoopRun, LoopStep } from './types.js';
@@ -17,10 +17,14 @@ import type { LoopRun, LoopStep } from './types.js';
  * The request of the next turn, with the context-window checks applied
  * first (context-window.ts): older tool results condensed at 80% of the
  * window, the wrap-up instruction from 70% on. Each is announced once
- * with a `warning` event. Its output is capped to the room its input
- * leaves in the window.
+ * with a `warning` event. With it, the estimate of its input those checks
+ * made, when the request did not change after it: the router caps each
+ * attempt's output to the room that input leaves in its model's window.
  */
-export async function prepareRequest(run: LoopRun, withTools: boolean): Promise<ModelRequest> {
+export async function prepareRequest(
+  run: LoopRun,
+  withTools: boolean,
+): Promise<{ request: ModelRequest; input?: InputEstimate }> {
   const { options } = run;
   const build = (messages: Message[]) => buildRequest(run, withTools, messages);
   // Decided before condensing: a turn whose results jump past 80% at once
@@ -57,10 +61,8 @@ export async function prepareRequest(run: LoopRun, withTools: boolean): Promise<
     });
   }
   // Unchanged since it was estimated, the request is not counted again.
-  if (!condensed && run.wrapUp === wrapUpBefore) {
-    return withOutputRoom(first, options.limits, input);
-  }
-  return withOutputRoom(build(run.messages), options.limits);
+  if (!condensed && run.wrapUp === wrapUpBefore) return { request: first, input };
+  return { request: build(run.messages) };
 }
 
 function buildRequest(run: LoopRun, withTools: boolean, messages: Message[]): ModelRequest {

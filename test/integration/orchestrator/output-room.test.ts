@@ -1,5 +1,5 @@
 import { beforeAll, describe, expect, it } from 'vitest';
-import { MIN_OUTPUT_TOKENS } from '../../../src/orchestrator/tool-loop/context-window.js';
+import { MIN_OUTPUT_TOKENS } from '../../../src/llm/output-room.js';
 import type { RecordedRequest } from '../../fakes/provider-types.js';
 import { planReply, stage } from '../../support/pipeline-http.js';
 import { answer, callsTo, pageText, useToolLoopHarness } from '../../support/tool-loop-harness.js';

@@ -81,7 +81,6 @@ function options(started: Llm, extra: Partial<PlannerOptions> = {}): PlannerOpti
     model: started.catalogue.defaultModel,
     costOf: () => 0,
     limits: { maxStages: DEFAULT_MAX_STAGES },
-    contextLimits: { contextWindow: 8000, maxOutputTokens: 1024, kind: 'openai' },
     signal: new AbortController().signal,
     context: { tenantId },
     ...extra,

@@ -271,7 +271,7 @@ describe.each(['gpt', 'claude'])('the context window of the tool loop on %s', (m
 describe('the context window of the tool loop on claude: the other context-length 400', () => {
   it('input plus max_tokens past the window is recovered from like a prompt too long', async () => {
     // The prompt fits, the prompt and the output asked for do not: Anthropic's 400 when
-    // the estimate of the input fell short of its count (context-window.ts withOutputRoom).
+    // the estimate of the input fell short of its count (llm/output-room.ts).
     enqueuePageTurns('claude', [0.195, 0.195, 0.195]);
     h.provider.enqueue(
       {

@@ -4,14 +4,11 @@ import {
   condensedLine,
   condenseToolResults,
   estimateShare,
-  MIN_OUTPUT_TOKENS,
-  UNSEEN_INPUT_TOKENS,
-  withOutputRoom,
 } from '../../../src/orchestrator/tool-loop/context-window.js';
 import { wrapUntrustedOutput } from '../../../src/tools/untrusted-output.js';
 
 /** Anthropic-kind estimates: 3.5 characters a token, so sizes are easy to reason about. */
-const limits = { contextWindow: 1000, maxOutputTokens: 100, kind: 'anthropic' as const };
+const limits = { contextWindow: 1000, kind: 'anthropic' as const };
 const build = (messages: Message[]): ModelRequest => ({ messages });
 
 function exchange(id: string, size: number): Message[] {
@@ -76,38 +73,5 @@ describe('condensing tool results', () => {
       isError: true,
     });
     expect(line).toBe('[condensed earlier result] fetch failed 18 characters: HTTP 404 not found');
-  });
-});
-
-describe('the output a request asks for', () => {
-  /** A 20,000-token window, output up to 8,000 tokens; a user message of `tokens` (3.5 characters each). */
-  const window = { contextWindow: 20_000, maxOutputTokens: 8_000, kind: 'anthropic' as const };
-  const asking = (tokens: number, maxOutputTokens?: number): ModelRequest => ({
-    messages: [{ role: 'user', content: 'x'.repeat(Math.round(tokens * 3.5)) }],
-    ...(maxOutputTokens !== undefined ? { maxOutputTokens } : {}),
-  });
-
-  it('is left as it is when the input leaves room for the whole output', () => {
-    const request = asking(10_000);
-    expect(withOutputRoom(request, window)).toBe(request);
-  });
-
-  it('is capped to the room the input leaves, past what the request text shows', () => {
-    // 14,000 tokens of text and 4 of framing: the rest of the window, less what providers add unseen.
-    const capped = withOutputRoom(asking(14_000), window);
-    expect(capped.maxOutputTokens).toBe(20_000 - 14_004 - UNSEEN_INPUT_TOKENS);
-  });
-
-  it('never below the floor, so a turn is refused for its length rather than cut off', () => {
-    expect(withOutputRoom(asking(19_500), window).maxOutputTokens).toBe(MIN_OUTPUT_TOKENS);
-    // A request asking for less than the floor keeps asking for that.
-    expect(withOutputRoom(asking(19_500, 10), window).maxOutputTokens).toBe(10);
-  });
-
-  it('a request asking for less than the model allows is capped only when that does not fit', () => {
-    expect(withOutputRoom(asking(14_000, 2_000), window).maxOutputTokens).toBe(2_000);
-    expect(withOutputRoom(asking(14_000, 9_000), window).maxOutputTokens).toBe(
-      20_000 - 14_004 - UNSEEN_INPUT_TOKENS,
-    );
   });
 });
