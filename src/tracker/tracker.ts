@@ -277,7 +277,7 @@ export function createWorkflowTracker<R extends Returning = 'workflow'>(
 
     /**
      * The final transition, with the `workflow_end` event; nothing is
-     * emitted after it. `alsoInTransaction` writes commit with it.
+     * emitted after it. `alsoInStatement` writes commit with it.
      */
     end(
       outcome: /** `reason`: why it ended (a budget cap, say); `answered` when omitted. */

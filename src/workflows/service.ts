@@ -298,7 +298,7 @@ export function createWorkflowService(options: WorkflowServiceOptions) {
      * the compare-and-set every user action on a paused workflow goes
      * through. Under the row lock the workflow must still wait for one of
      * `fromAwaiting` at `expectedVersion` (409 otherwise), and the action's
-     * events and writes (`alsoInTransaction`) commit with the status change
+     * events and writes (`alsoInStatement`) commit with the status change
      * or not at all, so the run always finds what the user decided.
      */
     async resume(

@@ -38,7 +38,6 @@ export type TransitionBatches = StatementBatches<
  */
 export function isBatchable(input: TransitionInput): boolean {
   return (
-    !input.alsoInTransaction &&
     !input.eventsUnderLock &&
     !input.countUncountedUsage &&
     !input.alsoInStatement?.length &&

@@ -62,11 +62,6 @@ export interface TransitionInput {
   /** Tool-loop turns written in the transition's statement (see TurnRow). */
   turnRows?: TurnRow[];
   /**
-   * More writes that commit or roll back with the transition, made once it
-   * has passed its checks (a completed workflow's messages in its session).
-   */
-  alsoInTransaction?: (tx: Transaction<Database>) => Promise<void>;
-  /**
    * Events read under the row lock once the checks passed, written before
    * `events` (the `failed` ends of the calls a cancel leaves open): what
    * the workflow's runs wrote before is committed then, and nothing they
@@ -93,7 +88,8 @@ export interface TransitionInput {
   /**
    * Writes made in the transition's own statement: data-modifying CTEs that
    * select `FROM changed` (the workflow row as updated), so they happen if
-   * and only if the transition does (a review's stage-attempt rows).
+   * and only if the transition does (a review's stage-attempt rows, a
+   * completed workflow's messages in its session).
    */
   alsoInStatement?: RawBuilder<unknown>[];
   /**
@@ -159,10 +155,10 @@ export type TransitionResultOf<R extends Returning> = R extends 'seq'
  * attempts still running. Two concurrent transitions on one workflow queue
  * on the row lock; the second re-checks against the first's result and is
  * refused if it no longer applies, so two `continue`s never both succeed. A
- * refusal, writes that need their own statements (`alsoInTransaction`) or
- * events read under the lock (`eventsUnderLock`) take the locked path:
- * lock, check (throwing the 404 or 409 that says why), write, then the
- * same compare-and-set. With `batches`, a transition that can share its
+ * refusal, events read under the lock (`eventsUnderLock`) or usage counted
+ * under it (`countUncountedUsage`) take the locked path: lock, check
+ * (throwing the 404 or 409 that says why), read, then the same
+ * compare-and-set. With `batches`, a transition that can share its
  * statement goes in a batch (transition-batches.ts).
  */
 export async function transitionWorkflow(
@@ -185,7 +181,7 @@ export async function transitionWorkflow(
   input: TransitionInput,
   batches?: TransitionBatches,
 ): Promise<TransitionResult | SeqTransitionResult> {
-  if (!input.alsoInTransaction && !input.eventsUnderLock && !input.countUncountedUsage) {
+  if (!input.eventsUnderLock && !input.countUncountedUsage) {
     const done =
       batches && isBatchable(input) ? await batches.run(input) : await compareAndSet(db, input);
     if (done) return done;
@@ -206,7 +202,6 @@ export async function transitionWorkflow(
     const owner = heldBy(input);
     if (owner !== undefined && row.lease_owner !== owner)
       throw new LeaseLostError(input.workflowId);
-    await input.alsoInTransaction?.(tx);
     const found = (await input.eventsUnderLock?.(tx)) ?? [];
     const withFound = withEventsFirst(input, found);
     // Under the lock with the checks passed, the compare-and-set cannot be refused.

@@ -356,6 +356,5 @@ describe('transition batches', () => {
     expect(isBatchable({ ...base, to: 'cancelled' })).toBe(false);
     expect(isBatchable({ ...base, alsoSelect: [sql`1 AS also_one`] })).toBe(false);
     expect(isBatchable({ ...base, alsoInStatement: [sql`x AS (SELECT 1)`] })).toBe(false);
-    expect(isBatchable({ ...base, alsoInTransaction: async () => {} })).toBe(false);
   });
 });
