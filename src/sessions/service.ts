@@ -1,12 +1,16 @@
 import { randomUUID } from 'node:crypto';
-import { sql } from 'kysely';
 import { notFound } from '../errors.js';
 import type { Catalogue } from '../llm/catalogue.js';
 import { selectModel, type TenantModelSettings } from '../llm/model-selection.js';
 import type { Message } from '../llm/types.js';
 import type { Db } from '../store/database.js';
 import type { SessionMessageRow, SessionRow } from '../store/schema.js';
-import { exchangeAppend, type SessionExchange, sessionsRepository } from '../store/sessions.js';
+import {
+  exchangeAppend,
+  exchangeAppendedColumn,
+  type SessionExchange,
+  sessionsRepository,
+} from '../store/sessions.js';
 import {
   extendReach,
   type HistoryMessage,
@@ -146,7 +150,7 @@ export function createSessionService(options: { db: Db; catalogue: Catalogue }) 
     exchangeAfterTransition(exchange: SessionExchange) {
       return {
         writes: exchangeAppend(exchange, 'changed'),
-        appended: sql`(SELECT count(*)::integer FROM session_appended) AS also_session_appended`,
+        appended: exchangeAppendedColumn(),
       };
     },
 

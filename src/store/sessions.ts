@@ -67,6 +67,15 @@ export function exchangeAppend(exchange: SessionExchange, onlyWith?: 'changed') 
     )`;
 }
 
+/**
+ * How many messages exchangeAppend's CTEs appended, as an `alsoSelect`
+ * column of the transition they are written in (its `also.session_appended`):
+ * 0 when the session is gone or has the workflow's exchange already.
+ */
+export function exchangeAppendedColumn() {
+  return sql`(SELECT count(*)::integer FROM session_appended) AS also_session_appended`;
+}
+
 /** The `sessions` and `session_messages` rows. Every query is scoped by tenant. */
 export function sessionsRepository(db: DbOrTx) {
   return {

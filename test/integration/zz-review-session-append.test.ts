@@ -1,7 +1,11 @@
 import { randomUUID } from 'node:crypto';
 import { sql } from 'kysely';
 import { describe, expect, it } from 'vitest';
-import { exchangeAppend, type SessionExchange } from '../../src/store/sessions.js';
+import {
+  exchangeAppend,
+  exchangeAppendedColumn,
+  type SessionExchange,
+} from '../../src/store/sessions.js';
 import { transitionWorkflow } from '../../src/workflows/transitions.js';
 import { lockWaiter } from '../support/database.js';
 import { useTrackerDatabase } from '../support/tracker-database.js';
@@ -54,7 +58,7 @@ function complete(exchange: SessionExchange, heldBy = LEASE.owner) {
     heldBy,
     returning: 'seq',
     alsoInStatement: [exchangeAppend(exchange, 'changed')],
-    alsoSelect: [sql`(SELECT count(*)::integer FROM session_appended) AS also_session_appended`],
+    alsoSelect: [exchangeAppendedColumn()],
   });
 }
 
