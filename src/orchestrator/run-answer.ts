@@ -140,7 +140,9 @@ export async function answerWithToolLoop(
     },
   );
   if (session && ended.also.session_appended === 0) {
-    run.log.warn('the workflow’s session no longer exists; its answer is not added');
+    run.log.warn(
+      'no message of the workflow was added to its session: it has them already, or the session is gone',
+    );
   }
   logRunOutcome(run, { status: 'completed', reason: outcome.reason });
 }

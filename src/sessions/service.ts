@@ -149,7 +149,7 @@ export function createSessionService(options: { db: Db; catalogue: Catalogue }) 
      */
     exchangeAfterTransition(exchange: SessionExchange) {
       return {
-        writes: exchangeAppend(exchange, 'changed'),
+        writes: exchangeAppend(exchange, { inTransition: true }),
         appended: exchangeAppendedColumn(),
       };
     },

@@ -30,10 +30,10 @@ export interface SessionExchange {
  * The CTEs that append a workflow's question and answer to its session,
  * with the session's next two seqs: `session_locked` (the session row,
  * locked), `session_appended` (the two messages), `session_bumped` (its
- * `last_seq`). With `onlyWith`, only if that CTE of the same statement has
- * a row: a transition's `changed`, so that whoever sees the workflow
- * completed finds its exchange in the session (workflows/transitions.ts
- * `alsoInStatement`).
+ * `last_seq`). `inTransition`: in a transition's statement, only if its
+ * `changed` has a row (the workflow completed), so that whoever sees the
+ * workflow completed finds its exchange in the session
+ * (workflows/transitions.ts `alsoInStatement`).
  *
  * One statement, where the append took five round trips in a transaction
  * (BEGIN, lock, insert, the transition, COMMIT): a workflow in a session
@@ -45,9 +45,8 @@ export interface SessionExchange {
  * only by what was inserted. At most once per workflow: a repeat conflicts
  * on session_messages_workflow and inserts nothing.
  */
-export function exchangeAppend(exchange: SessionExchange, onlyWith?: 'changed') {
-  const when =
-    onlyWith === undefined ? sql`` : sql`AND EXISTS (SELECT 1 FROM ${sql.ref(onlyWith)})`;
+export function exchangeAppend(exchange: SessionExchange, options?: { inTransition: boolean }) {
+  const when = options?.inTransition ? sql`AND EXISTS (SELECT 1 FROM changed)` : sql``;
   return sql`session_locked AS (
       SELECT id, tenant_id, last_seq FROM sessions
       WHERE id = ${exchange.sessionId} AND tenant_id = ${exchange.tenantId} ${when}

@@ -57,7 +57,7 @@ function complete(exchange: SessionExchange, heldBy = LEASE.owner) {
     origin: 'replica-a',
     heldBy,
     returning: 'seq',
-    alsoInStatement: [exchangeAppend(exchange, 'changed')],
+    alsoInStatement: [exchangeAppend(exchange, { inTransition: true })],
     alsoSelect: [exchangeAppendedColumn()],
   });
 }
