@@ -172,6 +172,19 @@ export async function startToolLoopHarness(options: ToolLoopHarnessOptions = {})
       try {
         const id = await startWorkflow(testApp, tenant.key, { input: 'Use the tool' });
         await vi.waitFor(() => expect(holds.get(path)).toBeDefined());
+        // The turn's events so far are written on their own (progressFlushMs)
+        // while the tool runs: locked first, that append would be the
+        // statement waiting, and the turn's write would queue behind it in
+        // the run rather than in PostgreSQL.
+        await vi.waitFor(
+          async () => {
+            const events = await storedEvents(testApp, id);
+            expect(
+              events.some((event) => event.type === 'tool_call' && event.status === 'started'),
+            ).toBe(true);
+          },
+          { timeout: 15_000, interval: 20 },
+        );
         await lock.query('BEGIN');
         await lock.query('SELECT 1 FROM workflows WHERE id = $1 FOR UPDATE', [id]);
         return { id, lock, requestsBefore };
