@@ -35,7 +35,11 @@ export interface AgentContext {
   readonly tools: readonly string[];
   /** The workflow's caps: its own, or the configured ones for a workflow stored without. */
   readonly budget: Readonly<WorkflowBudget>;
-  /** What earlier runs of the workflow spent (up to a pause); zero on a first run. */
+  /**
+   * What the workflow spent before the run's loop or pipeline: its earlier
+   * runs (up to a pause), runs cut off before this one, and this run's
+   * classification check (`spending`); zero on a first run without one.
+   */
   readonly spentBefore: Readonly<{ tokens: number; costUsd: number }>;
   readonly tracker: AgentTracker;
   readonly signal: AbortSignal;
@@ -76,5 +80,22 @@ export function createAgentContext(parts: {
     }),
     tracker: parts.tracker,
     signal: parts.signal,
+  });
+}
+
+/**
+ * The context with `usage` counted in what was spent before the loop: the
+ * run's classification check, made once the context exists (it reports
+ * through its tracker) and before the loop or pipeline answers from it.
+ * Its call counts against the budget from the first turn on, as it counts
+ * in the workflow's usage.
+ */
+export function spending(context: AgentContext, usage: WorkflowUsage): AgentContext {
+  return Object.freeze({
+    ...context,
+    spentBefore: Object.freeze({
+      tokens: context.spentBefore.tokens + usage.inputTokens + usage.outputTokens,
+      costUsd: context.spentBefore.costUsd + usage.costUsd,
+    }),
   });
 }

@@ -7,7 +7,7 @@ import { createToolRegistry, type ToolRegistry } from '../tools/registry.js';
 import type { Tool } from '../tools/types.js';
 import type { WorkflowTracker } from '../tracker/tracker.js';
 import type { WorkflowBudget, WorkflowKind, WorkflowUsage } from '../workflows/types.js';
-import type { AgentContext } from './agent-context.js';
+import { type AgentContext, spending } from './agent-context.js';
 import { type ClassifierSettings, classifyQuestion, recordClassification } from './classify.js';
 import {
   type PipelineRunInput,
@@ -87,10 +87,13 @@ export interface AnswerWorkflowInput {
   created?: Promise<void>;
 }
 
-export async function answerWorkflow(input: AnswerWorkflowInput): Promise<LoopOutcome> {
-  const { settings, context } = input;
+export async function answerWorkflow(given: AnswerWorkflowInput): Promise<LoopOutcome> {
   // A resumed workflow was classified by its first run: it keeps that path.
-  const kind = context.kind ?? (await classify(input));
+  const { kind, usage } = given.context.kind
+    ? { kind: given.context.kind, usage: undefined }
+    : await classify(given);
+  const input = usage ? { ...given, context: spending(given.context, usage) } : given;
+  const { settings, context } = input;
   const toolset = await input.toolset;
   for (const missing of toolset.unavailable) {
     context.tracker.enqueue('warning', null, 'info', {
@@ -230,8 +233,10 @@ function loopOptions(
   };
 }
 
-/** Classifies the question and records the decision. */
-async function classify(input: AnswerWorkflowInput): Promise<WorkflowKind> {
+/** Classifies the question and records the decision; `usage`: the model check's, when it made one. */
+async function classify(
+  input: AnswerWorkflowInput,
+): Promise<{ kind: WorkflowKind; usage: WorkflowUsage | undefined }> {
   const { settings, context } = input;
   const checkModel = settings.classifier.checkModel;
   const classification = await classifyQuestion({
@@ -258,7 +263,7 @@ async function classify(input: AnswerWorkflowInput): Promise<WorkflowKind> {
     tenantId: context.tenantId,
     id: context.workflowId,
   });
-  return classification.kind;
+  return { kind: classification.kind, usage: classification.usage };
 }
 
 /**
