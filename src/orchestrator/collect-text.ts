@@ -18,7 +18,7 @@ export interface CollectedText {
 
 /**
  * A model call's usage and price as its event carries it (`llm_call`,
- * `plan`): what a run taking a workflow over counts of the calls a run cut
+ * `classification`): what a run taking a workflow over counts of the calls a run cut
  * off never added to the workflow's usage (store/workflow-events.ts
  * `uncountedUsage`).
  */

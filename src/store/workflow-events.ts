@@ -44,7 +44,10 @@ export interface TurnRow {
 
 /**
  * The events whose `detail.usage` is a model call's usage and price
- * (`llm_call`, the planner's `plan`, the model check's `classification`).
+ * (`llm_call`, the model check's `classification`). A `plan` event carried
+ * the planning turns' usage before each turn had an `llm_call` of its own;
+ * one written so is still counted (it has no such calls beside it), while
+ * a `plan` event written since carries none.
  */
 export const USAGE_EVENT_TYPES: readonly string[] = ['llm_call', 'plan', 'classification'];
 

@@ -4,7 +4,8 @@ import type { TokenCounts } from '../../llm/estimate-tokens.js';
 import type { ModelRouter, RouterCall } from '../../llm/router/router.js';
 import type { CallContext } from '../../llm/router/types.js';
 import type { Message, ModelRequest, Usage } from '../../llm/types.js';
-import { addUsage, type CollectedText, collectText } from '../collect-text.js';
+import type { WorkflowTracker } from '../../tracker/tracker.js';
+import { addUsage, type CollectedText, collectText, usageDetail } from '../collect-text.js';
 import { type ExecutionPlan, type PlanLimits, type PlanParse, parsePlan } from './plan.js';
 import { plannerSystemPrompt, repairMessages } from './planner-prompt.js';
 import { readJsonObject } from './read-json.js';
@@ -17,7 +18,15 @@ import { readJsonObject } from './read-json.js';
  * fallbacks) are the router's LlmError. Either failure is returned, not
  * thrown, with the usage of the turns made before it: they were paid for
  * whatever came of them, and the workflow's usage and budget count them.
+ * Each turn is reported as it ends, as a tool-loop turn is: its `llm_call`
+ * events (step `plan`) carry its usage, so a run stopped while it repairs
+ * a plan (a cancel, a hand-over) leaves the first turn's usage in the
+ * event log, where the cancel, or the run taking the workflow over, counts
+ * it.
  */
+
+/** The step of the planning turns' `llm_call` events (and of the `plan` event). */
+export const PLAN_STEP = 'plan';
 
 export interface PlannerOptions {
   question: string;
@@ -36,6 +45,10 @@ export interface PlannerOptions {
   context: CallContext;
   /** Retries and fallbacks, for the tracker's llm_retry / llm_fallback events. */
   onEvent?: RouterCall['onEvent'];
+  /** Where each planning turn's `llm_call` events go. */
+  tracker: Pick<WorkflowTracker, 'enqueue'>;
+  /** Throws once the run was stopped: a stopped run reports no more turns. */
+  throwIfStopped: () => void;
   /** Defaults to the model's configured maximum: a 200-stage plan is long. */
   maxOutputTokens?: number;
 }
@@ -89,10 +102,14 @@ export async function planQuestion(options: PlannerOptions): Promise<PlannerOutc
       ...spent([first]),
     };
   }
-  const second = await askForPlan(options, [
-    ...options.history,
-    ...repairMessages(options.question, first.outcome.text, first.outcome.parse.issues),
-  ]);
+  const second = await askForPlan(
+    options,
+    [
+      ...options.history,
+      ...repairMessages(options.question, first.outcome.text, first.outcome.parse.issues),
+    ],
+    { repair: true },
+  );
   const turns = [first, second];
   if (second.outcome.status !== 'replied') return failed(turns, second.outcome.error);
   if (second.outcome.parse.ok) {
@@ -118,13 +135,23 @@ function failed(turns: PlanTurn[], error: PlanInvalidError | LlmError): PlannerO
   return { status: 'failed', error, ...spent(turns) };
 }
 
-async function askForPlan(options: PlannerOptions, messages: Message[]): Promise<PlanTurn> {
+async function askForPlan(
+  options: PlannerOptions,
+  messages: Message[],
+  turn: { repair: boolean } = { repair: false },
+): Promise<PlanTurn> {
   const request: ModelRequest = {
     system: plannerSystemPrompt(options.limits),
     messages,
     temperature: 0,
     ...(options.maxOutputTokens !== undefined ? { maxOutputTokens: options.maxOutputTokens } : {}),
   };
+  // The model asked first; the call's end names the one that answered.
+  options.tracker.enqueue('llm_call', PLAN_STEP, 'started', {
+    model: options.model,
+    ...(turn.repair ? { repair: true } : {}),
+  });
+  const started = performance.now();
   const collected = await collectText(options.router, {
     model: options.model,
     request,
@@ -133,13 +160,35 @@ async function askForPlan(options: PlannerOptions, messages: Message[]): Promise
     context: options.context,
     ...(options.onEvent ? { onEvent: options.onEvent } : {}),
   });
+  options.throwIfStopped();
+  const costUsd = collected.usage ? options.costOf(collected.model, collected.usage) : 0;
+  reportTurnEnd(options, collected, { costUsd, elapsedMs: performance.now() - started });
   return {
     outcome: collected.error
       ? { status: 'failed', error: collected.error }
       : { status: 'replied', text: collected.text, parse: readPlan(collected, options.limits) },
     usage: collected.usage,
-    costUsd: collected.usage ? options.costOf(collected.model, collected.usage) : 0,
+    costUsd,
   };
+}
+
+/** A planning turn's `llm_call` end, with its usage, as a tool-loop turn's (call-model.ts). */
+function reportTurnEnd(
+  options: PlannerOptions,
+  collected: CollectedText,
+  spent: { costUsd: number; elapsedMs: number },
+): void {
+  const { model, usage, error } = collected;
+  const usageOfTurn = usage ? { usage: usageDetail(usage, spent.costUsd) } : {};
+  options.tracker.enqueue(
+    'llm_call',
+    PLAN_STEP,
+    error ? 'failed' : 'completed',
+    error
+      ? { model, error: { code: error.code, message: error.userMessage }, ...usageOfTurn }
+      : { model, finishReason: collected.finishReason ?? null, ...usageOfTurn },
+    spent.elapsedMs,
+  );
 }
 
 function readPlan(collected: CollectedText, limits: PlanLimits): PlanParse {

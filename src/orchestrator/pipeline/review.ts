@@ -33,6 +33,7 @@ import {
   replaceStagesAfter,
   toStoredPlan,
 } from './plan.js';
+import { PLAN_STEP } from './planner.js';
 import type { PipelineSettings } from './run-pipeline.js';
 import { stageStartedEvent } from './run-stage.js';
 
@@ -303,7 +304,7 @@ interface ReviewStep {
 /**
  * A modify's plan revision (`revision`, the one after the revision read at
  * the version the transition compares, so the latest one) and its `plan`
- * event. No planner turn made it: the event has no `usage` nor `repaired`.
+ * event. No planner turn made it: the event has no `repaired`.
  */
 function revisedPlan(revision: number, plan: ExecutionPlan): ReviewStep {
   return {
@@ -313,7 +314,7 @@ function revisedPlan(revision: number, plan: ExecutionPlan): ReviewStep {
     },
     event: {
       type: 'plan',
-      step: 'plan',
+      step: PLAN_STEP,
       status: 'completed',
       detail: planEventDetail(revision, plan, 'modify'),
       elapsedMs: null,

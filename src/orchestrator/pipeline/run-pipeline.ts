@@ -15,7 +15,7 @@ import type { LoopOutcome, Spent } from '../tool-loop/types.js';
 import { type NextAction, nextAction, type PipelinePolicy, stageResults } from './next-action.js';
 import { loadPipelineState, type PipelineState, pipelineStateOf } from './pipeline-view.js';
 import { type PlanLimits, type PlanStage, planEventDetail, toStoredPlan } from './plan.js';
-import { planQuestion } from './planner.js';
+import { PLAN_STEP, planQuestion } from './planner.js';
 import { runStage, spentSoFar } from './run-stage.js';
 import { buildSynthesisRequest } from './synthesis-prompt.js';
 
@@ -259,17 +259,20 @@ async function plan(
     signal: input.context.signal,
     context: { tenantId: input.context.tenantId, workflowId: input.context.workflowId },
     onEvent: input.onRouterEvent,
+    tracker: input.context.tracker,
+    throwIfStopped: input.throwIfStopped,
   });
   // Every planning turn was paid for, whatever came of it: a failed plan's count too.
-  const plannerUsage = spend(run, planned.usage, planned.costUsd);
+  // Each turn's llm_call carries its usage; the plan event does not repeat it.
+  spend(run, planned.usage, planned.costUsd);
   input.throwIfStopped();
   if (planned.status === 'failed') {
     const failure = { code: planned.error.code, message: planned.error.userMessage };
     input.context.tracker.enqueue(
       'plan',
-      'plan',
+      PLAN_STEP,
       'failed',
-      { error: failure, ...plannerUsage },
+      { error: failure },
       performance.now() - started,
     );
     return { failure: outcome(run, { answer: '', reason: 'model_error', failure }) };
@@ -282,13 +285,9 @@ async function plan(
   });
   input.context.tracker.enqueue(
     'plan',
-    'plan',
+    PLAN_STEP,
     'completed',
-    {
-      ...planEventDetail(revision, planned.plan, 'planner'),
-      repaired: planned.repaired,
-      ...plannerUsage,
-    },
+    { ...planEventDetail(revision, planned.plan, 'planner'), repaired: planned.repaired },
     performance.now() - started,
   );
   return { state: { revision, plan: planned.plan, attempts: [] } };
@@ -361,7 +360,7 @@ async function synthesize(
 
 /**
  * Adds the planner's or the synthesis's usage and its price (at the model
- * that answered each turn); returns it as the call's event carries it.
+ * that answered each turn); returns it as the synthesis's `llm_call` carries it.
  */
 function spend(
   run: PipelineRun,

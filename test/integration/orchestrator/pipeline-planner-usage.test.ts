@@ -38,6 +38,14 @@ function planEvent(events: StoredEvent[]): StoredEvent | undefined {
   return events.find((event) => event.type === 'plan');
 }
 
+/** The usage of each planning turn's `llm_call` end, in order. */
+function planningTurnUsage(events: StoredEvent[]): unknown[] {
+  return events
+    .filter((event) => event.type === 'llm_call' && event.step === 'plan')
+    .filter((event) => event.status !== 'started')
+    .map((event) => event.detail.usage);
+}
+
 describe('a pipeline whose planner fails', () => {
   it.each(['gpt', 'claude'])(
     'on %s, a plan invalid after its repair: both planning turns count in the usage and cost',
@@ -53,15 +61,16 @@ describe('a pipeline whose planner fails', () => {
         usage: { inputTokens: 400, outputTokens: 60 },
       });
       expect((workflow.usage as { costUsd: number }).costUsd).toBeCloseTo(costUsd, 8);
-      // The failed plan event carries them too, as a model call's event does: a
-      // run taking over a workflow cut off after it would count them from there.
+      // Each planning turn's llm_call carries its own: a run taking over a
+      // workflow cut off after it would count them from there.
       expect(planEvent(events)).toMatchObject({
         status: 'failed',
-        detail: {
-          error: { code: 'plan_invalid' },
-          usage: { inputTokens: 400, outputTokens: 60 },
-        },
+        detail: { error: { code: 'plan_invalid' } },
       });
+      expect(planningTurnUsage(events)).toEqual([
+        expect.objectContaining({ inputTokens: 100, outputTokens: 20 }),
+        expect.objectContaining({ inputTokens: 300, outputTokens: 40 }),
+      ]);
       const usage = events.filter((event) => event.type === 'usage');
       expect(usage.map((event) => event.detail)).toMatchObject([
         { inputTokens: 400, outputTokens: 60 },
@@ -85,10 +94,11 @@ describe('a pipeline whose planner fails', () => {
         usd(FIRST.input + FIRST.output),
         8,
       );
-      expect(planEvent(events)).toMatchObject({
-        status: 'failed',
-        detail: { usage: { inputTokens: 100, outputTokens: 20 } },
-      });
+      expect(planEvent(events)).toMatchObject({ status: 'failed' });
+      expect(planningTurnUsage(events)).toEqual([
+        expect.objectContaining({ inputTokens: 100, outputTokens: 20 }),
+        undefined,
+      ]);
     },
   );
 });

@@ -83,6 +83,9 @@ function options(started: Llm, extra: Partial<PlannerOptions> = {}): PlannerOpti
     limits: { maxStages: DEFAULT_MAX_STAGES },
     signal: new AbortController().signal,
     context: { tenantId },
+    // The turns' events go nowhere: the pipeline's tests read them.
+    tracker: { enqueue: () => undefined },
+    throwIfStopped: () => undefined,
     ...extra,
   };
 }

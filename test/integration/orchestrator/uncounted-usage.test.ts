@@ -107,10 +107,10 @@ describe('usage no run counted', () => {
       status: 'completed',
       usage: { inputTokens: 400, outputTokens: 80 },
     });
-    const plan = (await storedEvents(h.testApp, id)).find(
-      (event) => event.type === 'plan' && event.status === 'completed',
+    const planning = (await storedEvents(h.testApp, id)).find(
+      (event) => event.type === 'llm_call' && event.step === 'plan' && event.status === 'completed',
     );
-    expect(plan?.detail.usage).toMatchObject({ inputTokens: 100, outputTokens: 20 });
+    expect(planning?.detail.usage).toMatchObject({ inputTokens: 100, outputTokens: 20 });
   });
 
   it('a cancel: what the stopped run’s model calls used is in the cancelled workflow’s usage', async () => {
