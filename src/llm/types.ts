@@ -94,6 +94,7 @@ export type StreamPart =
   | { type: 'tool-call'; toolCall: ToolCall; argumentChars: number }
   /** The model called a tool with arguments that are not JSON or fail the schema; the loop answers it with an error result. */
   | { type: 'tool-call-invalid'; id: string; name: string; rawArguments: string; reason: string }
+  /** An attempt's usage: from the router, a turn has one per attempt that reported any (RouterStream). */
   | { type: 'usage'; usage: Usage }
   | { type: 'finish'; reason: FinishReason; providerReason: string | null }
   /** Only from the router, as the last part, when a turn fails for good. */
@@ -116,6 +117,14 @@ export interface StreamOptions {
    * the answer starts may leave it out.
    */
   onAnswerStart?: () => void;
+  /**
+   * Called with the call's usage so far whenever the provider reports it
+   * during the stream: Anthropic reports the input side as its stream
+   * opens (`message_start`), before a failure may end it. What a call
+   * that fails later still used, which the router records and reports;
+   * the `usage` part at the end says the same as the last report.
+   */
+  onUsage?: (usage: Usage) => void;
 }
 
 /**

@@ -81,7 +81,7 @@ export async function askModel(check: ModelCheck, input: string): Promise<ModelC
         context: check.context,
         ...(check.onEvent ? { onEvent: check.onEvent } : {}),
       },
-      { maxChars: MAX_ANSWER_CHARS },
+      { maxChars: MAX_ANSWER_CHARS, costOf: check.costOf ?? (() => 0) },
     );
   } catch (error) {
     return { status: 'failed', problem: problemOf(error, stopped), error, usage: undefined };
@@ -89,11 +89,10 @@ export async function askModel(check: ModelCheck, input: string): Promise<ModelC
     clearTimeout(timer);
     check.signal.removeEventListener('abort', stopOnCancel);
   }
-  // The model that answered: priced and named as such, after a fallback too.
+  // The model that answered: named as such, after a fallback too (each attempt is priced at its own).
   const { model } = collected;
   // A failed check that reported usage before its failure was paid for too.
-  const usage =
-    collected.usage && usageDetail(collected.usage, check.costOf?.(model, collected.usage) ?? 0);
+  const usage = collected.usage && usageDetail(collected.usage, collected.costUsd);
   if (collected.error) {
     return {
       status: 'failed',

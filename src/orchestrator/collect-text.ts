@@ -9,8 +9,10 @@ export interface CollectedText {
   text: string;
   /** Catalogue name of the model that answered: another than the one asked after a fallback. */
   model: string;
-  /** Undefined when the provider reported none. */
+  /** Every attempt's that reported usage, a failed one's too (RouterStream); undefined when none did. */
   usage: Usage | undefined;
+  /** Each attempt's usage at the prices of its model. */
+  costUsd: number;
   finishReason: FinishReason | undefined;
   /** The router's error when the turn failed for good (after its retries and fallbacks). */
   error: LlmError | undefined;
@@ -65,26 +67,30 @@ export function emptyAnswerFailure(
  * `maxChars` is dropped (a caller that reads one word need not buffer an
  * essay). A turn that fails for good is returned with the router's
  * `error`, not thrown: the usage it reported before failing was paid for,
- * and the caller counts it as it counts a reply's.
+ * and the caller counts it as it counts a reply's. `costOf` prices each
+ * attempt's usage at its model.
  */
 export async function collectText(
   router: Pick<ModelRouter, 'stream'>,
   call: RouterCall,
-  options: { maxChars?: number } = {},
+  options: { maxChars?: number; costOf: (model: string, usage: Usage) => number },
 ): Promise<CollectedText> {
   const maxChars = options.maxChars ?? Number.POSITIVE_INFINITY;
   const collected: CollectedText = {
     text: '',
     model: call.model,
     usage: undefined,
+    costUsd: 0,
     finishReason: undefined,
     error: undefined,
   };
   const parts = router.stream(call);
   for await (const part of parts) {
     if (part.type === 'text-delta' && collected.text.length < maxChars) collected.text += part.text;
-    else if (part.type === 'usage') collected.usage = part.usage;
-    else if (part.type === 'finish') collected.finishReason = part.reason;
+    else if (part.type === 'usage') {
+      collected.usage = addUsage(collected.usage, part.usage);
+      collected.costUsd += options.costOf(parts.model, part.usage);
+    } else if (part.type === 'finish') collected.finishReason = part.reason;
     else if (part.type === 'error') collected.error = part.error;
   }
   // As the tool loop's turns (call-model.ts).

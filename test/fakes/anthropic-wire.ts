@@ -207,8 +207,8 @@ function replyFrames(reply: FakeReply, context: ReplyContext): Frame[] {
   return frames;
 }
 
-function partialFrames(chunks: string[], context: ReplyContext): Frame[] {
-  return [...messageStart(context, DEFAULT_USAGE), ...textBlockOpening(chunks)];
+function partialFrames(chunks: string[], context: ReplyContext, usage?: FakeUsage): Frame[] {
+  return [...messageStart(context, usage ?? DEFAULT_USAGE), ...textBlockOpening(chunks)];
 }
 
 function errorBody(type: FakeErrorType, message?: string) {

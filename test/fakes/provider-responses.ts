@@ -153,7 +153,13 @@ async function sendStreamError(answer: Answer, script: FakeStreamError): Promise
     return;
   }
   openStream(answer);
-  if (!(await writeFrames(exchange, wire.partialFrames(script.afterChunks ?? [], context)))) return;
+  if (
+    !(await writeFrames(
+      exchange,
+      wire.partialFrames(script.afterChunks ?? [], context, script.usage),
+    ))
+  )
+    return;
   if (await exchange.write(wire.streamErrorFrame(type))) exchange.res.end();
 }
 
@@ -161,7 +167,10 @@ async function sendStall(answer: Answer, script: FakeStall): Promise<void> {
   const { exchange, wire, context } = answer;
   if (answer.streamed) {
     openStream(answer);
-    await writeFrames(exchange, wire.partialFrames(script.afterChunks ?? [], context));
+    await writeFrames(
+      exchange,
+      wire.partialFrames(script.afterChunks ?? [], context, script.usage),
+    );
   } else {
     exchange.res.writeHead(200, jsonHeaders(answer)).flushHeaders();
   }
@@ -173,7 +182,8 @@ async function sendCut(answer: Answer, script: FakeCut): Promise<void> {
   const chunks = script.afterChunks ?? [];
   if (answer.streamed) {
     openStream(answer);
-    if (await writeFrames(exchange, wire.partialFrames(chunks, context))) exchange.res.end();
+    if (await writeFrames(exchange, wire.partialFrames(chunks, context, script.usage)))
+      exchange.res.end();
     return;
   }
   const json = JSON.stringify(wire.replyBody({ kind: 'reply', chunks }, context));

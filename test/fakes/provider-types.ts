@@ -95,6 +95,13 @@ export interface FakeStreamError {
   kind: 'stream-error';
   afterChunks?: string[];
   type?: FakeStreamErrorType;
+  /**
+   * What the stream's opening reports, as the vendor's does: Anthropic's
+   * `message_start` the input side (and at most one output token),
+   * DEFAULT_USAGE's unless given. OpenAI reports usage only in its last
+   * chunk, which a stream cut short never sends.
+   */
+  usage?: FakeUsage;
 }
 
 /** Destroys the socket without any response. */
@@ -109,6 +116,8 @@ export interface FakeReset {
 export interface FakeStall {
   kind: 'stall';
   afterChunks?: string[];
+  /** What the stream's opening reports (see FakeStreamError's `usage`). */
+  usage?: FakeUsage;
 }
 
 /**
@@ -119,6 +128,8 @@ export interface FakeStall {
 export interface FakeCut {
   kind: 'cut';
   afterChunks?: string[];
+  /** What the stream's opening reports (see FakeStreamError's `usage`). */
+  usage?: FakeUsage;
 }
 
 export type FakeResponse =

@@ -32,8 +32,11 @@ export interface VendorWire {
   requestIdHeader: string;
   replyBody(reply: FakeReply, context: ReplyContext): unknown;
   replyFrames(reply: FakeReply, context: ReplyContext): Frame[];
-  /** The opening frames and the text deltas of `chunks`, with nothing closing them. */
-  partialFrames(chunks: string[], context: ReplyContext): Frame[];
+  /**
+   * The opening frames and the text deltas of `chunks`, with nothing
+   * closing them; the opening reports `usage` where the vendor's does.
+   */
+  partialFrames(chunks: string[], context: ReplyContext, usage?: FakeUsage): Frame[];
   /** An error frame inside an HTTP 200 stream. */
   streamErrorFrame(type: FakeStreamErrorType): string;
   /** The HTTP status for a `stream-error` when the request did not ask to stream. */

@@ -17,6 +17,8 @@ export interface EventReader {
   read(event: Anthropic.RawMessageStreamEvent): StreamPart | undefined;
   /** After the last event: usage and finish, or `stream_interrupted` before `message_stop`. */
   end(context: ErrorContext): StreamPart[];
+  /** The usage the events read so far reported. */
+  usage(): Usage;
 }
 
 /**
@@ -103,6 +105,7 @@ export function createEventReader(
         { type: 'finish', reason: mapFinishReason(stopReason), providerReason: stopReason },
       ];
     },
+    usage: () => toUsage(counts),
   };
 }
 

@@ -69,6 +69,9 @@ export async function* streamTurn(
         streamOptions.onAnswerStart?.();
       }
       const part = reader.read(event);
+      // Reported as it comes: a stream failing after it has still used it.
+      if (event.type === 'message_start' || event.type === 'message_delta')
+        streamOptions.onUsage?.(reader.usage());
       if (part) yield part;
       watchdog.waiting();
     }

@@ -75,7 +75,11 @@ export async function* streamTurn(
   try {
     for await (const chunk of stream) {
       watchdog.received();
-      if (chunk.usage) usage = toUsage(chunk.usage);
+      if (chunk.usage) {
+        usage = toUsage(chunk.usage);
+        // Reported as it comes: a stream failing after it has still used it.
+        options.onUsage?.(usage);
+      }
       // We never ask for `n > 1`: only the first choice exists.
       const choice = chunk.choices[0];
       // The first text or tool-call fragment is the model answering (not

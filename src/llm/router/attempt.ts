@@ -53,6 +53,9 @@ export class Attempt {
   readonly #startedAt = new Date();
   readonly #started = performance.now();
   #usage: Usage = emptyUsage();
+  /** The provider reported usage (a part or `usageReported`); and whether a part brought it to the caller. */
+  #usageReported = false;
+  #usageYielded = false;
   #ttftMs: number | null = null;
   #yieldedAny = false;
   /** Set when the attempt ended itself (a bound passed): the turn stream fails it at the next part. */
@@ -95,6 +98,25 @@ export class Attempt {
   };
 
   /**
+   * The provider reported the call's usage so far, while it streams
+   * (`StreamOptions.onUsage`): what the attempt used should it fail before
+   * its `usage` part, as its ledger row and the turn's caller count it.
+   */
+  readonly usageReported = (usage: Usage): void => {
+    this.#usage = usage;
+    this.#usageReported = true;
+  };
+
+  /**
+   * The usage the provider reported that no part brought to the caller:
+   * a failed attempt's (Anthropic reports the input side as its stream
+   * opens), which the turn stream then yields as a part of its own.
+   */
+  get unyieldedUsage(): Usage | undefined {
+    return this.#usageReported && !this.#usageYielded ? this.#usage : undefined;
+  }
+
+  /**
    * Besides its timing and usage, bounds what a provider that ignores its
    * limits can make of a call: one that streams without end (an idle
    * watchdog sees its chunks) fails at `streamMaxMs` as a timeout, and one
@@ -112,7 +134,11 @@ export class Attempt {
       if (this.#outputChars > maxOutputChars(maxOutputTokens))
         this.#fail('stream_interrupted', overlongOutputDetail('the answer', maxOutputTokens));
     }
-    if (part.type === 'usage') this.#usage = part.usage;
+    if (part.type === 'usage') {
+      this.#usage = part.usage;
+      this.#usageReported = true;
+      this.#usageYielded = true;
+    }
     this.#yieldedAny = true;
   }
 

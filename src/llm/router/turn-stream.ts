@@ -87,7 +87,11 @@ export class TurnStream implements RouterStream {
     this.#attempt = attempt;
     try {
       this.#parts = step.model
-        .stream(step.request, { signal: attempt.signal, onAnswerStart: attempt.answerStarted })
+        .stream(step.request, {
+          signal: attempt.signal,
+          onAnswerStart: attempt.answerStarted,
+          onUsage: attempt.usageReported,
+        })
         [Symbol.asyncIterator]();
     } catch (thrown) {
       // An adapter that throws before it returns its stream: failed like one whose stream throws.
@@ -127,6 +131,12 @@ export class TurnStream implements RouterStream {
     // cleanup (its idle watchdog's timer, the SDK's stream). Its failure then is moot.
     parts?.return?.().catch(() => undefined);
     this.#step = await this.turn.failed(this.#step as AttemptStep, error, attempt.yieldedAny);
+    // What the failed attempt used, as its provider reported it before the
+    // failure: a part of its own, read while `model` still names the
+    // attempt's model (the next attempt opens at the next call). Not
+    // output, so it neither ends the turn nor stops a retry.
+    const usage = attempt.unyieldedUsage;
+    if (usage) return { done: false, value: { type: 'usage', usage } };
     return this.next();
   };
 

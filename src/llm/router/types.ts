@@ -32,13 +32,20 @@ export interface RouterCall {
   onEvent?: (event: RouterEvent) => void;
 }
 
-/** One turn's parts, as `router.stream` returns them, and the model answering it. */
+/**
+ * One turn's parts, as `router.stream` returns them, and the model
+ * answering it. A turn may have several `usage` parts, one per attempt
+ * that reported usage: a failed attempt's (its provider reported usage
+ * before the failure) comes right after its failure, before the next
+ * attempt's parts; each is priced at `model` as it is read.
+ */
 export interface RouterStream extends AsyncIterableIterator<StreamPart> {
   /**
    * Catalogue name of the model of the turn's latest attempt: once the
    * stream has ended, the one that answered the turn (or whose failure
-   * ended it), which after a fallback is not the one asked for. The model
-   * asked for until an attempt starts.
+   * ended it), which after a fallback is not the one asked for; while a
+   * `usage` part is read, the model of the attempt that used it. The
+   * model asked for until an attempt starts.
    */
   readonly model: string;
 }

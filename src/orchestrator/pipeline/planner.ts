@@ -152,16 +152,20 @@ async function askForPlan(
     ...(turn.repair ? { repair: true } : {}),
   });
   const started = performance.now();
-  const collected = await collectText(options.router, {
-    model: options.model,
-    request,
-    tokenCounts: options.tokenCounts,
-    signal: options.signal,
-    context: options.context,
-    ...(options.onEvent ? { onEvent: options.onEvent } : {}),
-  });
+  const collected = await collectText(
+    options.router,
+    {
+      model: options.model,
+      request,
+      tokenCounts: options.tokenCounts,
+      signal: options.signal,
+      context: options.context,
+      ...(options.onEvent ? { onEvent: options.onEvent } : {}),
+    },
+    { costOf: options.costOf },
+  );
   options.throwIfStopped();
-  const costUsd = collected.usage ? options.costOf(collected.model, collected.usage) : 0;
+  const { costUsd } = collected;
   reportTurnEnd(options, collected, { costUsd, elapsedMs: performance.now() - started });
   return {
     outcome: collected.error

@@ -315,7 +315,8 @@ async function synthesize(
   const started = performance.now();
   let text = '';
   let finishReason: FinishReason | undefined;
-  let synthesisUsage: { usage: WorkflowUsage } | undefined;
+  let usage: Usage | undefined;
+  let costUsd = 0;
   let failure: LoopOutcome['failure'];
   const parts = input.router.stream({
     model: input.context.model,
@@ -330,8 +331,9 @@ async function synthesize(
       text += part.text;
       if (!input.context.signal.aborted) input.context.tracker.token(part.text);
     } else if (part.type === 'usage') {
-      // From the attempt that answers: `parts.model` is its model.
-      synthesisUsage = spend(run, part.usage, input.costOf(parts.model, part.usage));
+      // An attempt's (a failed one's too): `parts.model` is its model while its part is read.
+      usage = addUsage(usage, part.usage);
+      costUsd += input.costOf(parts.model, part.usage);
     } else if (part.type === 'finish') {
       finishReason = part.reason;
     } else if (part.type === 'error') {
@@ -339,6 +341,7 @@ async function synthesize(
     }
   }
   input.throwIfStopped();
+  const synthesisUsage = spend(run, usage, costUsd);
   // As a tool-loop turn's (call-model.ts): a NUL or half a character would fail the end's write.
   text = storableText(text);
   const elapsedMs = performance.now() - started;

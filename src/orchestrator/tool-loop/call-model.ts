@@ -99,7 +99,10 @@ interface CollectedTurn {
    */
   model: string;
   calls: PendingCall[];
+  /** Every attempt's that reported usage: a failed one's too (RouterStream). */
   usage: Usage | undefined;
+  /** Each attempt's usage at the prices of its model. */
+  costUsd: number;
   finishReason: FinishReason | undefined;
   failure: { code: string; message: string } | undefined;
   /** The failure is the model's context window being exceeded. */
@@ -117,6 +120,7 @@ async function streamTurn(
     model: options.model,
     calls: [],
     usage: undefined,
+    costUsd: 0,
     finishReason: undefined,
     failure: undefined,
     contextOverflow: false,
@@ -145,7 +149,8 @@ async function streamTurn(
           turn.calls.push({ kind: 'invalid', id: part.id, name: part.name, reason: part.reason });
           break;
         case 'usage':
-          turn.usage = part.usage;
+          turn.usage = addUsage(turn.usage, part.usage);
+          turn.costUsd += options.costOf(parts.model, part.usage);
           break;
         case 'finish':
           turn.finishReason = part.reason;
@@ -225,15 +230,15 @@ function toToolCall(pending: PendingCall): ToolCall {
 }
 
 /**
- * Adds the turn's usage to the run's, priced at the model that answered it;
+ * Adds the turn's usage to the run's, each attempt priced at its model
+ * (the one that answered, and any that failed after reporting usage);
  * returns it as its `llm_call` event carries it.
  */
 function spendTurn(
   run: LoopRun,
-  { usage, model }: Pick<CollectedTurn, 'usage' | 'model'>,
+  { usage, costUsd }: Pick<CollectedTurn, 'usage' | 'costUsd'>,
 ): { usage: WorkflowUsage } | undefined {
   if (!usage) return undefined;
-  const costUsd = run.options.costOf(model, usage);
   run.costUsd += costUsd;
   run.usage = addUsage(run.usage, usage);
   return { usage: usageDetail(usage, costUsd) };

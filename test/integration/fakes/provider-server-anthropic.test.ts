@@ -203,6 +203,22 @@ describe('Anthropic Messages', () => {
     expect((error as Error).message).toContain('stream ended without producing a Message');
   });
 
+  it('a stream cut short opens with message_start reporting the scripted input side', async () => {
+    provider.fake.enqueue({
+      kind: 'cut',
+      usage: { input: 700, output: 0, cacheRead: 200, cacheWrite: 100 },
+    });
+    const events = await collect(await anthropic().messages.create({ ...message, stream: true }));
+    const start = events[0] as Anthropic.RawMessageStartEvent;
+    expect(start.type).toBe('message_start');
+    expect(start.message.usage).toMatchObject({
+      input_tokens: 700,
+      cache_read_input_tokens: 200,
+      cache_creation_input_tokens: 100,
+      output_tokens: 0,
+    });
+  });
+
   it('records each request: api, path, headers and the parsed body', async () => {
     provider.fake.enqueue({ kind: 'reply', text: 'ok' });
     const arrived = provider.fake.nextRequest();
