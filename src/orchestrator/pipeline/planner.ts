@@ -22,7 +22,8 @@ import { readJsonObject } from './read-json.js';
  * events (step `plan`) carry its usage, so a run stopped while it repairs
  * a plan (a cancel, a hand-over) leaves the first turn's usage in the
  * event log, where the cancel, or the run taking the workflow over, counts
- * it.
+ * it. A stopped run's turn reports nothing: `throwIfStopped` throws after
+ * it, as the tool loop does after a turn.
  */
 
 /** The step of the planning turns' `llm_call` events (and of the `plan` event). */
