@@ -39,6 +39,7 @@ type CloseReason =
   | 'slow_consumer'
   | 'stalled'
   | 'store_error'
+  | 'deleted'
   | 'shutdown';
 
 export interface StreamOptions {
@@ -83,8 +84,8 @@ export function openEventStream(options: StreamOptions): OpenStream & { done: Pr
   const outbox: Frame[] = [];
   /** Highest seq put in the outbox (sent or waiting). */
   let queuedSeq = options.afterSeq;
-  /** Highest seq known to exist from live events; the store is read up to it. */
-  let wantedSeq = options.afterSeq;
+  /** Highest seq known to exist (stored when the stream opened, or announced live); the store is read up to it. */
+  let wantedSeq = Math.max(options.afterSeq, options.lastSeqAtOpen);
   let sentSeq = options.afterSeq;
   let reading = false;
   const heldTokens = createHeldTokens();
@@ -216,8 +217,13 @@ export function openEventStream(options: StreamOptions): OpenStream & { done: Pr
       if (rows.length === pageSize) continue;
       if (queuedSeq >= wantedSeq) return;
       if (rows.length === 0) {
-        // Announced live but absent: deleted by retention meanwhile. The next live event retries.
-        log.warn({ queuedSeq, wantedSeq }, 'events announced live are missing from the store');
+        // Known to exist but absent: events are deleted only with their
+        // workflow (migration 0011's trigger), which the retention sweep
+        // deletes only once finished, so nothing will be emitted for it
+        // again. Waiting would hold the stream open for good; ended, its
+        // client reconnects and gets 404.
+        log.info({ queuedSeq, wantedSeq }, 'the workflow was deleted while its stream was open');
+        close('deleted');
         return;
       }
     }
@@ -269,6 +275,7 @@ export function openEventStream(options: StreamOptions): OpenStream & { done: Pr
         log.debug(fields, 'event stream completed');
         break;
       case 'store_error':
+      case 'deleted':
         endResponse(SSE_HEARTBEAT_MS);
         break;
       case 'shutdown':
