@@ -8,7 +8,9 @@ export const integer = (min: number, max: number) =>
     .trim()
     .regex(/^\d+$/, `expected a whole number from ${min} to ${max}`)
     .transform(Number)
-    .pipe(z.number().int().min(min).max(max));
+    // Aborting: a value past `max` is one problem, not also one past the
+    // largest safe integer (a long run of digits is both).
+    .pipe(z.number().min(min).max(max, { abort: true }).int());
 
 /** A positive decimal such as `0.25`; no exponent, no sign. */
 export const decimal = (max: number) =>
