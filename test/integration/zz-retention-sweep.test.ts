@@ -1,0 +1,155 @@
+import { randomUUID } from 'node:crypto';
+import { sql } from 'kysely';
+import pino from 'pino';
+import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import { type DatabaseHandle, openDatabase } from '../../src/store/database.js';
+import { createTenancyService } from '../../src/tenancy/service.js';
+import { createRetentionSweeper } from '../../src/workflows/retention.js';
+import { createTestDatabase, type TestDatabase } from '../support/database.js';
+import { startTcpProxy, type TcpProxy } from '../support/tcp-proxy.js';
+
+/**
+ * The sweep as an operator runs it: beside rows other sessions hold, with
+ * its database out of reach for a while, and on a table large enough for
+ * the planner to choose between the index and a scan.
+ */
+
+const log = pino({ level: 'silent' });
+const DAY_MS = 86_400_000;
+let database: TestDatabase;
+let handle: DatabaseHandle;
+let tenantId: string;
+
+beforeAll(async () => {
+  database = await createTestDatabase();
+  handle = openDatabase({ url: database.url, poolMax: 4, log });
+  const created = await createTenancyService(handle.db).bootstrap();
+  if (!created) throw new Error('bootstrap created no tenant');
+  tenantId = created.tenant.id;
+});
+afterAll(async () => {
+  await handle?.close();
+  await database?.drop();
+});
+beforeEach(async () => {
+  await sql`DELETE FROM workflows`.execute(handle.db);
+});
+
+/** `count` workflows completed `days` days ago; returns their ids. */
+async function completedDaysAgo(days: number, count = 1): Promise<string[]> {
+  const ids = Array.from({ length: count }, () => randomUUID());
+  const finishedAt = new Date(Date.now() - days * DAY_MS);
+  await sql`
+    INSERT INTO workflows (id, tenant_id, status, mode, model, input, created_at, finished_at)
+    SELECT id, ${tenantId}, 'completed', 'auto', 'scripted', 'question', ${finishedAt}, ${finishedAt}
+    FROM unnest(${ids}::uuid[]) AS id`.execute(handle.db);
+  return ids;
+}
+
+async function remaining(): Promise<string[]> {
+  const rows = await handle.db.selectFrom('workflows').select('id').execute();
+  return rows.map((row) => row.id).sort();
+}
+
+describe('the retention sweep beside other sessions', () => {
+  it('a workflow another transaction holds is skipped, not waited for; the next sweep deletes it', async () => {
+    const [held] = await completedDaysAgo(40);
+    const others = await completedDaysAgo(40, 3);
+    const holder = await handle.pool.connect();
+    try {
+      await holder.query('BEGIN');
+      await holder.query('SELECT 1 FROM workflows WHERE id = $1 FOR UPDATE', [held]);
+      const sweep = createRetentionSweeper({
+        db: handle.db,
+        log,
+        retentionDays: 30,
+        intervalMs: 1000,
+      });
+
+      const started = Date.now();
+      expect(await sweep.sweepOnce()).toBe(3);
+      expect(Date.now() - started).toBeLessThan(2_000);
+      expect(await remaining()).toEqual([held]);
+      expect(others).not.toContain(held);
+    } finally {
+      await holder.query('ROLLBACK');
+      holder.release();
+    }
+    const sweep = createRetentionSweeper({
+      db: handle.db,
+      log,
+      retentionDays: 30,
+      intervalMs: 1000,
+    });
+    expect(await sweep.sweepOnce()).toBe(1);
+    expect(await remaining()).toEqual([]);
+  });
+
+  it('a sweep that fails with the database out of reach is logged, and the next one deletes what is due', async () => {
+    const url = new URL(database.url);
+    const proxy: TcpProxy = await startTcpProxy({ host: url.hostname, port: Number(url.port) });
+    const logged: string[] = [];
+    const recording = pino(
+      { level: 'error' },
+      { write: (line: string) => void logged.push(JSON.parse(line).msg) },
+    );
+    const through = openDatabase({
+      url: proxy.through(database.url),
+      poolMax: 2,
+      log,
+    });
+    const sweep = createRetentionSweeper({
+      db: through.db,
+      log: recording,
+      retentionDays: 30,
+      intervalMs: 1_000,
+    });
+    try {
+      await completedDaysAgo(40, 2);
+      await proxy.cut();
+      sweep.start();
+      await expect.poll(() => logged, { timeout: 10_000 }).toContain('retention sweep failed');
+      expect(await remaining()).toHaveLength(2);
+
+      await proxy.restore();
+      await expect.poll(remaining, { timeout: 10_000 }).toEqual([]);
+    } finally {
+      await sweep.stop();
+      await proxy.restore().catch(() => undefined);
+      await through.close();
+      await proxy.close();
+    }
+  });
+});
+
+describe('the retention sweep’s plan', () => {
+  it('finds a batch through the finished_at index and deletes it by primary key, with statistics', async () => {
+    // 100,000 workflows, a fifth of them unfinished, finished over 100 days.
+    await sql`
+      INSERT INTO workflows (id, tenant_id, status, awaiting_reason, mode, model, input, created_at, finished_at)
+      SELECT gen_random_uuid(), ${tenantId}, status,
+             CASE WHEN status = 'awaiting_input' THEN 'checkpoint' END, 'auto', 'scripted', 'q',
+             now() - (i % 100) * interval '1 day',
+             CASE WHEN status <> 'awaiting_input' THEN now() - (i % 100) * interval '1 day' END
+      FROM generate_series(1, 100000) AS i,
+           LATERAL (SELECT (ARRAY['completed', 'failed', 'cancelled', 'awaiting_input'])[1 + i % 4] AS status) AS s`.execute(
+      handle.db,
+    );
+    await sql`ANALYZE workflows`.execute(handle.db);
+    const cutoff = new Date(Date.now() - 30 * DAY_MS);
+    // The sweep's statement (retention.ts deleteBatch), explained.
+    const plan = await sql<{ 'QUERY PLAN': string }>`
+      EXPLAIN DELETE FROM workflows
+      WHERE id IN (
+        SELECT id FROM workflows
+        WHERE finished_at < ${cutoff} AND status IN ('completed', 'failed', 'cancelled')
+        ORDER BY finished_at
+        LIMIT ${500}
+        FOR UPDATE SKIP LOCKED
+      )`.execute(handle.db);
+    const text = plan.rows.map((row) => row['QUERY PLAN']).join('\n');
+    expect(text).toMatch(/Index Scan using workflows_finished/);
+    expect(text).toMatch(/Index Scan using workflows_pkey/);
+    expect(text).not.toMatch(/Seq Scan/);
+  });
+});
