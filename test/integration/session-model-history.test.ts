@@ -1,15 +1,7 @@
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { startFakeProviderServer } from '../fakes/provider-server.js';
-import type { FakeProviderServer, RecordedRequest } from '../fakes/provider-types.js';
-import { startTestApp, type TestApp } from '../support/app.js';
-import {
-  bootstrapOperator,
-  createSession,
-  createTenant,
-  startWorkflow,
-  type TestTenant,
-  waitForStatus,
-} from '../support/workflows.js';
+import { describe, expect, it } from 'vitest';
+import type { RecordedRequest } from '../fakes/provider-types.js';
+import { useVendorsApp } from '../support/vendors-app.js';
+import { createSession, startWorkflow, waitForStatus } from '../support/workflows.js';
 
 /**
  * Session history as the providers receive it, through the real OpenAI and
@@ -18,40 +10,17 @@ import {
  * workflow shows the trimming too.
  */
 
-let server: FakeProviderServer;
-let testApp: TestApp;
-let tenant: TestTenant;
-
-beforeAll(async () => {
-  server = await startFakeProviderServer();
-  const model = (name: string, provider: string) => ({
-    name,
-    provider,
-    modelId: `${name}-id`,
-    contextWindow: 8000,
-    maxOutputTokens: 256,
-  });
-  testApp = await startTestApp({
-    WAYMARK_MODELS: JSON.stringify({
-      providers: [
-        { name: 'oai', kind: 'openai', baseUrl: server.openaiBaseUrl },
-        { name: 'ant', kind: 'anthropic', baseUrl: server.anthropicBaseUrl },
-      ],
-      models: [model('gpt', 'oai'), model('claude', 'ant')],
-      defaultModel: 'gpt',
-    }),
-    SESSION_HISTORY_MAX_TOKENS: '0',
-    SESSION_HISTORY_FLOOR_TURNS: '1',
-    RATE_LIMIT_MAX: '100000',
-  });
-  tenant = await createTenant(testApp, await bootstrapOperator(testApp), { name: 'history' });
-});
-afterAll(async () => {
-  await testApp?.close();
-  await server?.close();
+const { provider, app, tenant } = useVendorsApp({
+  models: [
+    { name: 'gpt', provider: 'oai', contextWindow: 8000 },
+    { name: 'claude', provider: 'ant', contextWindow: 8000 },
+  ],
+  defaultModel: 'gpt',
+  tenantName: 'history',
+  env: { SESSION_HISTORY_MAX_TOKENS: '0', SESSION_HISTORY_FLOOR_TURNS: '1' },
 });
 
-const newSession = () => createSession(testApp, tenant.key, { title: 'history' });
+const newSession = () => createSession(app(), tenant().key, { title: 'history' });
 
 /** Runs one workflow of the session that the fake answers with `answer`; returns what the provider received. */
 async function ask(
@@ -60,11 +29,11 @@ async function ask(
   question: string,
   answer: string,
 ): Promise<RecordedRequest> {
-  server.enqueue({ kind: 'reply', text: answer });
-  const arrived = server.nextRequest();
-  const id = await startWorkflow(testApp, tenant.key, { input: question, sessionId, model });
+  provider().enqueue({ kind: 'reply', text: answer });
+  const arrived = provider().nextRequest();
+  const id = await startWorkflow(app(), tenant().key, { input: question, sessionId, model });
   const request = await arrived;
-  const done = await waitForStatus(testApp, tenant.key, id, ['completed', 'failed']);
+  const done = await waitForStatus(app(), tenant().key, id, ['completed', 'failed']);
   expect(done).toMatchObject({ status: 'completed', result: { answer } });
   return request;
 }
@@ -107,10 +76,10 @@ describe.each(['gpt', 'claude'])('session history sent to %s', (model) => {
   it('a workflow without a session sees no history', async () => {
     const sessionId = await newSession();
     await ask(model, sessionId, 'Remember the number 7.', 'Noted.');
-    server.enqueue({ kind: 'reply', text: 'Which number?' });
-    const arrived = server.nextRequest();
-    const id = await startWorkflow(testApp, tenant.key, { input: 'What was the number?', model });
+    provider().enqueue({ kind: 'reply', text: 'Which number?' });
+    const arrived = provider().nextRequest();
+    const id = await startWorkflow(app(), tenant().key, { input: 'What was the number?', model });
     expect(conversation(await arrived)).toEqual([['user', 'What was the number?']]);
-    await waitForStatus(testApp, tenant.key, id, ['completed']);
+    await waitForStatus(app(), tenant().key, id, ['completed']);
   });
 });

@@ -1,15 +1,11 @@
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { startFakeProviderServer } from '../fakes/provider-server.js';
-import type { FakeProviderServer, FakeResponse } from '../fakes/provider-types.js';
-import { startTestApp, type TestApp } from '../support/app.js';
+import { describe, expect, it } from 'vitest';
+import type { FakeResponse } from '../fakes/provider-types.js';
+import { useVendorsApp } from '../support/vendors-app.js';
 import {
-  bootstrapOperator,
   cancelWorkflow,
-  createTenant,
   getWorkflow,
   startWorkflow,
   storedEvents,
-  type TestTenant,
   waitFor,
   waitForStatus,
 } from '../support/workflows.js';
@@ -22,62 +18,43 @@ import {
  * request to the provider. Chain: `primary` (OpenAI) -> `secondary` (Anthropic).
  */
 
-let server: FakeProviderServer;
-let testApp: TestApp;
-let tenant: TestTenant;
-
-beforeAll(async () => {
-  server = await startFakeProviderServer();
-  const model = (name: string, provider: string, pricing: object, extra: object = {}) => ({
-    name,
-    provider,
-    modelId: `${name}-id`,
-    contextWindow: 8000,
-    maxOutputTokens: 256,
-    pricing,
-    ...extra,
-  });
-  testApp = await startTestApp({
-    WAYMARK_MODELS: JSON.stringify({
-      providers: [
-        { name: 'oai', kind: 'openai', baseUrl: server.openaiBaseUrl },
-        { name: 'ant', kind: 'anthropic', baseUrl: server.anthropicBaseUrl },
-      ],
-      models: [
-        model(
-          'primary',
-          'oai',
-          { input: 1, output: 2, cachedInput: 0.5 },
-          { fallbacks: ['secondary'] },
-        ),
-        model('secondary', 'ant', { input: 10, output: 20, cachedInput: 5 }),
-      ],
-      defaultModel: 'primary',
-    }),
+const { provider, app, tenant } = useVendorsApp({
+  models: [
+    {
+      name: 'primary',
+      provider: 'oai',
+      contextWindow: 8000,
+      pricing: { input: 1, output: 2, cachedInput: 0.5 },
+      fallbacks: ['secondary'],
+    },
+    {
+      name: 'secondary',
+      provider: 'ant',
+      contextWindow: 8000,
+      pricing: { input: 10, output: 20, cachedInput: 5 },
+    },
+  ],
+  defaultModel: 'primary',
+  tenantName: 'models',
+  env: {
     LLM_BACKOFF_BASE_MS: '5',
     LLM_BACKOFF_MAX_MS: '20',
     LLM_MAX_RETRIES_PER_MODEL: '1',
     LLM_BREAKER_THRESHOLD: '100',
-    RATE_LIMIT_MAX: '100000',
-  });
-  tenant = await createTenant(testApp, await bootstrapOperator(testApp), { name: 'models' });
-});
-afterAll(async () => {
-  await testApp?.close();
-  await server?.close();
+  },
 });
 
 const ok: FakeResponse = { kind: 'reply', text: 'Hello there', usage: { input: 10, output: 3 } };
 
 async function run(input: string) {
-  const id = await startWorkflow(testApp, tenant.key, { input });
-  const workflow = await waitForStatus(testApp, tenant.key, id, ['completed', 'failed']);
-  return { workflow, events: await storedEvents(testApp, id) };
+  const id = await startWorkflow(app(), tenant().key, { input });
+  const workflow = await waitForStatus(app(), tenant().key, id, ['completed', 'failed']);
+  return { workflow, events: await storedEvents(app(), id) };
 }
 
 describe('the model call of a workflow', () => {
   it('a retried attempt is an llm_retry event; usage and cost reach the workflow', async () => {
-    server.enqueue({ kind: 'error', status: 500 }, ok);
+    provider().enqueue({ kind: 'error', status: 500 }, ok);
     const { workflow, events } = await run('Say hello');
     expect(workflow).toMatchObject({
       status: 'completed',
@@ -100,14 +77,14 @@ describe('the model call of a workflow', () => {
       error: { code: 'llm_server_error', message: 'The model provider failed' },
     });
     // The question reached the provider as the user message.
-    expect(server.requests.at(-1)?.body.messages.at(-1)).toEqual({
+    expect(provider().requests.at(-1)?.body.messages.at(-1)).toEqual({
       role: 'user',
       content: 'Say hello',
     });
   });
 
   it('a fallback is an llm_fallback event, and the usage is priced at the model that answered (the usage event names the workflow’s model)', async () => {
-    server.enqueue({ kind: 'error', status: 500 }, { kind: 'error', status: 500 }, ok);
+    provider().enqueue({ kind: 'error', status: 500 }, { kind: 'error', status: 500 }, ok);
     const { workflow, events } = await run('Fall back');
     expect(workflow.status).toBe('completed');
     const fallback = events.find((event) => event.type === 'llm_fallback');
@@ -125,7 +102,7 @@ describe('the model call of a workflow', () => {
   });
 
   it('a provider error that is not retried fails the workflow with a provider-neutral error', async () => {
-    server.enqueue({ kind: 'error', status: 400, type: 'invalid_request' });
+    provider().enqueue({ kind: 'error', status: 400, type: 'invalid_request' });
     const { workflow, events } = await run('Bad request');
     expect(workflow).toMatchObject({
       status: 'failed',
@@ -142,22 +119,22 @@ describe('the model call of a workflow', () => {
   });
 
   it('a cancel aborts the HTTP request to the provider', async () => {
-    const abortedBefore = server.abortedRequests();
-    server.enqueue({ kind: 'stall', afterChunks: ['Thinking'] });
-    const arrived = server.nextRequest();
-    const id = await startWorkflow(testApp, tenant.key, { input: 'Think hard' });
+    const abortedBefore = provider().abortedRequests();
+    provider().enqueue({ kind: 'stall', afterChunks: ['Thinking'] });
+    const arrived = provider().nextRequest();
+    const id = await startWorkflow(app(), tenant().key, { input: 'Think hard' });
     await arrived;
-    expect((await cancelWorkflow(testApp, tenant.key, id)).statusCode).toBe(202);
+    expect((await cancelWorkflow(app(), tenant().key, id)).statusCode).toBe(202);
     await waitFor(
-      () => (server.abortedRequests() > abortedBefore ? true : undefined),
+      () => (provider().abortedRequests() > abortedBefore ? true : undefined),
       'the provider request to be aborted',
       1_000,
     );
     await waitFor(
-      () => (testApp.services.executions.isRunning(id) ? undefined : true),
+      () => (app().services.executions.isRunning(id) ? undefined : true),
       'the run to stop',
       1_000,
     );
-    expect((await getWorkflow(testApp, tenant.key, id)).status).toBe('cancelled');
+    expect((await getWorkflow(app(), tenant().key, id)).status).toBe('cancelled');
   });
 });

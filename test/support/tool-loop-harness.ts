@@ -11,6 +11,7 @@ import type {
 } from '../fakes/provider-types.js';
 import { bearer, startTestApp, startTestAppOn, type TestApp } from './app.js';
 import { type ReceivedCall, startToolServer, type ToolServer } from './tool-server.js';
+import { vendorCatalogue } from './vendors-app.js';
 import {
   bootstrapOperator,
   createTenant,
@@ -58,21 +59,17 @@ export async function startToolLoopHarness(options: ToolLoopHarnessOptions = {})
   /** `/slow/…` paths whose answer waits for the test (startWithHeldTurnWrite), with its release once called. */
   const holds = new Map<string, (() => void) | undefined>();
   tools.handle((call, response) => answerTool(call, response, { timings, holds }));
-  const model = (name: string, providerName: string) => ({
-    name,
-    provider: providerName,
-    modelId: `${name}-id`,
-    contextWindow: options.contextWindow ?? 32_000,
-    maxOutputTokens: options.maxOutputTokens ?? 256,
-    ...(options.pricing ? { pricing: options.pricing } : {}),
-  });
+  const shared = {
+    contextWindow: options.contextWindow,
+    maxOutputTokens: options.maxOutputTokens,
+    pricing: options.pricing,
+  };
   const env: Record<string, string> = {
-    WAYMARK_MODELS: JSON.stringify({
-      providers: [
-        { name: 'oai', kind: 'openai', baseUrl: provider.openaiBaseUrl },
-        { name: 'ant', kind: 'anthropic', baseUrl: provider.anthropicBaseUrl },
+    WAYMARK_MODELS: vendorCatalogue(provider, {
+      models: [
+        { name: 'gpt', provider: 'oai', ...shared },
+        { name: 'claude', provider: 'ant', ...shared },
       ],
-      models: [model('gpt', 'oai'), model('claude', 'ant')],
       defaultModel: 'gpt',
     }),
     BUDGET_MAX_ITERATIONS: String(options.maxIterations ?? MAX_ITERATIONS),

@@ -1,21 +1,12 @@
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { MIN_OUTPUT_TOKENS } from '../../../src/llm/output-room.js';
-import { startFakeProviderServer } from '../../fakes/provider-server.js';
-import type {
-  FakeProviderServer,
-  FakeResponse,
-  RecordedRequest,
-} from '../../fakes/provider-types.js';
-import type { TestApp } from '../../support/app.js';
-import { startTestApp } from '../../support/app.js';
+import type { FakeResponse, RecordedRequest } from '../../fakes/provider-types.js';
 import { pageText } from '../../support/tool-loop-harness.js';
+import { useVendorsApp, type VendorModel } from '../../support/vendors-app.js';
 import {
-  bootstrapOperator,
-  createTenant,
   type StoredEvent,
   startWorkflow,
   storedEvents,
-  type TestTenant,
   waitForStatus,
 } from '../../support/workflows.js';
 
@@ -45,55 +36,46 @@ const vendors = [
   { primary: 'oai', fallback: 'ant' },
 ] as const;
 
-let provider: FakeProviderServer;
-let app: TestApp;
-let tenant: TestTenant;
-
-beforeAll(async () => {
-  provider = await startFakeProviderServer();
-  const model = (name: string, providerName: string, limits: object, extra: object = {}) => ({
-    name,
-    provider: providerName,
-    modelId: `${name}-id`,
-    ...limits,
-    ...extra,
-  });
-  const wide = { contextWindow: 20_000, maxOutputTokens: 8_000 };
-  const models = vendors.flatMap(({ primary, fallback }) => [
-    model(`wide-${primary}`, primary, wide, { fallbacks: [`narrow-${fallback}`] }),
-    model(`chain-${primary}`, primary, wide, {
+const wide = { contextWindow: 20_000, maxOutputTokens: 8_000 };
+const { provider, app, tenant } = useVendorsApp({
+  models: vendors.flatMap(({ primary, fallback }): VendorModel[] => [
+    { name: `wide-${primary}`, provider: primary, ...wide, fallbacks: [`narrow-${fallback}`] },
+    {
+      name: `chain-${primary}`,
+      provider: primary,
+      ...wide,
       fallbacks: [`tiny-${fallback}`, `roomy-${fallback}`],
-    }),
-    model(`alone-${primary}`, primary, wide, { fallbacks: [`tiny-${fallback}`] }),
-    model(
-      `cramped-${primary}`,
-      primary,
-      { contextWindow: 8_000, maxOutputTokens: 4_000 },
-      { largerContext: `vast-${fallback}` },
-    ),
-    model(`vast-${fallback}`, fallback, { contextWindow: 100_000, maxOutputTokens: 6_000 }),
-    model(`narrow-${fallback}`, fallback, { contextWindow: 8_000, maxOutputTokens: 4_000 }),
-    model(`tiny-${fallback}`, fallback, { contextWindow: 4_000, maxOutputTokens: 2_000 }),
-    model(`roomy-${fallback}`, fallback, { contextWindow: 16_000, maxOutputTokens: 4_000 }),
-  ]);
-  app = await startTestApp({
-    WAYMARK_MODELS: JSON.stringify({
-      providers: [
-        { name: 'oai', kind: 'openai', baseUrl: provider.openaiBaseUrl },
-        { name: 'ant', kind: 'anthropic', baseUrl: provider.anthropicBaseUrl },
-      ],
-      models,
-      defaultModel: 'wide-ant',
-    }),
-    LLM_MAX_RETRIES_PER_MODEL: '0',
-    RATE_LIMIT_MAX: '100000',
-  });
-  const operatorKey = await bootstrapOperator(app);
-  tenant = await createTenant(app, operatorKey, { name: 'fallback-window' });
-});
-afterAll(async () => {
-  await app?.close();
-  await provider?.close();
+    },
+    { name: `alone-${primary}`, provider: primary, ...wide, fallbacks: [`tiny-${fallback}`] },
+    {
+      name: `cramped-${primary}`,
+      provider: primary,
+      contextWindow: 8_000,
+      maxOutputTokens: 4_000,
+      largerContext: `vast-${fallback}`,
+    },
+    {
+      name: `vast-${fallback}`,
+      provider: fallback,
+      contextWindow: 100_000,
+      maxOutputTokens: 6_000,
+    },
+    {
+      name: `narrow-${fallback}`,
+      provider: fallback,
+      contextWindow: 8_000,
+      maxOutputTokens: 4_000,
+    },
+    { name: `tiny-${fallback}`, provider: fallback, contextWindow: 4_000, maxOutputTokens: 2_000 },
+    {
+      name: `roomy-${fallback}`,
+      provider: fallback,
+      contextWindow: 16_000,
+      maxOutputTokens: 4_000,
+    },
+  ]),
+  defaultModel: 'wide-ant',
+  tenantName: 'fallback-window',
 });
 
 const overloaded: FakeResponse = { kind: 'error', status: 529 };
@@ -110,11 +92,11 @@ function maxOutputOf(request: RecordedRequest): number {
 }
 
 async function run(model: string, input: string) {
-  const before = provider.requests.length;
-  const id = await startWorkflow(app, tenant.key, { input, mode: 'simple', model });
-  const workflow = await waitForStatus(app, tenant.key, id, ['completed', 'failed']);
-  const requests = provider.requests.slice(before);
-  return { workflow, requests, events: await storedEvents(app, id) };
+  const before = provider().requests.length;
+  const id = await startWorkflow(app(), tenant().key, { input, mode: 'simple', model });
+  const workflow = await waitForStatus(app(), tenant().key, id, ['completed', 'failed']);
+  const requests = provider().requests.slice(before);
+  return { workflow, requests, events: await storedEvents(app(), id) };
 }
 
 function fallbacks(events: StoredEvent[]): unknown[] {
@@ -133,7 +115,7 @@ describe.each(vendors)('a fallback from $primary to $fallback', ({ primary, fall
   it('is asked for no more than its own maximum output and the room the input leaves in its own window', async () => {
     // 4,500 tokens: 8,000 tokens of window leave room for about 3,000 of output, not 4,000.
     const input = 4_500;
-    provider.enqueue(overloaded, { kind: 'reply', text: 'Answered by the fallback.' });
+    provider().enqueue(overloaded, { kind: 'reply', text: 'Answered by the fallback.' });
     const { workflow, requests, events } = await run(
       `wide-${primary}`,
       questionOf(fallback, input),
@@ -160,7 +142,7 @@ describe.each(vendors)('a fallback from $primary to $fallback', ({ primary, fall
   it('whose window cannot hold the input is passed over for the next one that can', async () => {
     // 5,000 tokens: past tiny's 4,000-token window, within roomy's 16,000.
     const input = 5_000;
-    provider.enqueue(overloaded, { kind: 'reply', text: 'Answered by roomy.' });
+    provider().enqueue(overloaded, { kind: 'reply', text: 'Answered by roomy.' });
     const { workflow, requests, events } = await run(
       `chain-${primary}`,
       questionOf(fallback, input),
@@ -182,12 +164,12 @@ describe.each(vendors)('a fallback from $primary to $fallback', ({ primary, fall
   });
 
   it('whose window cannot hold the input, the last of the chain, is not sent it: the turn fails with the error it fell back from', async () => {
-    provider.enqueue(overloaded);
+    provider().enqueue(overloaded);
     const { workflow, requests, events } = await run(
       `alone-${primary}`,
       questionOf(fallback, 5_000),
     );
-    expect(provider.pendingResponses()).toBe(0);
+    expect(provider().pendingResponses()).toBe(0);
     expect(requests.map((request) => request.body.model)).toEqual([`alone-${primary}-id`]);
     expect(workflow).toMatchObject({ status: 'failed', error: { code: 'llm_overloaded' } });
     expect(endedCalls(events)).toEqual([['failed', `alone-${primary}`]]);
@@ -196,7 +178,7 @@ describe.each(vendors)('a fallback from $primary to $fallback', ({ primary, fall
   it('the larger-context model a context-length refusal moves to asks for its own output, not the room the refused model had', async () => {
     // 5,000 tokens of cramped's 8,000: room for about 2,000 of its 4,000.
     const input = 5_000;
-    provider.enqueue(
+    provider().enqueue(
       { kind: 'error', status: 400, type: 'context_length' },
       { kind: 'reply', text: 'Answered by vast.' },
     );

@@ -1,16 +1,11 @@
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { startFakeProviderServer } from '../../fakes/provider-server.js';
-import type { FakeProviderServer, FakeResponse } from '../../fakes/provider-types.js';
-import type { TestApp } from '../../support/app.js';
-import { startTestApp } from '../../support/app.js';
+import { describe, expect, it } from 'vitest';
+import type { FakeResponse } from '../../fakes/provider-types.js';
 import { stage } from '../../support/pipeline-http.js';
+import { useVendorsApp } from '../../support/vendors-app.js';
 import {
-  bootstrapOperator,
-  createTenant,
   type StoredEvent,
   startWorkflow,
   storedEvents,
-  type TestTenant,
   waitFor,
   waitForStatus,
 } from '../../support/workflows.js';
@@ -29,39 +24,14 @@ const usage = { input: 1000, output: 0 };
 const CLAUDE_TURN_USD = 0.001;
 const GPT_TURN_USD = 1;
 
-let provider: FakeProviderServer;
-let app: TestApp;
-let tenant: TestTenant;
-
-beforeAll(async () => {
-  provider = await startFakeProviderServer();
-  const model = (name: string, providerName: string, price: number, extra: object = {}) => ({
-    name,
-    provider: providerName,
-    modelId: `${name}-id`,
-    contextWindow: 32_000,
-    maxOutputTokens: 256,
-    pricing: { input: price, output: price, cachedInput: price },
-    ...extra,
-  });
-  app = await startTestApp({
-    WAYMARK_MODELS: JSON.stringify({
-      providers: [
-        { name: 'oai', kind: 'openai', baseUrl: provider.openaiBaseUrl },
-        { name: 'ant', kind: 'anthropic', baseUrl: provider.anthropicBaseUrl },
-      ],
-      models: [model('claude', 'ant', 1, { fallbacks: ['gpt'] }), model('gpt', 'oai', 1000)],
-      defaultModel: 'claude',
-    }),
-    LLM_MAX_RETRIES_PER_MODEL: '0',
-    RATE_LIMIT_MAX: '100000',
-  });
-  const operatorKey = await bootstrapOperator(app);
-  tenant = await createTenant(app, operatorKey, { name: 'fallback' });
-});
-afterAll(async () => {
-  await app?.close();
-  await provider?.close();
+const pricedAt = (price: number) => ({ input: price, output: price, cachedInput: price });
+const { provider, app, tenant } = useVendorsApp({
+  models: [
+    { name: 'claude', provider: 'ant', pricing: pricedAt(1), fallbacks: ['gpt'] },
+    { name: 'gpt', provider: 'oai', pricing: pricedAt(1000) },
+  ],
+  defaultModel: 'claude',
+  tenantName: 'fallback',
 });
 
 const overloaded: FakeResponse = { kind: 'error', status: 529 };
@@ -81,7 +51,7 @@ function calls(events: StoredEvent[], status: string): [string | null, unknown, 
 /** The usage ledger's attempts of a workflow, in order, once `count` are written (it queues). */
 async function ledger(workflowId: string, count: number) {
   return waitFor(async () => {
-    const { rows } = await app.services.database.pool.query<{ model: string; outcome: string }>(
+    const { rows } = await app().services.database.pool.query<{ model: string; outcome: string }>(
       'SELECT model, outcome FROM llm_calls WHERE workflow_id = $1 ORDER BY started_at, attempt',
       [workflowId],
     );
@@ -91,7 +61,7 @@ async function ledger(workflowId: string, count: number) {
 
 describe('a fallback answers its own turn only', () => {
   it('tool loop: the next turn, answered by claude again, is reported, priced and stored as claude’s', async () => {
-    provider.enqueue(
+    provider().enqueue(
       overloaded,
       {
         kind: 'reply',
@@ -100,21 +70,21 @@ describe('a fallback answers its own turn only', () => {
       },
       reply('It is 2.'),
     );
-    const before = provider.requests.length;
-    const id = await startWorkflow(app, tenant.key, {
+    const before = provider().requests.length;
+    const id = await startWorkflow(app(), tenant().key, {
       input: 'What is 1 + 1?',
       mode: 'simple',
       model: 'claude',
       tools: ['calculator'],
     });
-    const workflow = await waitForStatus(app, tenant.key, id, ['completed', 'failed']);
+    const workflow = await waitForStatus(app(), tenant().key, id, ['completed', 'failed']);
     expect(workflow).toMatchObject({ status: 'completed', result: { answer: 'It is 2.' } });
-    expect(provider.requests.slice(before).map((request) => request.api)).toEqual([
-      'anthropic',
-      'openai',
-      'anthropic',
-    ]);
-    const events = await storedEvents(app, id);
+    expect(
+      provider()
+        .requests.slice(before)
+        .map((request) => request.api),
+    ).toEqual(['anthropic', 'openai', 'anthropic']);
+    const events = await storedEvents(app(), id);
     // Started: the model asked; the end: the one that answered, at its prices.
     expect(calls(events, 'started').map(([step, model]) => [step, model])).toEqual([
       ['turn-1', 'claude'],
@@ -124,7 +94,10 @@ describe('a fallback answers its own turn only', () => {
       ['turn-1', 'gpt', GPT_TURN_USD],
       ['turn-2', 'claude', CLAUDE_TURN_USD],
     ]);
-    const { rows: turns } = await app.services.database.pool.query<{ turn: number; model: string }>(
+    const { rows: turns } = await app().services.database.pool.query<{
+      turn: number;
+      model: string;
+    }>(
       "SELECT turn, state->>'model' AS model FROM workflow_turns WHERE workflow_id = $1 ORDER BY turn",
       [id],
     );
@@ -144,27 +117,26 @@ describe('a fallback answers its own turn only', () => {
   });
 
   it('pipeline: after the planner fell back, the stage and the synthesis answered by claude are claude’s', async () => {
-    provider.enqueue(
+    provider().enqueue(
       overloaded,
       reply(JSON.stringify({ stages: [stage('a')] })),
       reply('Result of a.'),
       reply('The answer.'),
     );
-    const before = provider.requests.length;
-    const id = await startWorkflow(app, tenant.key, {
+    const before = provider().requests.length;
+    const id = await startWorkflow(app(), tenant().key, {
       input: 'Do a, then answer.',
       mode: 'complex',
       model: 'claude',
     });
-    const workflow = await waitForStatus(app, tenant.key, id, ['completed', 'failed']);
+    const workflow = await waitForStatus(app(), tenant().key, id, ['completed', 'failed']);
     expect(workflow).toMatchObject({ status: 'completed', result: { answer: 'The answer.' } });
-    expect(provider.requests.slice(before).map((request) => request.api)).toEqual([
-      'anthropic',
-      'openai',
-      'anthropic',
-      'anthropic',
-    ]);
-    const events = await storedEvents(app, id);
+    expect(
+      provider()
+        .requests.slice(before)
+        .map((request) => request.api),
+    ).toEqual(['anthropic', 'openai', 'anthropic', 'anthropic']);
+    const events = await storedEvents(app(), id);
     expect(calls(events, 'completed')).toEqual([
       ['plan', 'gpt', GPT_TURN_USD],
       ['a/turn-1', 'claude', CLAUDE_TURN_USD],

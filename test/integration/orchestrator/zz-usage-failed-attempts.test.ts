@@ -1,15 +1,11 @@
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { startFakeProviderServer } from '../../fakes/provider-server.js';
-import type { FakeProviderServer, FakeResponse, FakeUsage } from '../../fakes/provider-types.js';
-import { startTestApp, type TestApp } from '../../support/app.js';
+import { describe, expect, it } from 'vitest';
+import type { FakeResponse, FakeUsage } from '../../fakes/provider-types.js';
 import { stage } from '../../support/pipeline-http.js';
+import { useVendorsApp } from '../../support/vendors-app.js';
 import {
-  bootstrapOperator,
-  createTenant,
   type StoredEvent,
   startWorkflow,
   storedEvents,
-  type TestTenant,
   waitForStatus,
 } from '../../support/workflows.js';
 
@@ -26,47 +22,22 @@ import {
  * falls back to nothing. Every scripted reply's input is 1,000 tokens.
  */
 
-let provider: FakeProviderServer;
-let app: TestApp;
-let tenant: TestTenant;
-
-beforeAll(async () => {
-  provider = await startFakeProviderServer();
-  const model = (name: string, providerName: string, price: number, extra: object = {}) => ({
-    name,
-    provider: providerName,
-    modelId: `${name}-id`,
-    contextWindow: 32_000,
-    maxOutputTokens: 256,
-    pricing: { input: price, output: price, cachedInput: price / 10 },
-    ...extra,
-  });
-  app = await startTestApp({
-    WAYMARK_MODELS: JSON.stringify({
-      providers: [
-        { name: 'oai', kind: 'openai', baseUrl: provider.openaiBaseUrl },
-        { name: 'ant', kind: 'anthropic', baseUrl: provider.anthropicBaseUrl },
-      ],
-      models: [
-        model('claude', 'ant', 1, { fallbacks: ['gpt'] }),
-        model('haiku', 'ant', 1),
-        model('gpt', 'oai', 1000),
-      ],
-      defaultModel: 'claude',
-    }),
+const pricedAt = (price: number) => ({ input: price, output: price, cachedInput: price / 10 });
+const { provider, app, tenant } = useVendorsApp({
+  models: [
+    { name: 'claude', provider: 'ant', pricing: pricedAt(1), fallbacks: ['gpt'] },
+    { name: 'haiku', provider: 'ant', pricing: pricedAt(1) },
+    { name: 'gpt', provider: 'oai', pricing: pricedAt(1000) },
+  ],
+  defaultModel: 'claude',
+  tenantName: 'failed-attempts',
+  env: {
     LLM_MAX_RETRIES_PER_MODEL: '1',
     LLM_BACKOFF_BASE_MS: '1',
     LLM_BACKOFF_MAX_MS: '2',
     // The tests' failures add up; an open circuit would skip the provider.
     LLM_BREAKER_THRESHOLD: '1000',
-    RATE_LIMIT_MAX: '100000',
-  });
-  const operatorKey = await bootstrapOperator(app);
-  tenant = await createTenant(app, operatorKey, { name: 'failed-attempts' });
-});
-afterAll(async () => {
-  await app?.close();
-  await provider?.close();
+  },
 });
 
 const INPUT: FakeUsage = { input: 1000, output: 0 };
@@ -92,8 +63,8 @@ interface LedgerRow {
 }
 
 async function ledgerOf(id: string): Promise<LedgerRow[]> {
-  await app.services.llm.ledger.flush();
-  const { rows } = await app.services.database.pool.query<LedgerRow>(
+  await app().services.llm.ledger.flush();
+  const { rows } = await app().services.database.pool.query<LedgerRow>(
     `SELECT model, outcome, input_tokens, output_tokens, cached_input_tokens, cost_usd
      FROM llm_calls WHERE workflow_id = $1 ORDER BY id`,
     [id],
@@ -102,10 +73,10 @@ async function ledgerOf(id: string): Promise<LedgerRow[]> {
 }
 
 async function run(body: Record<string, unknown>) {
-  const id = await startWorkflow(app, tenant.key, { mode: 'simple', ...body });
-  const workflow = await waitForStatus(app, tenant.key, id, ['completed', 'failed']);
-  expect(provider.pendingResponses()).toBe(0);
-  return { id, workflow, events: await storedEvents(app, id), ledger: await ledgerOf(id) };
+  const id = await startWorkflow(app(), tenant().key, { mode: 'simple', ...body });
+  const workflow = await waitForStatus(app(), tenant().key, id, ['completed', 'failed']);
+  expect(provider().pendingResponses()).toBe(0);
+  return { id, workflow, events: await storedEvents(app(), id), ledger: await ledgerOf(id) };
 }
 
 function callEnds(events: StoredEvent[]): [string | null, string, unknown][] {
@@ -126,7 +97,7 @@ function ledgerTotals(rows: LedgerRow[]) {
 
 describe('usage reported before an attempt failed', () => {
   it('a stream overloaded after message_start, then retried: both attempts count', async () => {
-    provider.enqueue(overloadedMidStream, reply('Answered on the retry.'));
+    provider().enqueue(overloadedMidStream, reply('Answered on the retry.'));
     const { workflow, events, ledger } = await run({ input: 'Retry once', model: 'claude' });
     expect(ledger.map((row) => [row.model, row.outcome, row.input_tokens, row.cost_usd])).toEqual([
       ['claude', 'overloaded', 1000, '0.00100000'],
@@ -141,7 +112,7 @@ describe('usage reported before an attempt failed', () => {
   });
 
   it('the fallback answers after two mid-stream failures: each attempt is priced at its own model', async () => {
-    provider.enqueue(overloadedMidStream, overloadedMidStream, reply('Answered by gpt.'));
+    provider().enqueue(overloadedMidStream, overloadedMidStream, reply('Answered by gpt.'));
     const { workflow, events, ledger } = await run({ input: 'Fall back', model: 'claude' });
     expect(ledger.map((row) => [row.model, row.outcome, row.cost_usd])).toEqual([
       ['claude', 'overloaded', '0.00100000'],
@@ -162,7 +133,7 @@ describe('usage reported before an attempt failed', () => {
 
   it('a turn whose streams end before message_stop fails the workflow with what they reported, cached input included', async () => {
     const cut: FakeResponse = { kind: 'cut', usage: { input: 600, output: 0, cacheRead: 400 } };
-    provider.enqueue(cut, cut);
+    provider().enqueue(cut, cut);
     const { workflow, events, ledger } = await run({ input: 'Cut twice', model: 'haiku' });
     expect(ledger.map((row) => [row.outcome, row.input_tokens, row.cached_input_tokens])).toEqual([
       ['stream_interrupted', 1000, 400],
@@ -179,7 +150,7 @@ describe('usage reported before an attempt failed', () => {
   });
 
   it('pipeline: the planner’s and the synthesis’s failed attempts count, as the ledger has them', async () => {
-    provider.enqueue(
+    provider().enqueue(
       overloadedMidStream,
       reply(JSON.stringify({ stages: [stage('a')] })),
       reply('Result of a.'),
