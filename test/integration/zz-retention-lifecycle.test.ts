@@ -99,6 +99,8 @@ describe('the retention sweep over workflows that ran', () => {
       `UPDATE workflows SET created_at = now() - interval '400 days' WHERE id = $1`,
       [paused],
     );
+    // The ledger writes in the background (every 250 ms): written now, its rows are there to count.
+    await h.testApp.services.llm.ledger.flush();
     const before = {
       pipeline: await rowsOf(pipeline),
       loop: await rowsOf(loop),
