@@ -2,30 +2,25 @@ import { randomUUID } from 'node:crypto';
 import { Kysely, PostgresDialect, sql } from 'kysely';
 import pino from 'pino';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
-import { type DatabaseHandle, openDatabase } from '../../src/store/database.js';
+import type { DatabaseHandle } from '../../src/store/database.js';
 import type { Database } from '../../src/store/schema.js';
-import { createTenancyService } from '../../src/tenancy/service.js';
 import { createRetentionSweeper } from '../../src/workflows/retention.js';
 import type { WorkflowStatus } from '../../src/workflows/types.js';
-import { createTestDatabase, type TestDatabase } from '../support/database.js';
+import { createTenantDatabase, type TenantDatabase } from '../support/tenant-database.js';
 
 const log = pino({ level: 'silent' });
 const DAY_MS = 86_400_000;
 const NOW = new Date('2030-06-01T12:00:00Z');
-let database: TestDatabase;
+let setup: TenantDatabase | undefined;
 let handle: DatabaseHandle;
 let tenantId: string;
 
 beforeAll(async () => {
-  database = await createTestDatabase();
-  handle = openDatabase({ url: database.url, poolMax: 4, log });
-  const created = await createTenancyService(handle.db).bootstrap();
-  if (!created) throw new Error('bootstrap created no tenant');
-  tenantId = created.tenant.id;
+  setup = await createTenantDatabase({ poolMax: 4 });
+  ({ handle, tenantId } = setup);
 });
 afterAll(async () => {
-  await handle?.close();
-  await database?.drop();
+  await setup?.close();
 });
 beforeEach(async () => {
   await sql`DELETE FROM workflows`.execute(handle.db);

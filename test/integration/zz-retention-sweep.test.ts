@@ -3,10 +3,10 @@ import { sql } from 'kysely';
 import pino from 'pino';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { type DatabaseHandle, openDatabase } from '../../src/store/database.js';
-import { createTenancyService } from '../../src/tenancy/service.js';
 import { createRetentionSweeper } from '../../src/workflows/retention.js';
-import { createTestDatabase, type TestDatabase } from '../support/database.js';
+import type { TestDatabase } from '../support/database.js';
 import { startTcpProxy, type TcpProxy } from '../support/tcp-proxy.js';
+import { createTenantDatabase, type TenantDatabase } from '../support/tenant-database.js';
 
 /**
  * The sweep as an operator runs it: beside rows other sessions hold, with
@@ -16,20 +16,17 @@ import { startTcpProxy, type TcpProxy } from '../support/tcp-proxy.js';
 
 const log = pino({ level: 'silent' });
 const DAY_MS = 86_400_000;
+let setup: TenantDatabase | undefined;
 let database: TestDatabase;
 let handle: DatabaseHandle;
 let tenantId: string;
 
 beforeAll(async () => {
-  database = await createTestDatabase();
-  handle = openDatabase({ url: database.url, poolMax: 4, log });
-  const created = await createTenancyService(handle.db).bootstrap();
-  if (!created) throw new Error('bootstrap created no tenant');
-  tenantId = created.tenant.id;
+  setup = await createTenantDatabase({ poolMax: 4 });
+  ({ database, handle, tenantId } = setup);
 });
 afterAll(async () => {
-  await handle?.close();
-  await database?.drop();
+  await setup?.close();
 });
 beforeEach(async () => {
   await sql`DELETE FROM workflows`.execute(handle.db);
