@@ -56,7 +56,9 @@ export interface MigrationResult {
  * together queue on the lock and find the work done.
  *
  * Refuses a database that carries a migration this build does not know, or
- * whose applied migration differs from the file (migrations are frozen).
+ * whose applied migration differs from the file (migrations are frozen),
+ * and one whose transactions do not default to READ COMMITTED
+ * (checkIsolation).
  *
  * `signal` gives up: a process stopped while it waits for another
  * replica's lock (which may be held for as long as its migrations take)
@@ -81,6 +83,7 @@ export async function migrate(
   try {
     await client.query('BEGIN');
     await client.query('SELECT pg_advisory_xact_lock($1)', [MIGRATION_LOCK_KEY.toString()]);
+    await checkIsolation(client);
     await client.query(`CREATE TABLE IF NOT EXISTS waymark_migrations (
       id integer PRIMARY KEY,
       name text NOT NULL,
@@ -124,6 +127,28 @@ export async function migrationsAreCurrent(pool: Pool, known: Migration[]): Prom
   );
   const row = rows[0];
   return row !== undefined && Number(row.count) === known.length && (row.max ?? 0) === known.length;
+}
+
+/**
+ * Waymark's single-statement writes rely on READ COMMITTED: a statement
+ * that waited for a row lock (a session's row as its exchanges are
+ * appended, a workflow's as replicas take it over) goes on with the row as
+ * the other transaction committed it. Under REPEATABLE READ or
+ * SERIALIZABLE the same wait ends in a serialization failure, so with
+ * either as the database's or the role's default, workflows would fail at
+ * random under load. Refused at start instead, saying what to change.
+ */
+async function checkIsolation(client: PoolClient): Promise<void> {
+  const { rows } = await client.query<{ isolation: string }>(
+    "SELECT current_setting('transaction_isolation') AS isolation",
+  );
+  const isolation = rows[0]?.isolation;
+  if (isolation === 'read committed') return;
+  throw new MigrationStateError(
+    `the database's transactions default to ${isolation} isolation; Waymark needs read committed ` +
+      '(the PostgreSQL default): reset default_transaction_isolation for its database and role, ' +
+      "e.g. ALTER DATABASE <name> SET default_transaction_isolation = 'read committed'",
+  );
 }
 
 async function appliedMigrations(

@@ -84,6 +84,41 @@ describe('migrations', () => {
     expect(await migrationsAreCurrent(pool, await readMigrations())).toBe(false);
   });
 
+  it('refuse a database whose transactions default to another isolation than read committed', async () => {
+    const { database, pool } = await emptyDatabase();
+    // A database's settings apply to connections opened after the change.
+    const admin = new pg.Client({ connectionString: database.url });
+    await admin.connect();
+    try {
+      for (const level of ['repeatable read', 'serializable']) {
+        await admin.query(
+          `ALTER DATABASE ${database.name} SET default_transaction_isolation = '${level}'`,
+        );
+        const strict = new pg.Pool({ connectionString: database.url, max: 1 });
+        try {
+          await expect(migrate(strict, log)).rejects.toThrow(MigrationStateError);
+          await expect(migrate(strict, log)).rejects.toThrow(
+            new RegExp(`default to ${level} isolation; Waymark needs read committed`),
+          );
+        } finally {
+          await strict.end();
+        }
+      }
+      expect(await tables(pool)).toEqual([]);
+
+      await admin.query(`ALTER DATABASE ${database.name} RESET default_transaction_isolation`);
+      const reset = new pg.Pool({ connectionString: database.url, max: 1 });
+      try {
+        await migrate(reset, log);
+        expect(await migrationsAreCurrent(reset, await readMigrations())).toBe(true);
+      } finally {
+        await reset.end();
+      }
+    } finally {
+      await admin.end();
+    }
+  });
+
   it('refuse a database whose applied migration was edited afterwards', async () => {
     const { pool } = await emptyDatabase();
     await migrate(pool, log);
