@@ -187,9 +187,16 @@ export const configSchema = z.object({
     .describe(
       'Finished workflows and their events are deleted this many days after they finish; 0 keeps them forever.',
     ),
+  USAGE_LEDGER_RETENTION_DAYS: integer(0, 36_500)
+    .default(0)
+    .describe(
+      'Usage ledger rows (llm_calls, one per model call attempt) are deleted this many days after their call started; 0 keeps them forever.',
+    ),
   RETENTION_SWEEP_INTERVAL_MS: integer(1000, 7 * 86_400_000)
     .default(3_600_000)
-    .describe('How often each replica sweeps for workflows past their retention.'),
+    .describe(
+      'How often each replica sweeps for workflows and usage ledger rows past their retention.',
+    ),
   PIPELINE_MAX_STAGES: integer(1, 500)
     .default(12)
     .describe(

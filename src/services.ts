@@ -229,6 +229,7 @@ export function createServices(options: {
       db: database.db,
       log: options.log,
       retentionDays: options.config.WORKFLOW_RETENTION_DAYS,
+      ledgerRetentionDays: options.config.USAGE_LEDGER_RETENTION_DAYS,
       intervalMs: options.config.RETENTION_SWEEP_INTERVAL_MS,
     }),
     reclaimer: createLeaseReclaimer({

@@ -27,6 +27,30 @@ export function llmCallsRepository(db: DbOrTx) {
           outcome text, started_at timestamptz)`.execute(db);
     },
 
+    /**
+     * Deletes up to `limit` rows whose call started before `cutoff`; returns
+     * how many. The index on (tenant_id, started_at) serves the scan, one
+     * range per tenant (a LATERAL per tenant row), so the purge needs no
+     * index of its own. SKIP LOCKED: replicas purging together each take
+     * rows the others have not.
+     */
+    async deleteStartedBefore(cutoff: Date, limit: number): Promise<number> {
+      const result = await sql`
+        DELETE FROM llm_calls
+        WHERE id IN (
+          SELECT old.id FROM tenants
+          CROSS JOIN LATERAL (
+            SELECT id FROM llm_calls
+            WHERE tenant_id = tenants.id AND started_at < ${cutoff}
+            ORDER BY started_at
+            LIMIT ${limit}
+            FOR UPDATE SKIP LOCKED
+          ) AS old
+          LIMIT ${limit}
+        )`.execute(db);
+      return Number(result.numAffectedRows ?? 0n);
+    },
+
     async listByWorkflow(tenantId: string, workflowId: string) {
       return db
         .selectFrom('llm_calls')

@@ -2,16 +2,25 @@ import { sql } from 'kysely';
 import type { Logger } from 'pino';
 import { createPeriodicTask } from '../periodic.js';
 import type { Db } from '../store/database.js';
+import { llmCallsRepository } from '../store/llm-calls.js';
 
 export interface RetentionSweeperOptions {
   db: Db;
   log: Logger;
-  /** Finished workflows are deleted this many days after `finished_at`; 0 disables the sweep. */
+  /** Finished workflows are deleted this many days after `finished_at`; 0 keeps them. */
   retentionDays: number;
+  /** Usage ledger rows are deleted this many days after `started_at`; 0 (the default) keeps them. */
+  ledgerRetentionDays?: number;
   /** Pause between the end of one sweep and the start of the next. */
   intervalMs: number;
-  /** Workflows per DELETE; each batch is its own short transaction. */
+  /** Rows per DELETE; each batch is its own short transaction. */
   batchSize?: number;
+}
+
+/** What one sweep deleted. */
+export interface SweepCounts {
+  workflows: number;
+  llmCalls: number;
 }
 
 const DAY_MS = 86_400_000;
@@ -20,12 +29,15 @@ const DAY_MS = 86_400_000;
  * Deletes finished workflows (completed, failed, cancelled) once they are
  * older than the retention age; their events and turns go with them (the
  * trigger of migration 0011), their pipeline rows by ON DELETE CASCADE.
- * Every replica runs one, so the sweep keeps working whichever replicas
- * are up.
+ * Deletes usage ledger rows past theirs, when it is set: the ledger
+ * outlives the workflows it counts. Every replica runs one, so the sweep
+ * keeps working whichever replicas are up.
  */
 export function createRetentionSweeper(options: RetentionSweeperOptions) {
   const log = options.log.child({ component: 'retention' });
   const batchSize = options.batchSize ?? 500;
+  const ledgerRetentionDays = options.ledgerRetentionDays ?? 0;
+  const enabled = options.retentionDays > 0 || ledgerRetentionDays > 0;
 
   /**
    * One batch, oldest first. FOR UPDATE SKIP LOCKED: replicas sweeping at
@@ -36,7 +48,7 @@ export function createRetentionSweeper(options: RetentionSweeperOptions) {
    * long transaction. `finished_at < cutoff` implies NOT NULL, so the
    * partial index workflows_finished serves the scan.
    */
-  async function deleteBatch(cutoff: Date): Promise<number> {
+  async function deleteWorkflowBatch(cutoff: Date): Promise<number> {
     const result = await sql`
       DELETE FROM workflows
       WHERE id IN (
@@ -49,20 +61,38 @@ export function createRetentionSweeper(options: RetentionSweeperOptions) {
     return Number(result.numAffectedRows ?? 0n);
   }
 
-  /** Deletes every workflow past retention at `now`, batch by batch; returns how many. */
-  async function sweepOnce(now: Date = new Date()): Promise<number> {
-    if (options.retentionDays === 0) return 0;
-    const cutoff = new Date(now.getTime() - options.retentionDays * DAY_MS);
+  /** Runs `batch` until a short one (or a stop); returns how many rows they deleted. */
+  async function deleteAll(batch: () => Promise<number>): Promise<number> {
     let deleted = 0;
     for (;;) {
-      const count = await deleteBatch(cutoff);
+      const count = await batch();
       deleted += count;
       // A short batch means nothing unlocked is left; rows another replica
       // holds are its to delete.
-      if (count < batchSize || task.stopped()) break;
+      if (count < batchSize || task.stopped()) return deleted;
     }
-    if (deleted > 0) log.info({ deleted, cutoff }, 'deleted finished workflows past retention');
-    return deleted;
+  }
+
+  /** Deletes every workflow and ledger row past its retention at `now`, batch by batch. */
+  async function sweepOnce(now: Date = new Date()): Promise<SweepCounts> {
+    const counts: SweepCounts = { workflows: 0, llmCalls: 0 };
+    if (options.retentionDays > 0) {
+      const cutoff = new Date(now.getTime() - options.retentionDays * DAY_MS);
+      counts.workflows = await deleteAll(() => deleteWorkflowBatch(cutoff));
+      if (counts.workflows > 0)
+        log.info(
+          { deleted: counts.workflows, cutoff },
+          'deleted finished workflows past retention',
+        );
+    }
+    if (ledgerRetentionDays > 0 && !task.stopped()) {
+      const cutoff = new Date(now.getTime() - ledgerRetentionDays * DAY_MS);
+      const ledger = llmCallsRepository(options.db);
+      counts.llmCalls = await deleteAll(() => ledger.deleteStartedBefore(cutoff, batchSize));
+      if (counts.llmCalls > 0)
+        log.info({ deleted: counts.llmCalls, cutoff }, 'deleted usage ledger rows past retention');
+    }
+    return counts;
   }
 
   const task = createPeriodicTask({
@@ -73,10 +103,10 @@ export function createRetentionSweeper(options: RetentionSweeperOptions) {
   });
 
   return {
-    /** Sweeps now, then `intervalMs` after each sweep ends; a no-op when retention is 0. */
+    /** Sweeps now, then `intervalMs` after each sweep ends; a no-op when both retentions are 0. */
     start(): void {
-      if (options.retentionDays === 0) {
-        log.info('workflow retention disabled; finished workflows are kept');
+      if (!enabled) {
+        log.info('retention disabled; finished workflows and the usage ledger are kept');
         return;
       }
       // First sweep at once: replicas redeployed more often than the

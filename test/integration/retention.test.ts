@@ -95,13 +95,13 @@ describe('retention sweep', () => {
       ...(await insertWorkflows({ status: 'awaiting_input', createdAt: daysBefore(400) })),
     ];
 
-    expect(await sweeper().sweepOnce(NOW)).toBe(3);
+    expect((await sweeper().sweepOnce(NOW)).workflows).toBe(3);
 
     expect(await remainingIds()).toEqual([...kept].sort());
     expect(await eventCount(old)).toBe(0);
     expect(await eventCount(kept)).toBe(6);
     // Nothing left to do: a second sweep deletes nothing.
-    expect(await sweeper().sweepOnce(NOW)).toBe(0);
+    expect((await sweeper().sweepOnce(NOW)).workflows).toBe(0);
   });
 
   it('a backlog larger than one batch is deleted completely in one sweep', async () => {
@@ -128,7 +128,7 @@ describe('retention sweep', () => {
       intervalMs: 1000,
     });
 
-    expect(await sweep.sweepOnce(NOW)).toBe(1_234);
+    expect((await sweep.sweepOnce(NOW)).workflows).toBe(1_234);
     // 500 + 500 + 234: the short third batch ends the sweep.
     expect(deletes).toBe(3);
 
@@ -144,7 +144,7 @@ describe('retention sweep', () => {
 
     const counts = await Promise.all([sweeper().sweepOnce(NOW), sweeper().sweepOnce(NOW)]);
 
-    expect(counts[0] + counts[1]).toBe(1_700);
+    expect(counts[0].workflows + counts[1].workflows).toBe(1_700);
     expect(await remainingIds()).toEqual([]);
   });
 
@@ -152,7 +152,7 @@ describe('retention sweep', () => {
     const ids = await insertWorkflows({ status: 'completed', finishedAt: daysBefore(10_000) });
     const disabled = sweeper({ retentionDays: 0, intervalMs: 1000 });
 
-    expect(await disabled.sweepOnce(NOW)).toBe(0);
+    expect((await disabled.sweepOnce(NOW)).workflows).toBe(0);
     disabled.start();
     await new Promise((resolve) => setTimeout(resolve, 100));
     await disabled.stop();

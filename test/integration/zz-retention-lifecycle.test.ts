@@ -118,7 +118,7 @@ describe('the retention sweep over workflows that ran', () => {
       expect(counts.llm_calls).toBeGreaterThan(0);
     }
 
-    expect(await h.testApp.services.retention.sweepOnce()).toBe(2);
+    expect((await h.testApp.services.retention.sweepOnce()).workflows).toBe(2);
 
     const kept = ({ llm_calls, session_messages }: Counts) => ({
       ...{ workflow_events: 0, workflow_turns: 0, workflow_plans: 0, workflow_stage_attempts: 0 },
@@ -169,7 +169,7 @@ describe('the retention sweep over workflows that ran', () => {
     });
     await waitForStatus(h.testApp, h.tenant.key, old, ['completed']);
     await finishedDaysAgo(old, 40);
-    expect(await h.testApp.services.retention.sweepOnce()).toBe(1);
+    expect((await h.testApp.services.retention.sweepOnce()).workflows).toBe(1);
 
     const first = h.provider.requests.length;
     h.provider.enqueue(answer('Saturn.'));

@@ -66,7 +66,7 @@ describe('an event stream whose workflow the retention sweep deletes', () => {
           retentionDays: 30,
           intervalMs: 3_600_000,
         });
-        expect(await sweep.sweepOnce()).toBe(1);
+        expect((await sweep.sweepOnce()).workflows).toBe(1);
       });
 
       const outcome = await Promise.race([

@@ -64,7 +64,7 @@ describe('the retention sweep beside other sessions', () => {
       });
 
       const started = Date.now();
-      expect(await sweep.sweepOnce()).toBe(3);
+      expect((await sweep.sweepOnce()).workflows).toBe(3);
       expect(Date.now() - started).toBeLessThan(2_000);
       expect(await remaining()).toEqual([held]);
       expect(others).not.toContain(held);
@@ -78,7 +78,7 @@ describe('the retention sweep beside other sessions', () => {
       retentionDays: 30,
       intervalMs: 1000,
     });
-    expect(await sweep.sweepOnce()).toBe(1);
+    expect((await sweep.sweepOnce()).workflows).toBe(1);
     expect(await remaining()).toEqual([]);
   });
 
