@@ -1,13 +1,15 @@
 import { randomUUID } from 'node:crypto';
-import { notFound } from '../errors.js';
+import { conflict, notFound } from '../errors.js';
 import type { Catalogue } from '../llm/catalogue.js';
 import { selectModel, type TenantModelSettings } from '../llm/model-selection.js';
 import type { Message } from '../llm/types.js';
 import type { Db } from '../store/database.js';
+import { decodeCursor, pageOf } from '../store/list-position.js';
 import type { SessionMessageRow, SessionRow } from '../store/schema.js';
 import {
   exchangeAppend,
   exchangeAppendedColumn,
+  type SessionChange,
   type SessionExchange,
   sessionsRepository,
 } from '../store/sessions.js';
@@ -33,6 +35,12 @@ export interface SessionWithMessages {
   messages: SessionMessage[];
   /** Pass as `after` for the next page; null on the last page. */
   nextAfter: number | null;
+}
+
+export interface SessionPage {
+  items: Session[];
+  /** Opaque; pass it as `cursor` for the next page. Null on the last page. */
+  nextCursor: string | null;
 }
 
 /**
@@ -76,6 +84,50 @@ export function createSessionService(options: { db: Db; catalogue: Catalogue }) 
         model: input.model ?? null,
       });
       return toSession(row);
+    },
+
+    /** The tenant's sessions, newest first; `cursor` continues after a previous page. */
+    async list(tenantId: string, query: { limit: number; cursor?: string }): Promise<SessionPage> {
+      const rows = await repository.list(tenantId, {
+        // One more than asked tells whether another page follows.
+        limit: query.limit + 1,
+        after: query.cursor === undefined ? undefined : decodeCursor(query.cursor),
+      });
+      return pageOf(rows, query.limit, toSession);
+    },
+
+    /** Renames the session, replaces its metadata or its model (checked as `create` checks it). */
+    async update(
+      tenant: { id: string } & TenantModelSettings,
+      id: string,
+      change: SessionChange,
+    ): Promise<Session> {
+      if (typeof change.model === 'string')
+        selectModel({ catalogue, tenant, requested: change.model });
+      const row = await repository.update(tenant.id, id, change);
+      if (!row) throw notFound('Session');
+      return toSession(row);
+    },
+
+    /**
+     * Deletes the session with its messages and its workflows; 409
+     * `session_has_open_workflows` while one of them has not ended (cancel
+     * it first). Returns how many workflows went with it.
+     */
+    async delete(tenantId: string, id: string): Promise<{ workflows: number }> {
+      const deletion = await repository.deleteIfIdle(tenantId, id);
+      switch (deletion.outcome) {
+        case 'not_found':
+          throw notFound('Session');
+        case 'open_workflows':
+          throw conflict(
+            'session_has_open_workflows',
+            'The session has workflows that have not ended; cancel them (or let them end) first',
+            { openWorkflowIds: deletion.workflowIds },
+          );
+        case 'deleted':
+          return { workflows: deletion.workflows };
+      }
     },
 
     /** The session with a page of its messages, oldest first, after seq `after`. */

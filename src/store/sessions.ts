@@ -1,5 +1,11 @@
 import { sql } from 'kysely';
 import type { DbOrTx } from './database.js';
+import {
+  createdAtMicros,
+  type ListPosition,
+  olderThan,
+  type PositionedRow,
+} from './list-position.js';
 import type { SessionMessageRow, SessionRow } from './schema.js';
 
 export interface NewSessionRow {
@@ -9,6 +15,20 @@ export interface NewSessionRow {
   metadata: Record<string, unknown>;
   model: string | null;
 }
+
+/** A change to a session's own fields; absent fields keep their value. */
+export interface SessionChange {
+  title?: string | null;
+  metadata?: Record<string, unknown>;
+  model?: string | null;
+}
+
+/** What a session's delete did (`deleteIfIdle`). */
+export type SessionDeletion =
+  | { outcome: 'not_found' }
+  /** Nothing deleted: these workflows of the session have not ended (at most 20 named). */
+  | { outcome: 'open_workflows'; workflowIds: string[] }
+  | { outcome: 'deleted'; workflows: number };
 
 /** A message as history reads it. */
 export interface NewestMessage {
@@ -117,6 +137,78 @@ export function sessionsRepository(db: DbOrTx) {
         FROM sessions s
         WHERE s.tenant_id = ${tenantId} AND s.id = ${id}`.execute(db);
       return found.rows[0];
+    },
+
+    /** Newest first, at most `limit`, after `after` (keyset pagination, list-position.ts). */
+    async list(
+      tenantId: string,
+      page: { limit: number; after?: ListPosition },
+    ): Promise<(SessionRow & PositionedRow)[]> {
+      let query = db
+        .selectFrom('sessions')
+        .selectAll()
+        .select(createdAtMicros())
+        .where('tenant_id', '=', tenantId);
+      if (page.after) query = query.where(olderThan(page.after));
+      return query.orderBy('created_at', 'desc').orderBy('id', 'desc').limit(page.limit).execute();
+    },
+
+    /** Applies `change` to the session's own fields; undefined when the tenant has no such session. */
+    async update(
+      tenantId: string,
+      id: string,
+      change: SessionChange,
+    ): Promise<SessionRow | undefined> {
+      return db
+        .updateTable('sessions')
+        .set((eb) => ({
+          ...(change.title !== undefined ? { title: change.title } : {}),
+          ...(change.metadata !== undefined ? { metadata: JSON.stringify(change.metadata) } : {}),
+          ...(change.model !== undefined ? { model: change.model } : {}),
+          updated_at: eb.fn('now', []),
+        }))
+        .where('tenant_id', '=', tenantId)
+        .where('id', '=', id)
+        .returningAll()
+        .executeTakeFirst();
+    },
+
+    /**
+     * Deletes the session, its messages (ON DELETE CASCADE) and its
+     * workflows, all ended, with their events and turns (migration 0011's
+     * trigger), in one statement; deletes nothing while a workflow of the
+     * session is queued, running or paused. The session row's lock orders
+     * it with a completion appending to the session (exchangeAppend), which
+     * then finds the session gone and appends nothing.
+     */
+    async deleteIfIdle(tenantId: string, id: string): Promise<SessionDeletion> {
+      const { rows } = await sql<{ found: boolean; open: string[] | null; workflows: number }>`
+        WITH target AS (
+          SELECT id FROM sessions WHERE tenant_id = ${tenantId} AND id = ${id} FOR UPDATE
+        ), open AS (
+          SELECT w.id FROM workflows w
+          WHERE w.tenant_id = ${tenantId} AND w.session_id = ${id}
+            AND w.status IN ('queued', 'running', 'awaiting_input')
+            AND EXISTS (SELECT 1 FROM target)
+          ORDER BY w.created_at LIMIT 20
+        ), deleted_workflows AS (
+          DELETE FROM workflows w
+          WHERE w.tenant_id = ${tenantId} AND w.session_id = ${id}
+            AND w.status IN ('completed', 'failed', 'cancelled')
+            AND EXISTS (SELECT 1 FROM target) AND NOT EXISTS (SELECT 1 FROM open)
+          RETURNING w.id
+        ), deleted AS (
+          DELETE FROM sessions s USING target
+          WHERE s.id = target.id AND NOT EXISTS (SELECT 1 FROM open)
+          RETURNING s.id
+        )
+        SELECT EXISTS (SELECT 1 FROM target) AS found,
+          (SELECT array_agg(id::text) FROM open) AS open,
+          (SELECT count(*)::integer FROM deleted_workflows) AS workflows`.execute(db);
+      const row = rows[0];
+      if (!row?.found) return { outcome: 'not_found' };
+      if (row.open) return { outcome: 'open_workflows', workflowIds: row.open };
+      return { outcome: 'deleted', workflows: row.workflows };
     },
 
     async findById(tenantId: string, id: string): Promise<SessionRow | undefined> {

@@ -2,6 +2,7 @@ import { randomBytes } from 'node:crypto';
 import { type RawBuilder, sql } from 'kysely';
 import type { DbOrTx } from './database.js';
 import { fixedStatement } from './fixed-statement.js';
+import { createdAtMicros, type ListPosition, olderThan } from './list-position.js';
 import type { WorkflowRow } from './schema.js';
 import { tenantEndpointsVersion } from './tenant-endpoints.js';
 
@@ -34,12 +35,6 @@ export interface NewWorkflowRow {
 }
 
 /** Where a listing page starts: after this row in (created_at DESC, id DESC) order. */
-export interface ListPosition {
-  /** created_at in microseconds since the epoch: a JS Date would drop the microseconds Postgres keeps. */
-  createdAtUs: string;
-  id: string;
-}
-
 export interface ListFilter {
   sessionId?: string;
   status?: string;
@@ -169,18 +164,11 @@ export function workflowsRepository(db: DbOrTx) {
       let query = db
         .selectFrom('workflows')
         .selectAll()
-        .select(
-          sql<string>`(extract(epoch from created_at) * 1000000)::bigint::text`.as('created_at_us'),
-        )
+        .select(createdAtMicros())
         .where('tenant_id', '=', tenantId);
       if (filter.sessionId !== undefined) query = query.where('session_id', '=', filter.sessionId);
       if (filter.status !== undefined) query = query.where('status', '=', filter.status);
-      if (filter.after) {
-        const { createdAtUs, id } = filter.after;
-        query = query.where(
-          sql<boolean>`(created_at, id) < (timestamptz 'epoch' + ${createdAtUs}::bigint * interval '1 microsecond', ${id}::uuid)`,
-        );
-      }
+      if (filter.after) query = query.where(olderThan(filter.after));
       return query
         .orderBy('created_at', 'desc')
         .orderBy('id', 'desc')

@@ -3,6 +3,7 @@ import { conflict, notFound } from '../errors.js';
 import type { Catalogue } from '../llm/catalogue.js';
 import type { SessionHistoryStart, SessionService } from '../sessions/service.js';
 import type { Db } from '../store/database.js';
+import { decodeCursor, pageOf } from '../store/list-position.js';
 import type { PipelineRows } from '../store/pipeline-rows.js';
 import type { TenantEndpoints } from '../store/tenant-endpoints.js';
 import { type NewEventRow, workflowEventsRepository } from '../store/workflow-events.js';
@@ -13,7 +14,6 @@ import type { EventHub } from '../tracker/event-hub.js';
 import { createWorkflowTracker } from '../tracker/tracker.js';
 import type { RequestedBudget } from './budget.js';
 import { checkAnswer } from './clarification.js';
-import { decodeCursor, encodeCursor } from './cursor.js';
 import { EARLY_START_MAX_RUNS, type EndpointsMemory, insertAndLaunch } from './early-start.js';
 import { hashRequest, isIdempotencyKeyTaken } from './idempotency.js';
 import { type CheckedWorkflow, checkedWorkflowRows } from './new-workflow-row.js';
@@ -234,15 +234,7 @@ export function createWorkflowService(options: WorkflowServiceOptions) {
         limit: query.limit + 1,
         after: query.cursor === undefined ? undefined : decodeCursor(query.cursor),
       });
-      const page = rows.slice(0, query.limit);
-      const last = page.at(-1);
-      return {
-        items: page.map(toWorkflow),
-        nextCursor:
-          rows.length > query.limit && last
-            ? encodeCursor({ createdAtUs: last.created_at_us, id: last.id })
-            : null,
-      };
+      return pageOf(rows, query.limit, toWorkflow);
     },
 
     /**

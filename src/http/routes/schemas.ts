@@ -123,3 +123,9 @@ export function tenantToWire(tenant: Tenant): z.infer<typeof tenantSchema> {
 
 /** A catalogue model's name, as a request or a session names it (checked against the catalogue later). */
 export const modelNameSchema = z.string().min(1).max(200);
+
+/** The query fields of a list that pages newest first (store/list-position.ts). */
+export const listPageFields = {
+  limit: z.coerce.number().int().min(1).max(100).default(20),
+  cursor: z.string().min(1).max(200).optional().describe('nextCursor of the previous page'),
+};

@@ -1,7 +1,13 @@
 import { z } from 'zod';
-import type { SessionWithMessages } from '../../sessions/service.js';
+import type { SessionPage, SessionWithMessages } from '../../sessions/service.js';
 import { SESSION_ROLES, type Session } from '../../sessions/types.js';
-import { MAX_POSTGRES_INTEGER, metadataSchema, modelNameSchema, nameSchema } from './schemas.js';
+import {
+  listPageFields,
+  MAX_POSTGRES_INTEGER,
+  metadataSchema,
+  modelNameSchema,
+  nameSchema,
+} from './schemas.js';
 
 /** Wire shapes of the session routes; the OpenAPI document names them. */
 
@@ -14,6 +20,25 @@ export const createSessionBody = z
       .describe('Catalogue name of the model its workflows use when their request names none'),
   })
   .strict();
+
+export const updateSessionBody = z
+  .object({
+    title: nameSchema.nullable().optional().describe('A new name; null removes it'),
+    metadata: metadataSchema('the session').describe(
+      'Replaces the session’s metadata as a whole; at most 16 KiB as JSON',
+    ),
+    model: modelNameSchema
+      .nullable()
+      .optional()
+      .describe('A new model for its later workflows; null: they use the tenant’s default'),
+  })
+  .strict()
+  .refine(
+    (change) => Object.values(change).some((value) => value !== undefined),
+    'name at least one of title, metadata, model',
+  );
+
+export const listSessionsQuery = z.object(listPageFields).strict();
 
 export const sessionMessagesQuery = z
   .object({
@@ -68,6 +93,17 @@ export const sessionWithMessagesSchema = z
       .describe('Pass as `after` for the next page; null on the last page'),
   })
   .meta({ id: 'SessionWithMessages' });
+
+export const sessionPageSchema = z
+  .object({
+    items: z.array(sessionSchema),
+    nextCursor: z.string().nullable().describe('Null on the last page'),
+  })
+  .meta({ id: 'SessionPage' });
+
+export function sessionPageToWire(page: SessionPage): z.infer<typeof sessionPageSchema> {
+  return { items: page.items.map(sessionToWire), nextCursor: page.nextCursor };
+}
 
 export function sessionToWire(session: Session): z.infer<typeof sessionSchema> {
   return {

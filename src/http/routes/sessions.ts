@@ -1,18 +1,23 @@
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
+import { z } from 'zod';
 import type { SessionService } from '../../sessions/service.js';
 import { principalOf } from '../auth.js';
 import { problemResponses } from '../problem.js';
 import { idParamsSchema } from './schemas.js';
 import {
   createSessionBody,
+  listSessionsQuery,
   sessionMessagesQuery,
+  sessionPageSchema,
+  sessionPageToWire,
   sessionSchema,
   sessionToWire,
   sessionWithMessagesSchema,
   sessionWithMessagesToWire,
+  updateSessionBody,
 } from './session-schemas.js';
 
-/** Sessions of the caller's tenant: create, and read with their messages. */
+/** Sessions of the caller's tenant: create, list, read with their messages, change, delete. */
 export const sessionRoutes: FastifyPluginAsyncZod<{ sessions: SessionService }> = async (
   app,
   { sessions },
@@ -64,6 +69,70 @@ export const sessionRoutes: FastifyPluginAsyncZod<{ sessions: SessionService }> 
       const { tenant } = principalOf(request);
       const page = await sessions.get(tenant.id, request.params.id, request.query);
       return sessionWithMessagesToWire(page);
+    },
+  );
+
+  app.get(
+    '/sessions',
+    {
+      schema: {
+        tags: ['sessions'],
+        summary: 'List the caller’s sessions, newest first',
+        querystring: listSessionsQuery,
+        response: { 200: sessionPageSchema, ...problemResponses(400, 401, 403, 429) },
+      },
+    },
+    async (request) => {
+      const { tenant } = principalOf(request);
+      return sessionPageToWire(await sessions.list(tenant.id, request.query));
+    },
+  );
+
+  app.patch(
+    '/sessions/:id',
+    {
+      schema: {
+        tags: ['sessions'],
+        summary: 'Change a session’s title, metadata or model',
+        description:
+          'Fields left out keep their value; `metadata` replaces the whole object. A new ' +
+          '`model` is checked as at create and applies to workflows created after it.',
+        params: idParamsSchema,
+        body: updateSessionBody,
+        response: {
+          200: sessionSchema,
+          ...problemResponses(400, 401, 403, 404, 413, 415, 429),
+        },
+      },
+    },
+    async (request) => {
+      const { tenant } = principalOf(request);
+      return sessionToWire(await sessions.update(tenant, request.params.id, request.body));
+    },
+  );
+
+  app.delete(
+    '/sessions/:id',
+    {
+      schema: {
+        tags: ['sessions'],
+        summary: 'Delete a session with its messages and its workflows',
+        description:
+          'Deletes the session, its messages and its workflows (with their events) at once. ' +
+          '409 `session_has_open_workflows` while one of its workflows is queued, running or ' +
+          'paused: cancel it first (`current.openWorkflowIds` names them). The usage ledger ' +
+          'keeps their model calls.',
+        params: idParamsSchema,
+        response: {
+          204: z.null().describe('Deleted'),
+          ...problemResponses(400, 401, 403, 404, 409, 429),
+        },
+      },
+    },
+    async (request, reply) => {
+      const { tenant } = principalOf(request);
+      await sessions.delete(tenant.id, request.params.id);
+      return reply.code(204).send(null);
     },
   );
 };

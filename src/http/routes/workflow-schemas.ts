@@ -9,6 +9,7 @@ import {
 import { requestedBudgetSchema, workflowBudgetSchema } from './budget-schemas.js';
 import {
   hasNoNul,
+  listPageFields,
   metadataSchema,
   modelNameSchema,
   NO_NUL_MESSAGE,
@@ -145,8 +146,7 @@ export const listWorkflowsQuery = z
   .object({
     sessionId: sessionIdSchema.optional(),
     status: workflowStatusSchema.optional(),
-    limit: z.coerce.number().int().min(1).max(100).default(20),
-    cursor: z.string().min(1).max(200).optional().describe('nextCursor of the previous page'),
+    ...listPageFields,
   })
   .strict();
 
