@@ -3,6 +3,7 @@ import { hostname } from 'node:os';
 import type { Logger } from 'pino';
 import type { Config } from './config.js';
 import { createLlm, type Llm } from './llm/create-llm.js';
+import { createWaymarkMetrics, type WaymarkMetrics } from './metrics/waymark-metrics.js';
 import { classifierSettings } from './orchestrator/classify.js';
 import { createExecutions, type Executions } from './orchestrator/executions.js';
 import { createExecutor } from './orchestrator/executor.js';
@@ -72,6 +73,8 @@ export interface Services {
   retention: RetentionSweeper;
   /** Takes over workflows whose runner is gone; `start()` in main.ts, stopped first at shutdown. */
   reclaimer: LeaseReclaimer;
+  /** This replica's counters and gauges, served by `GET /metrics`. */
+  metrics: WaymarkMetrics;
 }
 
 /** Builds the services over a database URL. Opens no connection until the first query. */
@@ -106,6 +109,8 @@ export function createServices(options: {
     maxChars: 1_000_000,
   };
   const principalCache = createPrincipalCache({ ttlMs: options.config.AUTH_CACHE_TTL_MS });
+  const executions = createExecutions({ log: options.log });
+  const metrics = createWaymarkMetrics({ runsInProgress: executions.size });
   const hub = createEventHub({
     db: database.db,
     listenUrl: options.config.DATABASE_LISTEN_URL ?? options.databaseUrl,
@@ -113,14 +118,15 @@ export function createServices(options: {
     log: options.log,
     onPrincipalsChanged: (change) => principalCache.drop(change),
     onListening: (up) => principalCache.setListening(up),
+    onPublished: metrics.observeEvents,
   });
   const llm = createLlm({
     config: options.config,
     env: options.env ?? {},
     db: database.db,
     log: options.log,
+    onAttempt: metrics.observeAttempt,
   });
-  const executions = createExecutions({ log: options.log });
   const budgetDefaults = configuredBudget(options.config);
   const sessions = createSessionService({ db: database.db, catalogue: llm.catalogue });
   const endpointsMemory = createEndpointsMemory();
@@ -213,6 +219,7 @@ export function createServices(options: {
   return {
     replicaId,
     hub,
+    metrics,
     config: options.config,
     log: options.log,
     database,

@@ -20,6 +20,7 @@ import { sendProblem } from './problem.js';
 import { apiKeyRoutes } from './routes/api-keys.js';
 import { healthRoutes } from './routes/health.js';
 import { mcpServerRoutes } from './routes/mcp-servers.js';
+import { metricsRoutes } from './routes/metrics.js';
 import { modelRoutes } from './routes/models.js';
 import { sessionRoutes } from './routes/sessions.js';
 import { tenantRoutes } from './routes/tenants.js';
@@ -94,6 +95,16 @@ export async function buildApp(services: Services): Promise<FastifyInstance> {
     reply.header('x-request-id', request.id);
     if (closing) return sendProblem(reply, request, SHUTTING_DOWN);
   });
+  app.addHook('onResponse', async (request, reply) => {
+    services.metrics.observeRequest({
+      method: request.method,
+      // The pattern (`/v1/workflows/:id`), never the path: one series per route, not per id.
+      // Undefined when no route matched: every unknown path shares one series.
+      route: request.routeOptions.url,
+      status: reply.statusCode,
+      seconds: reply.elapsedTime / 1000,
+    });
+  });
 
   await registerOpenApi(app);
   await app.register(eventStreams, {
@@ -101,8 +112,13 @@ export async function buildApp(services: Services): Promise<FastifyInstance> {
     db: services.database.db,
     workflows: services.workflows,
     config,
+    metrics: services.metrics,
   });
   await app.register(healthRoutes, { services });
+  await app.register(async (scope) => {
+    await scope.register(bearerAuth, { tenancy: services.tenancy, streamTokens });
+    await scope.register(metricsRoutes, { metrics: services.metrics });
+  });
   await app.register(
     async (v1) => {
       await v1.register(bearerAuth, { tenancy: services.tenancy, streamTokens });

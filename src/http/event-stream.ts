@@ -1,6 +1,7 @@
 import type { ServerResponse } from 'node:http';
 import type { FastifyBaseLogger } from 'fastify';
 import type { Config } from '../config.js';
+import type { WaymarkMetrics } from '../metrics/waymark-metrics.js';
 import type { Db } from '../store/database.js';
 import { workflowEventsRepository } from '../store/workflow-events.js';
 import type { EventHub } from '../tracker/event-hub.js';
@@ -27,6 +28,8 @@ export interface EventStreams {
   workflows: Pick<WorkflowService, 'get'>;
   config: Pick<Config, 'SSE_HEARTBEAT_MS' | 'SSE_RETRY_MS' | 'SSE_MAX_BUFFERED_EVENTS'>;
   open: Set<OpenStream>;
+  /** Counts the streams opened and open (`GET /metrics`). */
+  metrics: Pick<WaymarkMetrics, 'streamOpened'>;
   /** The app is closing: a stream that opens now ends at once, as the open ones did. */
   closing: boolean;
   /** One serialization per event however many local streams it goes to (the hub hands them the same object). */

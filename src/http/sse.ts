@@ -36,7 +36,7 @@ declare module 'fastify' {
 export const eventStreams = fp(
   async (
     app: FastifyInstance,
-    options: Pick<EventStreams, 'hub' | 'db' | 'workflows' | 'config'>,
+    options: Pick<EventStreams, 'hub' | 'db' | 'workflows' | 'config' | 'metrics'>,
   ) => {
     const open = new Set<OpenStream>();
     const streams: EventStreams = { ...options, open, closing: false, frames: new WeakMap() };
@@ -124,6 +124,7 @@ export async function streamWorkflowEvents(
     nothingStored: options.justCreated === true && options.workflow !== undefined,
   });
   streams.open.add(stream);
+  const streamEnded = streams.metrics.streamOpened();
   // Begun before the app started closing (a create whose insert was slow),
   // opened after: without this it stayed open until the grace ran out.
   if (streams.closing) void stream.shutdown();
@@ -131,5 +132,6 @@ export async function streamWorkflowEvents(
     await stream.done;
   } finally {
     streams.open.delete(stream);
+    streamEnded();
   }
 }

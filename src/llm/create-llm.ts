@@ -7,6 +7,7 @@ import { modelSettingProblems, providerKeyOf, resolveCatalogue } from './model-s
 import { createOpenAiClient, openAiModel } from './openai/index.js';
 import { createProviderFetch, type ProviderFetch } from './provider-fetch.js';
 import { createModelRouter, type ModelRouter } from './router/router.js';
+import type { AttemptRecord } from './router/types.js';
 import { scriptedModel } from './scripted/index.js';
 import type { LanguageModel } from './types.js';
 import { createUsageLedger, type UsageLedger } from './usage-ledger.js';
@@ -30,6 +31,8 @@ export function createLlm(options: {
   env: NodeJS.ProcessEnv;
   db: Db;
   log: Logger;
+  /** Each model call attempt, as the usage ledger records it (the metrics count them). */
+  onAttempt?: (attempt: AttemptRecord) => void;
 }): Llm {
   const { config, log } = options;
   // loadConfig has run these checks; a config or env from elsewhere (a test's) gets them too.
@@ -53,7 +56,10 @@ export function createLlm(options: {
     catalogue,
     languageModels,
     log: log.child({ component: 'model-router' }),
-    recordAttempt: ledger.record,
+    recordAttempt: (attempt) => {
+      ledger.record(attempt);
+      options.onAttempt?.(attempt);
+    },
     policy: {
       maxTotalAttempts: config.LLM_MAX_TOTAL_ATTEMPTS,
       maxRetriesPerModel: config.LLM_MAX_RETRIES_PER_MODEL,

@@ -53,6 +53,8 @@ export interface EventHubOptions {
    * sent while it was down are lost, so whatever they would invalidate is suspect.
    */
   onListening?: (up: boolean) => void;
+  /** Events committed on this replica, as `publish` delivers them (the metrics count them). */
+  onPublished?: (committed: readonly WorkflowEvent[]) => void;
 }
 
 interface Topic {
@@ -322,6 +324,7 @@ export function createEventHub(options: EventHubOptions) {
 
     /** Delivers events committed on this replica to its subscribers (the NOTIFY echo is skipped). */
     publish(committed: WorkflowEvent[]): void {
+      options.onPublished?.(committed);
       for (const event of committed) {
         const topic = topics.get(event.workflowId);
         if (topic) deliver(topic, event);

@@ -1,0 +1,170 @@
+import type { AttemptRecord } from '../llm/router/types.js';
+import type { WorkflowEvent } from '../workflows/types.js';
+import { createMetricsRegistry } from './registry.js';
+
+/**
+ * What `GET /metrics` exposes (README, Metrics). Every label takes a
+ * bounded set of values: HTTP routes are route patterns (`unmatched` for a
+ * path no route serves), models and providers come from the catalogue,
+ * statuses and outcomes from closed unions. No tenant, workflow, tool name
+ * (tenants name their own tools) or error message is a label.
+ *
+ * Counts are this replica's: workflow events count on the replica that
+ * committed them, so a fleet's totals are the sum over its replicas.
+ */
+export function createWaymarkMetrics(options: {
+  /** Workflow runs in progress on this replica, read at each scrape. */
+  runsInProgress: () => number;
+}) {
+  const registry = createMetricsRegistry();
+  const httpRequests = registry.counter({
+    name: 'waymark_http_requests_total',
+    help: 'HTTP requests answered, by method, route pattern and status code.',
+    labelNames: ['method', 'route', 'status'],
+  });
+  const httpDuration = registry.histogram({
+    name: 'waymark_http_request_duration_seconds',
+    help: 'Time to answer an HTTP request (an event stream: until it ends), by method and route pattern.',
+    labelNames: ['method', 'route'],
+    buckets: [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10],
+  });
+  const workflowsStarted = registry.counter({
+    name: 'waymark_workflows_started_total',
+    help: 'Workflows that started running (their workflow_start event).',
+    labelNames: [],
+  });
+  const workflowsFinished = registry.counter({
+    name: 'waymark_workflows_finished_total',
+    help: 'Workflows that ended, by status: completed, failed or cancelled.',
+    labelNames: ['status'],
+  });
+  const workflowPauses = registry.counter({
+    name: 'waymark_workflow_pauses_total',
+    help: 'Workflows that paused for input, by reason: checkpoint, clarification or stage_failed.',
+    labelNames: ['reason'],
+  });
+  registry.gauge({
+    name: 'waymark_workflow_runs_in_progress',
+    help: 'Workflow runs in progress on this replica.',
+    labelNames: [],
+    collect: () => [[{}, options.runsInProgress()]],
+  });
+  const stageAttempts = registry.counter({
+    name: 'waymark_pipeline_stage_attempts_total',
+    help: 'Pipeline stage attempts that ended, by status: completed or failed.',
+    labelNames: ['status'],
+  });
+  const toolCalls = registry.counter({
+    name: 'waymark_tool_calls_total',
+    help: 'Tool calls that ended, by status: completed or failed.',
+    labelNames: ['status'],
+  });
+  const llmCalls = registry.counter({
+    name: 'waymark_llm_calls_total',
+    help: 'Model call attempts (each retry and fallback is one), by provider, model and outcome: ok or the error kind.',
+    labelNames: ['provider', 'model', 'outcome'],
+  });
+  const llmTokens = registry.counter({
+    name: 'waymark_llm_tokens_total',
+    help: 'Tokens of model call attempts, by provider, model and kind: input (cached included), cached_input or output.',
+    labelNames: ['provider', 'model', 'kind'],
+  });
+  const llmCost = registry.counter({
+    name: 'waymark_llm_cost_usd_total',
+    help: 'Cost of model call attempts in US dollars, at the catalogue prices, by provider and model.',
+    labelNames: ['provider', 'model'],
+  });
+  const llmDuration = registry.histogram({
+    name: 'waymark_llm_call_duration_seconds',
+    help: 'Duration of model call attempts, by provider and model.',
+    labelNames: ['provider', 'model'],
+    buckets: [0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120],
+  });
+  const sseOpen = registry.gauge({
+    name: 'waymark_sse_streams_open',
+    help: 'Workflow event streams open on this replica.',
+    labelNames: [],
+  });
+  const sseOpened = registry.counter({
+    name: 'waymark_sse_streams_opened_total',
+    help: 'Workflow event streams opened on this replica.',
+    labelNames: [],
+  });
+
+  return {
+    render: registry.render,
+
+    /** One answered request; `route` is its pattern, undefined when no route matched. */
+    observeRequest(request: {
+      method: string;
+      route: string | undefined;
+      status: number;
+      seconds: number;
+    }): void {
+      const method = KNOWN_METHODS.has(request.method) ? request.method : 'OTHER';
+      const route = request.route ?? 'unmatched';
+      httpRequests.inc({ method, route, status: String(request.status) });
+      httpDuration.observe({ method, route }, request.seconds);
+    },
+
+    /** Events committed on this replica (the event hub's `publish`). */
+    observeEvents(events: readonly WorkflowEvent[]): void {
+      for (const event of events) {
+        switch (event.type) {
+          case 'workflow_start':
+            workflowsStarted.inc({});
+            break;
+          case 'workflow_end':
+            workflowsFinished.inc({ status: event.status });
+            break;
+          case 'checkpoint':
+            workflowPauses.inc({ reason: 'checkpoint' });
+            break;
+          case 'clarification_request':
+            workflowPauses.inc({ reason: 'clarification' });
+            break;
+          case 'stage':
+            if (event.status === 'paused') workflowPauses.inc({ reason: 'stage_failed' });
+            else if (isEnd(event.status)) stageAttempts.inc({ status: event.status });
+            break;
+          case 'tool_call':
+            if (isEnd(event.status)) toolCalls.inc({ status: event.status });
+            break;
+          default:
+            break;
+        }
+      }
+    },
+
+    /** One model call attempt, as the usage ledger records it. */
+    observeAttempt(attempt: AttemptRecord): void {
+      const { provider, model, usage } = attempt;
+      llmCalls.inc({ provider, model, outcome: attempt.outcome });
+      llmTokens.inc({ provider, model, kind: 'input' }, usage.inputTokens);
+      llmTokens.inc({ provider, model, kind: 'cached_input' }, usage.cachedInputTokens);
+      llmTokens.inc({ provider, model, kind: 'output' }, usage.outputTokens);
+      llmCost.inc({ provider, model }, attempt.costUsd);
+      llmDuration.observe({ provider, model }, attempt.latencyMs / 1000);
+    },
+
+    /** An event stream opened; call the returned function once it ends. */
+    streamOpened(): () => void {
+      sseOpened.inc({});
+      sseOpen.inc({});
+      let ended = false;
+      return () => {
+        if (ended) return;
+        ended = true;
+        sseOpen.dec({});
+      };
+    },
+  };
+}
+
+export type WaymarkMetrics = ReturnType<typeof createWaymarkMetrics>;
+
+const KNOWN_METHODS = new Set(['GET', 'HEAD', 'POST', 'PUT', 'PATCH', 'DELETE', 'OPTIONS']);
+
+function isEnd(status: string): status is 'completed' | 'failed' {
+  return status === 'completed' || status === 'failed';
+}

@@ -1,0 +1,225 @@
+import { randomUUID } from 'node:crypto';
+import type { AddressInfo } from 'node:net';
+import { beforeAll, describe, expect, it } from 'vitest';
+import { bearer } from '../support/app.js';
+import { pipelineRequests, planReply, stage } from '../support/pipeline-http.js';
+import { answer, callsTo, useToolLoopHarness } from '../support/tool-loop-harness.js';
+import { createTenant, startWorkflow, waitFor, waitForStatus } from '../support/workflows.js';
+
+/**
+ * `GET /metrics` over real HTTP against the app on the fake provider: the
+ * Prometheus text format holds, the documented series move when their
+ * thing happens, and no label takes a value per workflow or per path.
+ */
+
+const h = useToolLoopHarness({ pricing: { input: 2, output: 8, cachedInput: 1 } });
+const { act, stalledAt } = pipelineRequests(() => h);
+let base = '';
+
+beforeAll(async () => {
+  await h.testApp.app.listen({ host: '127.0.0.1', port: 0 });
+  base = `http://127.0.0.1:${(h.testApp.app.server.address() as AddressInfo).port}`;
+});
+
+interface Scrape {
+  text: string;
+  /** Sample values by `name{labels}` as written. */
+  samples: Map<string, number>;
+  types: Map<string, string>;
+}
+
+/** Parses the exposition format, failing on what Prometheus would refuse or misread. */
+function parse(text: string): Scrape {
+  const samples = new Map<string, number>();
+  const types = new Map<string, string>();
+  const helps = new Set<string>();
+  expect(text.endsWith('\n')).toBe(true);
+  for (const line of text.trimEnd().split('\n')) {
+    const comment = /^# (HELP|TYPE) (\S+) (.*)$/.exec(line);
+    if (comment) {
+      const [, kind, name, rest] = comment as unknown as [string, string, string, string];
+      const seen = kind === 'HELP' ? helps : types;
+      expect(seen.has(name), `${kind} ${name} once`).toBe(false);
+      if (kind === 'HELP') helps.add(name);
+      else types.set(name, rest);
+      continue;
+    }
+    const sample =
+      /^([a-zA-Z_:][a-zA-Z0-9_:]*)(\{(?:[a-zA-Z_]\w*="(?:[^"\\\n]|\\.)*",?)*\})? (\S+)$/.exec(line);
+    expect(sample, `a sample line: ${line}`).not.toBeNull();
+    const [, name, , value] = sample as unknown as [string, string, string, string];
+    const family = name.replace(/_(bucket|sum|count)$/, '');
+    expect(types.has(name) || types.get(family) === 'histogram', `TYPE before ${line}`).toBe(true);
+    expect(samples.has(line.slice(0, line.lastIndexOf(' '))), `${line} once`).toBe(false);
+    samples.set(line.slice(0, line.lastIndexOf(' ')), Number(value));
+  }
+  // Histograms: buckets rise, and +Inf is _count.
+  for (const [family, type] of types) {
+    if (type !== 'histogram') continue;
+    const series = new Map<string, number[]>();
+    for (const [key, value] of samples) {
+      const bucket = new RegExp(`^${family}_bucket\\{(.*?),?le="([^"]+)"\\}$`).exec(key);
+      if (!bucket) continue;
+      const labels = bucket[1] as string;
+      series.set(labels, [...(series.get(labels) ?? []), value]);
+      if (bucket[2] === '+Inf') {
+        expect(samples.get(`${family}_count${labels ? `{${labels}}` : ''}`)).toBe(value);
+      }
+    }
+    for (const counts of series.values()) {
+      expect(counts).toEqual([...counts].sort((a, b) => a - b));
+    }
+  }
+  return { text, samples, types };
+}
+
+async function scrape(): Promise<Scrape> {
+  const response = await fetch(`${base}/metrics`, { headers: bearer(h.operatorKey) });
+  expect(response.status).toBe(200);
+  expect(response.headers.get('content-type')).toBe('text/plain; version=0.0.4; charset=utf-8');
+  return parse(await response.text());
+}
+
+const value = (scraped: Scrape, series: string) => scraped.samples.get(series) ?? 0;
+
+describe('GET /metrics', () => {
+  it('needs an admin key of the operator tenant', async () => {
+    expect((await fetch(`${base}/metrics`)).status).toBe(401);
+    const other = await createTenant(h.testApp, h.operatorKey, { name: 'metrics-other' });
+    const foreign = await fetch(`${base}/metrics`, { headers: bearer(other.key) });
+    expect(foreign.status).toBe(403);
+    expect(((await foreign.json()) as { code: string }).code).toBe('operator_only');
+    const member = await h.testApp.app.inject({
+      method: 'POST',
+      url: '/v1/api-keys',
+      headers: bearer(h.operatorKey),
+      payload: { name: 'scraper', scopes: ['member'] },
+    });
+    const memberKey = (member.json() as { key: string }).key;
+    const denied = await fetch(`${base}/metrics`, { headers: bearer(memberKey) });
+    expect(denied.status).toBe(403);
+    expect(((await denied.json()) as { code: string }).code).toBe('insufficient_scope');
+  });
+
+  it('a workflow with a tool call moves the workflow, model call, token, cost and tool call series', async () => {
+    const before = await scrape();
+    h.provider.enqueue(
+      callsTo({ id: 'call_1', name: 'calculator', arguments: { expression: '2 + 2' } }),
+      answer('Four.'),
+    );
+    const id = await startWorkflow(h.testApp, h.tenant.key, {
+      input: 'What is 2 + 2?',
+      mode: 'simple',
+    });
+    const done = await waitForStatus(h.testApp, h.tenant.key, id, ['completed']);
+    const after = await scrape();
+    const delta = (series: string) => value(after, series) - value(before, series);
+    expect(delta('waymark_workflows_started_total')).toBe(1);
+    expect(delta('waymark_workflows_finished_total{status="completed"}')).toBe(1);
+    expect(delta('waymark_tool_calls_total{status="completed"}')).toBe(1);
+    const gpt = 'provider="oai",model="gpt"';
+    expect(delta(`waymark_llm_calls_total{${gpt},outcome="ok"}`)).toBe(2);
+    expect(delta(`waymark_llm_call_duration_seconds_count{${gpt}}`)).toBe(2);
+    const usage = done.usage as { inputTokens: number; outputTokens: number; costUsd: number };
+    expect(delta(`waymark_llm_tokens_total{${gpt},kind="input"}`)).toBe(usage.inputTokens);
+    expect(delta(`waymark_llm_tokens_total{${gpt},kind="output"}`)).toBe(usage.outputTokens);
+    expect(delta(`waymark_llm_cost_usd_total{${gpt}}`)).toBeCloseTo(usage.costUsd, 9);
+    expect(usage.costUsd).toBeGreaterThan(0);
+    // A model call that fails for good fails its workflow: both counted, by the error's kind.
+    h.provider.enqueue({ kind: 'error', status: 400 });
+    const failing = await startWorkflow(h.testApp, h.tenant.key, { input: 'Fail', mode: 'simple' });
+    await waitForStatus(h.testApp, h.tenant.key, failing, ['failed']);
+    const failed = await scrape();
+    expect(
+      value(failed, 'waymark_workflows_finished_total{status="failed"}') -
+        value(after, 'waymark_workflows_finished_total{status="failed"}'),
+    ).toBe(1);
+    expect(
+      [...failed.samples.keys()].some(
+        (series) =>
+          series.startsWith(`waymark_llm_calls_total{${gpt},outcome=`) && !series.endsWith('"ok"}'),
+      ),
+    ).toBe(true);
+    // Counters never fall between scrapes.
+    for (const [series, earlier] of before.samples) {
+      const family = series.replace(/\{.*$/, '');
+      if (before.types.get(family) !== 'counter') continue;
+      expect(value(failed, series), series).toBeGreaterThanOrEqual(earlier);
+    }
+  });
+
+  it('routes are labelled by pattern, and unknown paths share one series: no id becomes a label', async () => {
+    const ids = [randomUUID(), randomUUID(), randomUUID()];
+    for (const id of ids) {
+      expect(
+        (await fetch(`${base}/v1/workflows/${id}`, { headers: bearer(h.tenant.key) })).status,
+      ).toBe(404);
+      expect((await fetch(`${base}/no/such/${id}`)).status).toBe(404);
+    }
+    const first = await scrape();
+    for (const id of ids) await fetch(`${base}/other/${id}?q=${id}`, { method: 'POST' });
+    const second = await scrape();
+    expect(
+      value(
+        second,
+        'waymark_http_requests_total{method="GET",route="/v1/workflows/:id",status="404"}',
+      ),
+    ).toBeGreaterThanOrEqual(3);
+    expect(
+      value(second, 'waymark_http_requests_total{method="POST",route="unmatched",status="404"}'),
+    ).toBe(3);
+    // Unknown paths added counts, not series (the scrape's own request aside, already there).
+    const seriesOf = (scraped: Scrape) =>
+      [...scraped.samples.keys()].filter((series) =>
+        series.startsWith('waymark_http_requests_total'),
+      );
+    expect(seriesOf(second).length - seriesOf(first).length).toBe(1);
+    const uuid = /[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}/i;
+    expect(second.text).not.toMatch(uuid);
+    expect(second.text).not.toContain(h.tenant.id);
+  });
+
+  it('counts event streams while they are open, runs in progress and stage attempts', async () => {
+    const id = await stalledAt(
+      'Compare p and q while streamed',
+      [planReply(stage('p'), stage('q')), answer('Result of p.')],
+      'q/turn-1',
+    );
+    const before = await scrape();
+    const controller = new AbortController();
+    const stream = await fetch(`${base}/v1/workflows/${id}/events`, {
+      headers: bearer(h.tenant.key),
+      signal: controller.signal,
+    });
+    expect(stream.status).toBe(200);
+    const open = await scrape();
+    expect(value(open, 'waymark_sse_streams_open')).toBe(
+      value(before, 'waymark_sse_streams_open') + 1,
+    );
+    expect(value(open, 'waymark_sse_streams_opened_total')).toBe(
+      value(before, 'waymark_sse_streams_opened_total') + 1,
+    );
+    expect(value(open, 'waymark_workflow_runs_in_progress')).toBeGreaterThanOrEqual(1);
+    expect((await act(id, 'cancel')).statusCode).toBe(202);
+    // The stream ends after workflow_end; the gauge falls back once it has.
+    await stream.text().catch(() => undefined);
+    await waitFor(
+      async () =>
+        value(await scrape(), 'waymark_sse_streams_open') ===
+          value(before, 'waymark_sse_streams_open') || undefined,
+      'the stream to be counted closed',
+    );
+    const ended = await scrape();
+    expect(
+      value(ended, 'waymark_workflows_finished_total{status="cancelled"}') -
+        value(before, 'waymark_workflows_finished_total{status="cancelled"}'),
+    ).toBe(1);
+    expect(
+      value(ended, 'waymark_pipeline_stage_attempts_total{status="completed"}'),
+    ).toBeGreaterThanOrEqual(1);
+    expect(
+      value(ended, 'waymark_pipeline_stage_attempts_total{status="failed"}'),
+    ).toBeGreaterThanOrEqual(1);
+    controller.abort();
+  });
+});
