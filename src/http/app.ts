@@ -28,6 +28,7 @@ import { toolRoutes } from './routes/tools.js';
 import { workflowActionRoutes } from './routes/workflow-actions.js';
 import { workflowEventRoutes } from './routes/workflow-events.js';
 import { workflowPipelineRoutes } from './routes/workflow-pipeline.js';
+import { workflowTraceRoutes } from './routes/workflow-trace.js';
 import { workflowRoutes } from './routes/workflows.js';
 import { eventStreams } from './sse.js';
 
@@ -153,6 +154,10 @@ export async function buildApp(services: Services): Promise<FastifyInstance> {
         reviews: services.reviews,
       });
       await v1.register(workflowPipelineRoutes, { reviews: services.reviews });
+      await v1.register(workflowTraceRoutes, {
+        db: services.database.db,
+        workflows: services.workflows,
+      });
       await v1.register(workflowEventRoutes, { workflows: services.workflows, streamTokens });
       await v1.register(toolRoutes, {
         httpTools: services.httpTools,

@@ -52,6 +52,12 @@ describe('responses match openapi/openapi.json', () => {
       '/v1/workflows/{id}/pipeline',
       await inject('GET', `/v1/workflows/${id}/pipeline`),
     );
+    check('GET', '/v1/workflows/{id}/trace', await inject('GET', `/v1/workflows/${id}/trace`));
+    check(
+      'GET',
+      '/v1/workflows/{id}/trace',
+      await inject('GET', `/v1/workflows/${randomUUID()}/trace`),
+    );
     // A path parameter too long (README: 414 path_parameter_too_long).
     check('GET', '/v1/workflows/{id}', await inject('GET', `/v1/workflows/${'a'.repeat(101)}`));
     // An action body that is not JSON (README: 415 unsupported_media_type).
