@@ -86,9 +86,16 @@ export function createSessionService(options: { db: Db; catalogue: Catalogue }) 
       return toSession(row);
     },
 
-    /** The tenant's sessions, newest first; `cursor` continues after a previous page. */
-    async list(tenantId: string, query: { limit: number; cursor?: string }): Promise<SessionPage> {
+    /**
+     * The tenant's sessions, newest first; `cursor` continues after a
+     * previous page; with `metadata`, those whose metadata contains it.
+     */
+    async list(
+      tenantId: string,
+      query: { limit: number; cursor?: string; metadata?: Record<string, unknown> },
+    ): Promise<SessionPage> {
       const rows = await repository.list(tenantId, {
+        metadata: query.metadata,
         // One more than asked tells whether another page follows.
         limit: query.limit + 1,
         after: query.cursor === undefined ? undefined : decodeCursor(query.cursor),

@@ -139,16 +139,23 @@ export function sessionsRepository(db: DbOrTx) {
       return found.rows[0];
     },
 
-    /** Newest first, at most `limit`, after `after` (keyset pagination, list-position.ts). */
+    /**
+     * Newest first, at most `limit`, after `after` (keyset pagination,
+     * list-position.ts); with `metadata`, only sessions whose metadata
+     * contains it.
+     */
     async list(
       tenantId: string,
-      page: { limit: number; after?: ListPosition },
+      page: { limit: number; after?: ListPosition; metadata?: Record<string, unknown> },
     ): Promise<(SessionRow & PositionedRow)[]> {
       let query = db
         .selectFrom('sessions')
         .selectAll()
         .select(createdAtMicros())
         .where('tenant_id', '=', tenantId);
+      // Containment, which the sessions_metadata index serves (migration 0017).
+      if (page.metadata)
+        query = query.where(sql<boolean>`metadata @> ${JSON.stringify(page.metadata)}::jsonb`);
       if (page.after) query = query.where(olderThan(page.after));
       return query.orderBy('created_at', 'desc').orderBy('id', 'desc').limit(page.limit).execute();
     },

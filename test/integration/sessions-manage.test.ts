@@ -85,10 +85,45 @@ describe('GET /v1/sessions', () => {
     });
   });
 
+  it('with metadata, lists only the sessions whose metadata contains it, paged as without', async () => {
+    const tenant = await newTenant('list sessions by metadata');
+    const other = await newTenant('list sessions by metadata, other');
+    const mine: string[] = [];
+    for (const topic of ['tax', 'travel', 'tax']) {
+      mine.push(await createSession(app(), tenant.key, { metadata: { user: 'u-1', topic } }));
+    }
+    await createSession(app(), tenant.key, { metadata: { user: 'u-2', topic: 'tax' } });
+    await createSession(app(), tenant.key);
+    await createSession(app(), other.key, { metadata: { user: 'u-1', topic: 'tax' } });
+
+    const list = async (filter: unknown, extra = '') => {
+      const query = `metadata=${encodeURIComponent(JSON.stringify(filter))}${extra}`;
+      const response = await request(tenant, 'GET', `/v1/sessions?${query}`);
+      expect(response.statusCode, response.body).toBe(200);
+      return response.json() as { items: { id: string }[]; nextCursor: string | null };
+    };
+    const ids = (page: { items: { id: string }[] }) => page.items.map((session) => session.id);
+
+    expect(ids(await list({ user: 'u-1' }))).toEqual([...mine].reverse());
+    expect(ids(await list({ user: 'u-1', topic: 'tax' }))).toEqual([mine[2], mine[0]]);
+    expect(ids(await list({ user: 'u-3' }))).toEqual([]);
+    const first = await list({ user: 'u-1' }, '&limit=2');
+    expect(ids(first)).toEqual([mine[2], mine[1]]);
+    const rest = await list(
+      { user: 'u-1' },
+      `&limit=2&cursor=${encodeURIComponent(first.nextCursor ?? '')}`,
+    );
+    expect(rest).toEqual({ items: [expect.objectContaining({ id: mine[0] })], nextCursor: null });
+  });
+
   it.each([
     ['a cursor it never returned', '?cursor=bm90LWEtY3Vyc29y', 'invalid_cursor'],
     ['a limit over 100', '?limit=101', 'validation_failed'],
     ['an unknown parameter', '?status=completed', 'validation_failed'],
+    ['metadata that is not JSON', '?metadata=user%3Du-1', 'validation_failed'],
+    ['metadata that is a JSON array', '?metadata=%5B1%5D', 'validation_failed'],
+    ['metadata that is a JSON string', '?metadata=%22u-1%22', 'validation_failed'],
+    ['metadata with a NUL', '?metadata=%7B%22u%22%3A%22a%5Cu0000b%22%7D', 'validation_failed'],
   ])('%s answers 400 %s', async (_, query, code) => {
     const tenant = await newTenant(`list sessions ${code} ${query}`);
     const response = await request(tenant, 'GET', `/v1/sessions${query}`);

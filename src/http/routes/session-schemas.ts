@@ -2,10 +2,12 @@ import { z } from 'zod';
 import type { SessionPage, SessionWithMessages } from '../../sessions/service.js';
 import { SESSION_ROLES, type Session } from '../../sessions/types.js';
 import {
+  hasNoNulInJson,
   listPageFields,
   MAX_POSTGRES_INTEGER,
   metadataSchema,
   modelNameSchema,
+  NO_NUL_MESSAGE,
   nameSchema,
 } from './schemas.js';
 
@@ -38,7 +40,26 @@ export const updateSessionBody = z
     'name at least one of title, metadata, model',
   );
 
-export const listSessionsQuery = z.object(listPageFields).strict();
+/** `?metadata=`: a JSON object a session's metadata must contain. */
+const metadataFilter = z
+  .string()
+  .max(2048)
+  .transform((text, context) => {
+    try {
+      return JSON.parse(text) as unknown;
+    } catch {
+      context.addIssue({ code: 'custom', message: 'must be a JSON object' });
+      return z.NEVER;
+    }
+  })
+  .pipe(z.record(z.string(), z.unknown()).refine(hasNoNulInJson, NO_NUL_MESSAGE))
+  .describe(
+    'A JSON object, URL-encoded: only sessions whose metadata contains it (`{"user":"u-1"}` matches `{"user":"u-1","topic":"tax"}`)',
+  );
+
+export const listSessionsQuery = z
+  .object({ ...listPageFields, metadata: metadataFilter.optional() })
+  .strict();
 
 export const sessionMessagesQuery = z
   .object({
