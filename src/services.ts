@@ -110,7 +110,10 @@ export function createServices(options: {
   };
   const principalCache = createPrincipalCache({ ttlMs: options.config.AUTH_CACHE_TTL_MS });
   const executions = createExecutions({ log: options.log });
-  const metrics = createWaymarkMetrics({ runsInProgress: executions.size });
+  const metrics = createWaymarkMetrics({
+    runsInProgress: executions.size,
+    pool: () => database.pool,
+  });
   const hub = createEventHub({
     db: database.db,
     listenUrl: options.config.DATABASE_LISTEN_URL ?? options.databaseUrl,

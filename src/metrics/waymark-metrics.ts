@@ -15,6 +15,8 @@ import { createMetricsRegistry } from './registry.js';
 export function createWaymarkMetrics(options: {
   /** Workflow runs in progress on this replica, read at each scrape. */
   runsInProgress: () => number;
+  /** The database pool's connections, read at each scrape (pg.Pool's counts). */
+  pool?: () => { totalCount: number; idleCount: number; waitingCount: number };
 }) {
   const registry = createMetricsRegistry();
   const httpRequests = registry.counter({
@@ -79,6 +81,39 @@ export function createWaymarkMetrics(options: {
     help: 'Duration of model call attempts, by provider and model.',
     labelNames: ['provider', 'model'],
     buckets: [0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120],
+  });
+  const pool = options.pool;
+  if (pool) {
+    registry.gauge({
+      name: 'waymark_db_pool_connections',
+      help: 'Connections of this replica’s database pool, by state: idle or in_use.',
+      labelNames: ['state'],
+      collect: () => {
+        const counts = pool();
+        return [
+          [{ state: 'idle' }, counts.idleCount],
+          [{ state: 'in_use' }, counts.totalCount - counts.idleCount],
+        ];
+      },
+    });
+    registry.gauge({
+      name: 'waymark_db_pool_waiting',
+      help: 'Queries of this replica waiting for a free pool connection (DATABASE_POOL_MAX reached).',
+      labelNames: [],
+      collect: () => [[{}, pool().waitingCount]],
+    });
+  }
+  registry.gauge({
+    name: 'process_resident_memory_bytes',
+    help: 'Resident memory of this replica’s process, in bytes.',
+    labelNames: [],
+    collect: () => [[{}, process.memoryUsage.rss()]],
+  });
+  registry.gauge({
+    name: 'nodejs_heap_size_used_bytes',
+    help: 'JavaScript heap in use, in bytes.',
+    labelNames: [],
+    collect: () => [[{}, process.memoryUsage().heapUsed]],
   });
   const sseOpen = registry.gauge({
     name: 'waymark_sse_streams_open',

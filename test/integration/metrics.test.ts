@@ -222,4 +222,21 @@ describe('GET /metrics', () => {
     ).toBeGreaterThanOrEqual(1);
     controller.abort();
   });
+
+  it('reports the database pool and the process’s memory at each scrape', async () => {
+    const pool = h.testApp.services.database.pool;
+    const held = await pool.connect();
+    try {
+      const scraped = await scrape();
+      expect(scraped.types.get('waymark_db_pool_connections')).toBe('gauge');
+      const inUse = value(scraped, 'waymark_db_pool_connections{state="in_use"}');
+      expect(inUse).toBeGreaterThanOrEqual(1);
+      expect(scraped.samples.has('waymark_db_pool_connections{state="idle"}')).toBe(true);
+      expect(scraped.samples.has('waymark_db_pool_waiting')).toBe(true);
+      expect(value(scraped, 'process_resident_memory_bytes')).toBeGreaterThan(1_000_000);
+      expect(value(scraped, 'nodejs_heap_size_used_bytes')).toBeGreaterThan(1_000_000);
+    } finally {
+      held.release();
+    }
+  });
 });
