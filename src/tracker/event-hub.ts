@@ -5,6 +5,7 @@ import { EVENTS_CHANNEL } from '../store/event-statement-parts.js';
 import { workflowEventsRepository } from '../store/workflow-events.js';
 import { toEvent } from '../workflows/rows.js';
 import type { WorkflowEvent } from '../workflows/types.js';
+import { probeListening } from './listen-probe.js';
 import {
   MAX_PAYLOAD_BYTES,
   type Notification,
@@ -18,13 +19,14 @@ import {
  * emitted here are delivered in-process; events emitted on other replicas
  * arrive through PostgreSQL LISTEN/NOTIFY on ONE dedicated connection per
  * replica (not one per subscriber). That connection is health-checked and
- * re-established when it drops, and after every (re)connect the hub reads
- * from the store whatever its subscribers may have missed. A read that
- * fails (the pool's database briefly out of reach, while the LISTEN
+ * re-established when it drops; a (re)connect counts once it has heard a
+ * notification sent through the pool (listen-probe.ts), and then the hub
+ * reads from the store whatever its subscribers may have missed. A read
+ * that fails (the pool's database briefly out of reach, while the LISTEN
  * connection is not) is tried again, with a bounded backoff, until the
  * events it was to read are delivered: no later notification may come for
- * them (the missed ones may include `workflow_end`). The same
- * connection carries the invalidations of API-key caches (`onPrincipalsChanged`,
+ * them (the missed ones may include `workflow_end`). The same connection
+ * carries the invalidations of API-key caches (`onPrincipalsChanged`,
  * `onListening`), so a replica needs no second LISTEN connection.
  */
 
@@ -46,6 +48,8 @@ export interface EventHubOptions {
   origin: string;
   log: Logger;
   healthCheckIntervalMs?: number;
+  /** A (re)connect's wait for its probe (listen-probe.ts); LISTEN_PROBE_TIMEOUT_MS unless given. */
+  listenProbeTimeoutMs?: number;
   /** A key or tenant changed on another replica (the API-key cache drops what it touched). */
   onPrincipalsChanged?: (change: PrincipalsNotification) => void;
   /**
@@ -219,6 +223,12 @@ export function createEventHub(options: EventHubOptions) {
     next.on('end', () => dropConnection(next, new Error('the listening connection ended')));
     try {
       await next.connect();
+      // Before the channel, so a connection that cannot hear the pool never counts as listening.
+      await probeListening({
+        listener: next,
+        db: options.db,
+        timeoutMs: options.listenProbeTimeoutMs,
+      });
       await next.query(`LISTEN ${EVENTS_CHANNEL}`);
     } catch (error) {
       // A connection that is up but could not LISTEN (a standby, say) would stay open.

@@ -9,7 +9,7 @@ import { startFakeProviderServer } from '../fakes/provider-server.js';
 import type { FakeProviderServer } from '../fakes/provider-types.js';
 import { createTestDatabase, type TestDatabase } from '../support/database.js';
 import { openStream, within } from '../support/event-streams.js';
-import { findPgbouncer, type Pgbouncer, startPgbouncer } from '../support/pgbouncer.js';
+import { type Pgbouncer, pgbouncerForTests, startPgbouncer } from '../support/pgbouncer.js';
 import { planReply, stage } from '../support/pipeline-http.js';
 import {
   freePorts,
@@ -34,12 +34,7 @@ import { waitFor } from '../support/workflows.js';
  * it is skipped and says why.
  */
 
-const binary = findPgbouncer();
-const onCi = !['', '0', 'false'].includes((process.env.CI ?? '').toLowerCase());
-const MISSING =
-  'no pgbouncer binary (looked for PGBOUNCER_BIN, /usr/sbin/pgbouncer, /usr/local/sbin, /usr/bin and PATH): install the `pgbouncer` package (apt-get install pgbouncer)';
-if (!binary && onCi) throw new Error(`${MISSING}; CI must run the PgBouncer test`);
-if (!binary) console.warn(`test/e2e/pgbouncer.test.ts skipped: ${MISSING}`);
+const binary = pgbouncerForTests('test/e2e/pgbouncer.test.ts');
 
 /** Server connections PgBouncer keeps for the database: fewer than either replica's pool. */
 const SERVER_CONNECTIONS = 2;

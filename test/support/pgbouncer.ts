@@ -32,6 +32,22 @@ export function findPgbouncer(): string | undefined {
   return [...CANDIDATES, ...fromPath].find(isExecutable);
 }
 
+/**
+ * The binary for a test file that needs it. Missing, the file fails when
+ * CI is set (CI must run it), else it is skipped: this says why on stderr,
+ * and the caller skips its tests when it gets undefined.
+ */
+export function pgbouncerForTests(testFile: string): string | undefined {
+  const binary = findPgbouncer();
+  if (binary) return binary;
+  const missing =
+    'no pgbouncer binary (looked for PGBOUNCER_BIN, /usr/sbin/pgbouncer, /usr/local/sbin, /usr/bin and PATH): install the `pgbouncer` package (apt-get install pgbouncer)';
+  const onCi = !['', '0', 'false'].includes((process.env.CI ?? '').toLowerCase());
+  if (onCi) throw new Error(`${missing}; CI must run ${testFile}`);
+  console.warn(`${testFile} skipped: ${missing}`);
+  return undefined;
+}
+
 function isExecutable(file: string): boolean {
   try {
     accessSync(file, constants.X_OK);
