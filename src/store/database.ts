@@ -132,6 +132,11 @@ export function isStatementGivenUp(error: unknown): boolean {
   return error instanceof pg.DatabaseError && STATEMENT_GAVE_UP.includes(error.code ?? '');
 }
 
+/** A statement cancelled (57014): it ran past `statement_timeout`, or an operator cancelled it. */
+export function isStatementCancelled(error: unknown): boolean {
+  return error instanceof pg.DatabaseError && error.code === '57014';
+}
+
 /**
  * Whether `error` says the database cannot be reached or went away, so the
  * same request may well succeed a moment later: no connection free within

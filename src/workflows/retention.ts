@@ -1,7 +1,7 @@
 import { sql } from 'kysely';
 import type { Logger } from 'pino';
 import { createPeriodicTask } from '../periodic.js';
-import type { Db } from '../store/database.js';
+import { type Db, isStatementCancelled } from '../store/database.js';
 import { llmCallsRepository } from '../store/llm-calls.js';
 
 export interface RetentionSweeperOptions {
@@ -13,7 +13,7 @@ export interface RetentionSweeperOptions {
   ledgerRetentionDays?: number;
   /** Pause between the end of one sweep and the start of the next. */
   intervalMs: number;
-  /** Rows per DELETE; each batch is its own short transaction. */
+  /** Rows per DELETE at first; each batch is its own short transaction. */
   batchSize?: number;
 }
 
@@ -36,6 +36,13 @@ const DAY_MS = 86_400_000;
 export function createRetentionSweeper(options: RetentionSweeperOptions) {
   const log = options.log.child({ component: 'retention' });
   const batchSize = options.batchSize ?? 500;
+  /**
+   * Rows per DELETE, by table: halved when a batch runs past the
+   * database's `statement_timeout`, and kept so for this sweeper's life.
+   * Before, a batch the timeout could not fit failed every sweep, and
+   * nothing was ever deleted again.
+   */
+  const limits = { workflows: batchSize, llm_calls: batchSize };
   const ledgerRetentionDays = options.ledgerRetentionDays ?? 0;
   const enabled = options.retentionDays > 0 || ledgerRetentionDays > 0;
 
@@ -48,28 +55,47 @@ export function createRetentionSweeper(options: RetentionSweeperOptions) {
    * long transaction. `finished_at < cutoff` implies NOT NULL, so the
    * partial index workflows_finished serves the scan.
    */
-  async function deleteWorkflowBatch(cutoff: Date): Promise<number> {
+  async function deleteWorkflowBatch(cutoff: Date, limit: number): Promise<number> {
     const result = await sql`
       DELETE FROM workflows
       WHERE id IN (
         SELECT id FROM workflows
         WHERE finished_at < ${cutoff} AND status IN ('completed', 'failed', 'cancelled')
         ORDER BY finished_at
-        LIMIT ${batchSize}
+        LIMIT ${limit}
         FOR UPDATE SKIP LOCKED
       )`.execute(options.db);
     return Number(result.numAffectedRows ?? 0n);
   }
 
-  /** Runs `batch` until a short one (or a stop); returns how many rows they deleted. */
-  async function deleteAll(batch: () => Promise<number>): Promise<number> {
+  /**
+   * Runs `batch` until a short one (or a stop); returns how many rows they
+   * deleted. A batch cancelled (statement_timeout) is run again at half
+   * the size, down to one row.
+   */
+  async function deleteAll(
+    table: keyof typeof limits,
+    batch: (limit: number) => Promise<number>,
+  ): Promise<number> {
     let deleted = 0;
     for (;;) {
-      const count = await batch();
+      const limit = limits[table];
+      let count: number;
+      try {
+        count = await batch(limit);
+      } catch (error) {
+        if (!isStatementCancelled(error) || limit === 1) throw error;
+        limits[table] = Math.ceil(limit / 2);
+        log.warn(
+          { err: error, table, batchSize: limits[table] },
+          `a delete of ${limit} rows was cancelled (statement_timeout); deleting ${limits[table]} at a time`,
+        );
+        continue;
+      }
       deleted += count;
       // A short batch means nothing unlocked is left; rows another replica
       // holds are its to delete.
-      if (count < batchSize || task.stopped()) return deleted;
+      if (count < limit || task.stopped()) return deleted;
     }
   }
 
@@ -78,7 +104,9 @@ export function createRetentionSweeper(options: RetentionSweeperOptions) {
     const counts: SweepCounts = { workflows: 0, llmCalls: 0 };
     if (options.retentionDays > 0) {
       const cutoff = new Date(now.getTime() - options.retentionDays * DAY_MS);
-      counts.workflows = await deleteAll(() => deleteWorkflowBatch(cutoff));
+      counts.workflows = await deleteAll('workflows', (limit) =>
+        deleteWorkflowBatch(cutoff, limit),
+      );
       if (counts.workflows > 0)
         log.info(
           { deleted: counts.workflows, cutoff },
@@ -88,7 +116,9 @@ export function createRetentionSweeper(options: RetentionSweeperOptions) {
     if (ledgerRetentionDays > 0 && !task.stopped()) {
       const cutoff = new Date(now.getTime() - ledgerRetentionDays * DAY_MS);
       const ledger = llmCallsRepository(options.db);
-      counts.llmCalls = await deleteAll(() => ledger.deleteStartedBefore(cutoff, batchSize));
+      counts.llmCalls = await deleteAll('llm_calls', (limit) =>
+        ledger.deleteStartedBefore(cutoff, limit),
+      );
       if (counts.llmCalls > 0)
         log.info({ deleted: counts.llmCalls, cutoff }, 'deleted usage ledger rows past retention');
     }

@@ -1,8 +1,10 @@
 import { randomUUID } from 'node:crypto';
-import { sql } from 'kysely';
+import { Kysely, PostgresDialect, sql } from 'kysely';
+import pg from 'pg';
 import pino from 'pino';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { type DatabaseHandle, openDatabase } from '../../src/store/database.js';
+import type { Database } from '../../src/store/schema.js';
 import { createRetentionSweeper } from '../../src/workflows/retention.js';
 import type { TestDatabase } from '../support/database.js';
 import { startTcpProxy, type TcpProxy } from '../support/tcp-proxy.js';
@@ -115,6 +117,45 @@ describe('the retention sweep beside other sessions', () => {
       await proxy.restore().catch(() => undefined);
       await through.close();
       await proxy.close();
+    }
+  });
+
+  it('a batch cancelled by statement_timeout is run again at half the size, until the sweep gets through', async () => {
+    // Each deleted row costs 10 ms, so 200 rows take 2 s where the timeout allows 1 s.
+    await sql`
+      CREATE FUNCTION slow_workflow_delete() RETURNS trigger LANGUAGE plpgsql AS $$
+      BEGIN PERFORM pg_sleep(0.01); RETURN OLD; END $$`.execute(handle.db);
+    await sql`
+      CREATE TRIGGER slow_workflow_delete BEFORE DELETE ON workflows
+      FOR EACH ROW EXECUTE FUNCTION slow_workflow_delete()`.execute(handle.db);
+    const warned: { batchSize?: number; msg: string }[] = [];
+    const recording = pino(
+      { level: 'warn' },
+      { write: (line: string) => void warned.push(JSON.parse(line)) },
+    );
+    const timed = new pg.Pool({
+      connectionString: database.url,
+      max: 2,
+      options: '-c statement_timeout=1000',
+    });
+    const sweep = createRetentionSweeper({
+      db: new Kysely<Database>({ dialect: new PostgresDialect({ pool: timed }) }),
+      log: recording,
+      retentionDays: 30,
+      intervalMs: 1_000,
+    });
+    try {
+      await completedDaysAgo(40, 200);
+
+      expect((await sweep.sweepOnce()).workflows).toBe(200);
+      expect(await remaining()).toEqual([]);
+      // 500 and 250 (both over the 200 rows due) and 125 were cancelled at least.
+      expect(warned.map((line) => line.batchSize).slice(0, 3)).toEqual([250, 125, 63]);
+      expect(warned[0]?.msg).toMatch(/statement_timeout/);
+    } finally {
+      await timed.end();
+      await sql`DROP TRIGGER slow_workflow_delete ON workflows`.execute(handle.db);
+      await sql`DROP FUNCTION slow_workflow_delete()`.execute(handle.db);
     }
   });
 });
