@@ -94,6 +94,7 @@ export function preparingClientClass(options: PreparedStatementsOptions): typeof
       const run = (as: string) =>
         super.query({ name: as, text, values: parameters }) as Promise<pg.QueryResult>;
       return run(name).catch((error: unknown) => {
+        if (isStatementOfOtherSession(error)) throw explainPooler(error);
         if (!isStalePlan(error)) throw error;
         const renewed = issue(text);
         // Inside a transaction the failure has aborted it: only its owner can start again.
@@ -123,4 +124,30 @@ function isStalePlan(error: unknown): boolean {
     (error as { code?: unknown }).code === FEATURE_NOT_SUPPORTED &&
     error.message.includes('cached plan must not change result type')
   );
+}
+
+/** SQLSTATEs of a name unknown (26000) or taken (42P05) on the server session the statement reached. */
+const OTHER_SESSION_CODES = ['26000', '42P05'];
+
+/**
+ * A named statement that met a server session other than the one that
+ * prepared it, or one another client prepared it on: DATABASE_URL goes
+ * through a pooler that shares server sessions between clients.
+ */
+function isStatementOfOtherSession(error: unknown): error is Error {
+  return (
+    error instanceof Error &&
+    OTHER_SESSION_CODES.includes(String((error as { code?: unknown }).code)) &&
+    /prepared statement "waymark_\d+"/.test(error.message)
+  );
+}
+
+/** The error as PostgreSQL raised it (its class and code kept), saying which setting to change. */
+function explainPooler(error: Error): Error {
+  error.message +=
+    ' (DATABASE_PREPARED_STATEMENTS is on, but the statement reached a server session that did ' +
+    'not prepare it: DATABASE_URL goes through a transaction-mode pooler that does not keep ' +
+    'prepared statements; set DATABASE_PREPARED_STATEMENTS=off, or use PgBouncer 1.21+ with ' +
+    'max_prepared_statements)';
+  return error;
 }

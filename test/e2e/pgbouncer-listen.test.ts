@@ -1,7 +1,10 @@
 import { mkdtemp, rm } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
+import { sql } from 'kysely';
+import pino from 'pino';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
+import { openDatabase } from '../../src/store/database.js';
 import { createTestDatabase, type TestDatabase } from '../support/database.js';
 import { type Pgbouncer, pgbouncerForTests, startPgbouncer } from '../support/pgbouncer.js';
 import { waymarkProcesses } from '../support/process.js';
@@ -21,7 +24,7 @@ let bouncer: Pgbouncer | undefined;
 let database: TestDatabase | undefined;
 let dataDir: string | undefined;
 
-describe.skipIf(!binary)('LISTEN through PgBouncer in transaction mode', () => {
+describe.skipIf(!binary)('settings refused through PgBouncer in transaction mode', () => {
   beforeAll(async () => {
     bouncer = await startPgbouncer({
       binary: binary as string,
@@ -55,4 +58,33 @@ describe.skipIf(!binary)('LISTEN through PgBouncer in transaction mode', () => {
     expect(fatal?.msg).toBe('waymark failed to start');
     expect(fatal?.err?.message).toMatch(/DATABASE_LISTEN_URL.*transaction-mode pooler/);
   }, 90_000);
+
+  it('with DATABASE_PREPARED_STATEMENTS on, a statement that meets another server session says which setting to change', async () => {
+    if (!bouncer || !database) throw new Error('the setup did not finish');
+    const through = openDatabase({
+      url: bouncer.urlFor(database.url),
+      poolMax: 4,
+      log: pino({ level: 'silent' }),
+      preparedStatements: true,
+    });
+    try {
+      // Four clients over two server sessions: names prepared on one meet the other.
+      const results = await Promise.allSettled(
+        // Through kysely, as the service's queries go: pool.query's own calls stay unnamed.
+        Array.from({ length: 40 }, (_, i) => sql`SELECT ${i}::int AS n`.execute(through.db)),
+      );
+      const refused = results.flatMap((result) =>
+        result.status === 'rejected' ? [result.reason as Error & { code?: string }] : [],
+      );
+      expect(refused.length).toBeGreaterThan(0);
+      for (const error of refused) {
+        expect(['26000', '42P05']).toContain(error.code);
+        expect(error.message).toMatch(
+          /prepared statement "waymark_\d+".*DATABASE_PREPARED_STATEMENTS=off/,
+        );
+      }
+    } finally {
+      await through.close();
+    }
+  });
 });
