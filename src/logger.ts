@@ -1,4 +1,4 @@
-import pino, { type Logger } from 'pino';
+import pino, { type DestinationStream, type Logger } from 'pino';
 import type { Config } from './config.js';
 
 /**
@@ -22,13 +22,18 @@ export const REDACTED_PATHS = [
   '*.databaseUrl',
 ];
 
-export function createLogger(config: Pick<Config, 'LOG_LEVEL'>): Logger {
-  return pino({
+/** The service's logger; to stdout unless given a `destination` (tests read what it writes). */
+export function createLogger(
+  config: Pick<Config, 'LOG_LEVEL'>,
+  destination?: DestinationStream,
+): Logger {
+  const options = {
     level: config.LOG_LEVEL,
     base: { service: 'waymark', pid: process.pid },
     redact: { paths: REDACTED_PATHS, censor: '[redacted]' },
     timestamp: pino.stdTimeFunctions.isoTime,
-  });
+  };
+  return destination ? pino(options, destination) : pino(options);
 }
 
 /**

@@ -42,6 +42,8 @@ export async function startTestAppOn(
     log,
     databaseUrl: database.url,
     migrations: await readMigrations(),
+    // Where catalogue providers' `apiKeyEnv` variables are read, as main.ts reads the process's.
+    env,
   });
   await services.hub.start();
   const app = await buildApp(services);

@@ -16,7 +16,12 @@ export interface RawRpc {
   params?: unknown;
 }
 
-export type RawMcpScript = (message: RawRpc, response: ServerResponse) => void;
+/** `request`: the HTTP request the message came in, for a script that quotes its headers. */
+export type RawMcpScript = (
+  message: RawRpc,
+  response: ServerResponse,
+  request: IncomingMessage,
+) => void;
 
 export interface RawMcpServer {
   /** The MCP endpoint, `http://127.0.0.1:<port>/mcp`. */
@@ -47,7 +52,7 @@ export async function startRawMcpServer(
     }
     const chunks: Buffer[] = [];
     for await (const chunk of request) chunks.push(chunk as Buffer);
-    script(JSON.parse(Buffer.concat(chunks).toString()) as RawRpc, response);
+    script(JSON.parse(Buffer.concat(chunks).toString()) as RawRpc, response, request);
   });
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
   return {

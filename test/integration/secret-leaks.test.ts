@@ -1,0 +1,244 @@
+import { mkdtemp, rm } from 'node:fs/promises';
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import os from 'node:os';
+import path from 'node:path';
+import { Writable } from 'node:stream';
+import { afterAll, afterEach, beforeAll, describe, expect, inject, it } from 'vitest';
+import { createLogger } from '../../src/logger.js';
+import { startFakeProviderServer } from '../fakes/provider-server.js';
+import type { FakeProviderServer, FakeResponse } from '../fakes/provider-types.js';
+import { bearer, startTestAppOn, type TestApp } from '../support/app.js';
+import { createTestDatabase, type TestDatabase } from '../support/database.js';
+import { freePort, waymarkProcesses } from '../support/process.js';
+import {
+  acceptNotification,
+  INITIALIZE_RESULT,
+  type RawMcpServer,
+  type RawRpc,
+  replyResult,
+  startRawMcpServer,
+} from '../support/raw-mcp-server.js';
+import { startToolServer, type ToolServer } from '../support/tool-server.js';
+import {
+  bootstrapOperator,
+  createTenant,
+  startWorkflow,
+  storedEvents,
+  type TestTenant,
+  waitForStatus,
+} from '../support/workflows.js';
+
+/**
+ * Secrets never leave the process by the way of its output: provider keys,
+ * the header values stored with HTTP tools and MCP servers, stream tokens
+ * and the database password are in no log line (the production logger, at
+ * trace), no API answer, no workflow event and no prompt sent to a model,
+ * on the paths where they are most likely to slip out: failures. A server
+ * that quotes its own credentials back (an echo endpoint, an error page
+ * showing the request, "invalid token: …") must not hand them to the model.
+ */
+
+const OPENAI_KEY = 'sk-openai-leak-check-1111';
+const ANTHROPIC_KEY = 'sk-ant-leak-check-2222';
+const TOOL_TOKEN = 'tool-token-leak-check-3333';
+const TOOL_API_KEY = 'tool-apikey-leak-check-4444';
+const MCP_TOKEN = 'mcp-token-leak-check-5555';
+const SECRETS = [OPENAI_KEY, ANTHROPIC_KEY, TOOL_TOKEN, TOOL_API_KEY, MCP_TOKEN];
+
+/** What the production logger wrote, every level. */
+let logged = '';
+const logSink = new Writable({
+  write(chunk, _encoding, done) {
+    logged += String(chunk);
+    done();
+  },
+});
+
+let database: TestDatabase;
+let provider: FakeProviderServer;
+let tools: ToolServer;
+let mcp: RawMcpServer;
+/** How the MCP server answers: well; `initialize` refused quoting the token; `tools/call` quoting it. */
+const mcpMode: 'normal' | 'refuse-quoting' | 'result-quoting' = 'normal';
+let testApp: TestApp;
+let tenant: TestTenant;
+
+beforeAll(async () => {
+  database = await createTestDatabase();
+  provider = await startFakeProviderServer();
+  tools = await startToolServer();
+  tools.handle(answerToolCall);
+  mcp = await startRawMcpServer(answerMcp);
+  const env = {
+    LOG_LEVEL: 'trace',
+    OAI_KEY: OPENAI_KEY,
+    ANT_KEY: ANTHROPIC_KEY,
+    HTTP_TOOLS_ALLOW_PRIVATE: 'true',
+    LLM_MAX_RETRIES_PER_MODEL: '0',
+    LLM_BREAKER_THRESHOLD: '100',
+    RATE_LIMIT_MAX: '100000',
+    WAYMARK_MODELS: JSON.stringify({
+      providers: [
+        { name: 'oai', kind: 'openai', baseUrl: provider.openaiBaseUrl, apiKeyEnv: 'OAI_KEY' },
+        {
+          name: 'ant',
+          kind: 'anthropic',
+          baseUrl: provider.anthropicBaseUrl,
+          apiKeyEnv: 'ANT_KEY',
+        },
+      ],
+      models: [{ ...model('gpt', 'oai'), fallbacks: ['claude'] }, model('claude', 'ant')],
+      defaultModel: 'gpt',
+    }),
+  };
+  testApp = await startTestAppOn(database, env, createLogger({ LOG_LEVEL: 'trace' }, logSink));
+  tenant = await createTenant(testApp, await bootstrapOperator(testApp), { name: 'secretive' });
+});
+afterAll(async () => {
+  await testApp?.close();
+  await database?.drop();
+  await provider?.close();
+  await tools?.close();
+  await mcp?.close();
+});
+
+function model(name: string, providerName: string) {
+  return {
+    name,
+    provider: providerName,
+    modelId: `${name}-id`,
+    contextWindow: 32_000,
+    maxOutputTokens: 256,
+  };
+}
+
+/** `/quote-500` fails quoting the request's headers, as a debugging error page does; `/echo` answers them, as httpbin does. */
+function answerToolCall(call: { path: string; headers: object }, response: ServerResponse): void {
+  const quoted = JSON.stringify({ received: call.headers });
+  if (call.path === '/quote-500') {
+    response.writeHead(500, { 'content-type': 'text/plain' });
+    response.end(`internal error handling request ${quoted}`);
+    return;
+  }
+  response.writeHead(200, { 'content-type': 'application/json' });
+  response.end(quoted);
+}
+
+function answerMcp(message: RawRpc, response: ServerResponse, request: IncomingMessage): void {
+  const authorization = String(request.headers.authorization);
+  if (message.method === 'initialize' && mcpMode === 'refuse-quoting') {
+    response.writeHead(401, { 'content-type': 'text/plain' });
+    response.end(`invalid token: ${authorization}`);
+    return;
+  }
+  if (message.method === 'initialize') {
+    replyResult(response, message.id, INITIALIZE_RESULT);
+  } else if (message.id === undefined) {
+    acceptNotification(response);
+  } else if (message.method === 'tools/list') {
+    replyResult(response, message.id, {
+      tools: [{ name: 'whoami', inputSchema: { type: 'object' } }],
+    });
+  } else {
+    replyResult(response, message.id, {
+      content: [
+        { type: 'text', text: `you are the holder of ${authorization.replace(/^Bearer /, '')}` },
+      ],
+    });
+  }
+}
+
+/** Fails naming the first of `secrets` (every one unless given) that `text`, what `what` says, holds. */
+function expectNoSecretIn(what: string, text: string, secrets: readonly string[] = SECRETS): void {
+  for (const secret of secrets) expect(text, `${what} holds ${secret}`).not.toContain(secret);
+}
+
+async function runToEnd(input: string, ...replies: FakeResponse[]) {
+  provider.enqueue(...replies);
+  const id = await startWorkflow(testApp, tenant.key, { input, mode: 'simple' });
+  const workflow = await waitForStatus(testApp, tenant.key, id, ['completed', 'failed']);
+  return { id, workflow, events: await storedEvents(testApp, id) };
+}
+
+describe('secrets stay out of logs, answers, events and prompts', () => {
+  it('a 500 says nothing of its cause (no SQL, relation, stack or host); the log has it', async () => {
+    await testApp.services.database.pool.query('ALTER TABLE http_tools RENAME TO http_tools_gone');
+    try {
+      const response = await testApp.app.inject({
+        method: 'GET',
+        url: '/v1/tools',
+        headers: bearer(tenant.key),
+      });
+      expect(response.statusCode).toBe(500);
+      expect(response.json()).toEqual({
+        type: 'urn:waymark:problem:internal_error',
+        title: 'Internal Server Error',
+        status: 500,
+        detail: 'An internal error occurred',
+        instance: '/v1/tools',
+        code: 'internal_error',
+        requestId: expect.any(String),
+      });
+      const { requestId } = response.json() as { requestId: string };
+      const line = logged
+        .split('\n')
+        .find((text) => text.includes(requestId) && text.includes('"level":50'));
+      expect(line).toContain('http_tools');
+    } finally {
+      await testApp.services.database.pool.query(
+        'ALTER TABLE http_tools_gone RENAME TO http_tools',
+      );
+    }
+  });
+
+  it('provider keys: a 401 from OpenAI, a 500 from Anthropic, a reset connection (last: the 401 opens a circuit)', async () => {
+    const retried = await runToEnd(
+      'Hello',
+      { kind: 'error', status: 401 },
+      { kind: 'error', status: 500 },
+    );
+    expect(retried.workflow.status).toBe('failed');
+    // The 401 opened OpenAI's circuit: this one goes to Anthropic alone.
+    const reset = await runToEnd('Hello again', { kind: 'reset' });
+    expect(reset.workflow.status).toBe('failed');
+    // The keys went where they belong, so their absence below means something.
+    expect(provider.requests.map((request) => request.headers.authorization)).toContain(
+      `Bearer ${OPENAI_KEY}`,
+    );
+    const keys = [OPENAI_KEY, ANTHROPIC_KEY];
+    expectNoSecretIn('the workflows and their events', JSON.stringify([retried, reset]), keys);
+    expectNoSecretIn('the log', logged, keys);
+  });
+});
+
+describe('a start whose database refuses it', () => {
+  const processes = waymarkProcesses();
+  let dataDir: string;
+  beforeAll(async () => {
+    dataDir = await mkdtemp(path.join(os.tmpdir(), 'waymark-secret-leaks-'));
+  });
+  afterEach(() => processes.killAll());
+  afterAll(async () => {
+    if (dataDir) await rm(dataDir, { recursive: true, force: true });
+  });
+
+  it('nobody listening, or a user it does not know: the exit logs why, at trace, without the password', async () => {
+    const password = 'db-password-leak-check-6666';
+    const server = new URL(inject('testDatabaseAdminUrl'));
+    const unknownUser = new URL(server);
+    unknownUser.username = 'waymark_no_such_user';
+    unknownUser.password = password;
+    unknownUser.pathname = '/postgres';
+    const nobody = new URL(unknownUser);
+    nobody.host = `127.0.0.1:${await freePort()}`;
+    for (const url of [nobody, unknownUser]) {
+      const waymark = await processes.start({
+        env: { WAYMARK_DATA_DIR: dataDir, LOG_LEVEL: 'trace', DATABASE_URL: url.href },
+      });
+      const exit = await waymark.waitForExit(30_000);
+      expect(exit.code, waymark.stderr()).toBe(1);
+      expect(waymark.stdout()).toContain('waymark failed to start');
+      expect(waymark.stdout() + waymark.stderr()).not.toContain(password);
+    }
+  }, 60_000);
+});
