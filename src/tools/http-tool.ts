@@ -1,5 +1,6 @@
 import type { HttpToolRow } from '../store/schema.js';
 import { decodeText, type GuardedResponse, guardedRequest } from './guarded-request.js';
+import { headerSecrets, redactSecrets } from './header-secrets.js';
 import { hostAllowed } from './host-allowlist.js';
 import { parametersFromJsonSchema } from './json-schema-parameters.js';
 import { BlockedAddressError, type Resolver } from './network-guard.js';
@@ -11,7 +12,8 @@ import { type Tool, type ToolContext, ToolFailure, type ToolResult } from './typ
  * `Idempotency-Key` of workflow, step and call (a step cut off midway runs
  * again on another replica, and the tool server can tell the retry).
  * Every failure (refused host, timeout, unreachable, non-2xx) becomes an
- * error result for the model, never a throw.
+ * error result for the model, never a throw. The tool's header values are
+ * redacted from what the server answers (header-secrets.ts).
  */
 
 /** Larger answers are cut here, with a note: the model could not use more anyway. */
@@ -29,6 +31,7 @@ export interface HttpToolPolicy {
 }
 
 export function toHttpTool(row: HttpToolRow, policy: HttpToolPolicy): Tool {
+  const secrets = headerSecrets(row.headers);
   return {
     name: row.name,
     description: row.description,
@@ -36,7 +39,7 @@ export function toHttpTool(row: HttpToolRow, policy: HttpToolPolicy): Tool {
     sequential: row.sequential,
     // A second more than the call's own timeout, so the loop gets this tool's clearer message first.
     timeoutMs: row.timeout_ms + 1000,
-    execute: (args, ctx) => callHttpTool({ row, policy, args, ctx }),
+    execute: (args, ctx) => callHttpTool({ row, policy, secrets, args, ctx }),
   };
 }
 
@@ -53,6 +56,8 @@ export function idempotencyKey(ctx: ToolContext): string {
 async function callHttpTool(call: {
   row: HttpToolRow;
   policy: HttpToolPolicy;
+  /** `headerSecrets` of the row's headers. */
+  secrets: readonly string[];
   args: unknown;
   ctx: ToolContext;
 }): Promise<ToolResult> {
@@ -85,7 +90,7 @@ async function callHttpTool(call: {
       allowPrivate: policy.allowPrivate,
       resolver: policy.resolver,
     });
-    return toResult(answer);
+    return toResult(answer, call.secrets);
   } catch (error) {
     if (timeout.signal.aborted) {
       return failed(`the tool did not answer within ${row.timeout_ms} ms`);
@@ -100,8 +105,9 @@ async function callHttpTool(call: {
   }
 }
 
-function toResult(answer: GuardedResponse): ToolResult {
-  const text = decodeText(answer.body, answer.headers['content-type']);
+function toResult(answer: GuardedResponse, secrets: readonly string[]): ToolResult {
+  // Before the excerpt of an error answer is cut, which could keep a secret's head.
+  const text = redactSecrets(decodeText(answer.body, answer.headers['content-type']), secrets);
   if (answer.status < 200 || answer.status > 299) {
     const excerpt = text.replace(/\s+/g, ' ').trim().slice(0, ERROR_EXCERPT_CHARS);
     return failed(`the tool answered HTTP ${answer.status}${excerpt ? `: ${excerpt}` : ''}`);

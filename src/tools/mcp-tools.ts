@@ -8,6 +8,7 @@ import type { McpServerRow, McpToolSnapshot } from '../store/schema.js';
 import { within } from '../within.js';
 import { createGuardedFetch } from './guarded-fetch.js';
 import { untilAborted } from './guarded-request.js';
+import { headerSecrets, redactSecrets } from './header-secrets.js';
 import { type HttpToolPolicy, idempotencyKey, isHostAllowed } from './http-tool.js';
 import { InvalidParametersSchema, parametersFromJsonSchema } from './json-schema-parameters.js';
 import { MCP_CALL_ID_META, MCP_CALL_KEY_META, McpCallStreams } from './mcp-call-streams.js';
@@ -73,7 +74,8 @@ type CallChannel = Pick<McpConnection, 'client' | 'calls'>;
  * for the whole of it: each request has that timeout, but a server may
  * answer every `tools/list` with a next cursor, or never answer the
  * `notifications/initialized` the SDK waits for. Throws `McpUnreachable`
- * with a reason fit for the tenant.
+ * with a reason fit for the tenant, the server's header values redacted
+ * from it (header-secrets.ts).
  */
 export async function connectMcpServer(
   server: Pick<McpServerRow, 'name' | 'url' | 'headers' | 'timeout_ms'>,
@@ -124,7 +126,7 @@ export async function connectMcpServer(
     await closeConnection(client, transport, options.log);
     const reason = deadline.aborted
       ? `${url.host} did not answer in time`
-      : describeFailure(error, url);
+      : describeFailure(error, { url, secrets: headerSecrets(server.headers) });
     throw new McpUnreachable(reason, { cause: error });
   }
 }
@@ -275,6 +277,7 @@ function exposeMcpTool(
   const description = (
     snapshot.description?.trim() || `The "${snapshot.name}" tool of the ${server.name} MCP server`
   ).slice(0, MAX_DESCRIPTION_CHARS);
+  const secrets = headerSecrets(server.headers);
   return {
     ok: true,
     tool: {
@@ -283,8 +286,17 @@ function exposeMcpTool(
       parameters: parametersFromJsonSchema(snapshot.inputSchema),
       // A second more than the call's own timeout, so the loop gets this tool's clearer message first.
       timeoutMs: server.timeout_ms + 1000,
-      execute: (args, ctx) =>
-        callMcpTool({ channel, server, toolName: snapshot.name, args: args as object, ctx }),
+      execute: async (args, ctx) => {
+        const result = await callMcpTool({
+          channel,
+          server,
+          toolName: snapshot.name,
+          args: args as object,
+          ctx,
+        });
+        // What the server answered, its failures' messages included, may quote its header values.
+        return { ...result, content: redactSecrets(result.content, secrets) };
+      },
     },
   };
 }
@@ -341,13 +353,15 @@ export class McpUnreachable extends Error {
  */
 const FAILURE_EXCERPT_CHARS = 300;
 
-function describeFailure(error: unknown, url: URL): string {
+function describeFailure(error: unknown, server: { url: URL; secrets: readonly string[] }): string {
+  const { url } = server;
   if (error instanceof BlockedAddressError) return `refused: ${error.userMessage}`;
   if (isTimeout(error)) return `${url.host} did not answer in time`;
   const cause = (error as { cause?: NodeJS.ErrnoException }).cause;
   const code = (error as NodeJS.ErrnoException).code ?? cause?.code;
   if (typeof code === 'string') return `could not reach ${url.host}: ${code}`;
-  const message = String((error as Error).message)
+  // Redacted before the excerpt is cut, which could keep a secret's head.
+  const message = redactSecrets(String((error as Error).message), server.secrets)
     .replace(/\s+/g, ' ')
     .trim();
   const excerpt = [...message].slice(0, FAILURE_EXCERPT_CHARS).join('');

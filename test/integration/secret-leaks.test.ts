@@ -59,7 +59,7 @@ let provider: FakeProviderServer;
 let tools: ToolServer;
 let mcp: RawMcpServer;
 /** How the MCP server answers: well; `initialize` refused quoting the token; `tools/call` quoting it. */
-const mcpMode: 'normal' | 'refuse-quoting' | 'result-quoting' = 'normal';
+let mcpMode: 'normal' | 'refuse-quoting' | 'result-quoting' = 'normal';
 let testApp: TestApp;
 let tenant: TestTenant;
 
@@ -153,6 +153,27 @@ function expectNoSecretIn(what: string, text: string, secrets: readonly string[]
   for (const secret of secrets) expect(text, `${what} holds ${secret}`).not.toContain(secret);
 }
 
+function promptsSince(first: number): string {
+  return JSON.stringify(provider.requests.slice(first).map((request) => request.body));
+}
+
+async function registerTool(name: string, toolPath: string): Promise<void> {
+  const response = await testApp.app.inject({
+    method: 'POST',
+    url: '/v1/tools',
+    headers: bearer(tenant.key),
+    payload: {
+      name,
+      description: 'A tool whose server needs credentials',
+      parameters: { type: 'object', properties: {} },
+      url: `${tools.origin}${toolPath}`,
+      headers: { Authorization: `Bearer ${TOOL_TOKEN}`, 'X-Api-Key': TOOL_API_KEY },
+    },
+  });
+  expect(response.statusCode, response.body).toBe(201);
+  expectNoSecretIn('the registration’s answer', response.body);
+}
+
 async function runToEnd(input: string, ...replies: FakeResponse[]) {
   provider.enqueue(...replies);
   const id = await startWorkflow(testApp, tenant.key, { input, mode: 'simple' });
@@ -161,6 +182,85 @@ async function runToEnd(input: string, ...replies: FakeResponse[]) {
 }
 
 describe('secrets stay out of logs, answers, events and prompts', () => {
+  it('an HTTP tool’s header values: not listed, and a server quoting them (in a 500, in an echo) reaches neither the model nor the log', async () => {
+    await registerTool('quoting_failure', '/quote-500');
+    await registerTool('echo', '/echo');
+    const listing = await testApp.app.inject({
+      method: 'GET',
+      url: '/v1/tools',
+      headers: bearer(tenant.key),
+    });
+    expectNoSecretIn('the tool listing', listing.body);
+    const first = provider.requests.length;
+    const { workflow, events } = await runToEnd(
+      'Use both tools',
+      {
+        kind: 'reply',
+        toolCalls: [
+          { id: 'call_failing', name: 'quoting_failure', arguments: {} },
+          { id: 'call_echo', name: 'echo', arguments: {} },
+        ],
+      },
+      { kind: 'reply', text: 'Both answered.' },
+    );
+    expect(workflow.status, JSON.stringify(workflow.error)).toBe('completed');
+    // The servers did get the headers, and did quote them.
+    expect(tools.calls.at(-1)?.headers.authorization).toBe(`Bearer ${TOOL_TOKEN}`);
+    const prompts = promptsSince(first);
+    expectNoSecretIn('the prompts', prompts);
+    expect(prompts).toContain('internal error handling request');
+    expect(prompts).toContain('[redacted]');
+    expectNoSecretIn('the events', JSON.stringify(events));
+    expectNoSecretIn('the log', logged);
+  });
+
+  it('an MCP server’s header value: quoted in its refusal at registration, at a run’s start and in a tool result, it is redacted', async () => {
+    mcpMode = 'refuse-quoting';
+    const refused = await testApp.app.inject({
+      method: 'POST',
+      url: '/v1/mcp-servers',
+      headers: bearer(tenant.key),
+      payload: {
+        name: 'refusing',
+        url: mcp.url,
+        headers: { Authorization: `Bearer ${MCP_TOKEN}` },
+      },
+    });
+    expect(refused.json()).toMatchObject({ code: 'mcp_unreachable' });
+    expect(refused.body).toContain('invalid token');
+    expectNoSecretIn('the refused registration’s answer', refused.body);
+
+    mcpMode = 'normal';
+    const registered = await testApp.app.inject({
+      method: 'POST',
+      url: '/v1/mcp-servers',
+      headers: bearer(tenant.key),
+      payload: { name: 'docs', url: mcp.url, headers: { Authorization: `Bearer ${MCP_TOKEN}` } },
+    });
+    expect(registered.statusCode, registered.body).toBe(201);
+    expectNoSecretIn('the registration’s answer', registered.body);
+
+    mcpMode = 'result-quoting';
+    const first = provider.requests.length;
+    const called = await runToEnd(
+      'Who am I?',
+      { kind: 'reply', toolCalls: [{ id: 'call_whoami', name: 'docs__whoami', arguments: {} }] },
+      { kind: 'reply', text: 'You are you.' },
+    );
+    expect(called.workflow.status).toBe('completed');
+    expect(promptsSince(first)).toContain('you are the holder of');
+    expectNoSecretIn('the prompts', promptsSince(first));
+
+    mcpMode = 'refuse-quoting';
+    const unavailable = await runToEnd('Who am I now?', { kind: 'reply', text: 'No idea.' });
+    expect(unavailable.events.find((event) => event.type === 'warning')?.detail).toMatchObject({
+      code: 'tool_source_unavailable',
+      message: expect.stringContaining('invalid token'),
+    });
+    expectNoSecretIn('the events', JSON.stringify([called.events, unavailable.events]));
+    expectNoSecretIn('the log', logged);
+  });
+
   it('a 500 says nothing of its cause (no SQL, relation, stack or host); the log has it', async () => {
     await testApp.services.database.pool.query('ALTER TABLE http_tools RENAME TO http_tools_gone');
     try {
