@@ -38,8 +38,30 @@ export function createLogger(
 
 /**
  * A URL as logged: values of query parameters that carry secrets (stream
- * tokens in `?token=`) are replaced, since request logs record the URL.
+ * tokens in `?token=`) are replaced, since request logs record the URL. A
+ * parameter is matched by its name as the query parser reads it, percent
+ * escapes decoded: `?tok%65n=` authenticates as `?token=` does.
  */
 export function redactUrl(url: string): string {
-  return url.replace(/([?&]token=)[^&#]*/gi, '$1[redacted]');
+  const start = url.indexOf('?');
+  if (start === -1) return url;
+  const params = url
+    .slice(start + 1)
+    .split('&')
+    .map((param) => {
+      const equals = param.indexOf('=');
+      if (equals === -1) return param;
+      const name = param.slice(0, equals);
+      return decodedName(name).toLowerCase() === 'token' ? `${name}=[redacted]` : param;
+    });
+  return `${url.slice(0, start + 1)}${params.join('&')}`;
+}
+
+/** A query parameter's name as the query parser reads it; as written when it is not valid percent-encoding, as the parser keeps it. */
+function decodedName(name: string): string {
+  try {
+    return decodeURIComponent(name.replaceAll('+', ' '));
+  } catch {
+    return name;
+  }
 }

@@ -261,6 +261,25 @@ describe('secrets stay out of logs, answers, events and prompts', () => {
     expectNoSecretIn('the log', logged);
   });
 
+  it('a stream token in an events URL is redacted from the request log, its parameter name percent-encoded or not', async () => {
+    const { id } = await runToEnd('Stream me', { kind: 'reply', text: 'Streamed.' });
+    const issued = await testApp.app.inject({
+      method: 'POST',
+      url: `/v1/workflows/${id}/stream-token`,
+      headers: bearer(tenant.key),
+    });
+    const { token } = issued.json() as { token: string };
+    for (const name of ['token', 'tok%65n', '%74%6F%6B%65%6E']) {
+      const response = await testApp.app.inject({
+        method: 'GET',
+        url: `/v1/workflows/${id}/events?${name}=${token}`,
+      });
+      // Each spelling is the token to the server: it authenticates.
+      expect(response.statusCode, name).toBe(200);
+    }
+    expect(logged).not.toContain(token);
+  });
+
   it('a 500 says nothing of its cause (no SQL, relation, stack or host); the log has it', async () => {
     await testApp.services.database.pool.query('ALTER TABLE http_tools RENAME TO http_tools_gone');
     try {

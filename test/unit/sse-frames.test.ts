@@ -53,6 +53,9 @@ describe('redactUrl', () => {
       '/e?after=3&token=[redacted]&x=1&TOKEN=[redacted]',
     );
     expect(redactUrl('/e?mytoken=keep')).toBe('/e?mytoken=keep');
+    expect(redactUrl('/e?tok%65n=abc&%74oken=def&tok%zz=keep')).toBe(
+      '/e?tok%65n=[redacted]&%74oken=[redacted]&tok%zz=keep',
+    );
     expect(redactUrl('/v1/tenants')).toBe('/v1/tenants');
   });
 });
