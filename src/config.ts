@@ -2,6 +2,7 @@ import path from 'node:path';
 import { z } from 'zod';
 import { boolean, checkedList, commaList, decimal, integer, postgresUrl } from './config-values.js';
 import { isOrigin } from './http/cors.js';
+import { jsonSyntaxProblem } from './json-limits.js';
 import { type Catalogue, catalogueSchema } from './llm/catalogue.js';
 import { modelSettingProblems } from './llm/model-settings.js';
 import { DEFAULT_COMPLEX_KEYWORDS, parseKeywordList } from './orchestrator/classify-keywords.js';
@@ -103,7 +104,7 @@ export const configSchema = z.object({
       } catch (error) {
         context.addIssue({
           code: 'custom',
-          message: `not valid JSON: ${(error as Error).message}`,
+          message: `not valid JSON: ${jsonSyntaxProblem(error)}`,
         });
         return z.NEVER;
       }

@@ -111,3 +111,18 @@ function findFrom(value: unknown, depth: number, check: TextCheck): UnsupportedJ
   }
   return undefined;
 }
+
+/** V8's quote of the text around a syntax error: `..."<text>"... is not valid JSON`, or the whole of a short text. */
+const QUOTED_SOURCE = /(?:^|, )(?:\.\.\.)?"[\s\S]*"(?:\.\.\.)? is not valid JSON$/;
+
+/**
+ * Why JSON.parse refused a text, without quoting the text, which V8 does
+ * (`Unexpected token 'o', ..."X-Api-Key":tok-abc"... is not valid JSON`):
+ * the text may hold a secret, a key typed without its quotes in a request
+ * body (the 400's message is also its log line) or pasted in place of
+ * WAYMARK_MODELS (the configuration error goes to stderr).
+ */
+export function jsonSyntaxProblem(error: unknown): string {
+  const message = error instanceof Error ? error.message : String(error);
+  return message.replace(QUOTED_SOURCE, '') || 'unexpected text';
+}

@@ -1,7 +1,7 @@
 import type { FastifyInstance } from 'fastify';
 import secureJson from 'secure-json-parse';
 import { AppError, badRequest } from '../errors.js';
-import { findUnsupportedJson, MAX_JSON_DEPTH } from '../json-limits.js';
+import { findUnsupportedJson, jsonSyntaxProblem, MAX_JSON_DEPTH } from '../json-limits.js';
 
 /** The charset parameter of a Content-Type, lower-cased, when it has one. */
 const CHARSET = /;\s*charset\s*=\s*"?([^";\s]+)/i;
@@ -58,7 +58,7 @@ export function parseJsonBody(
           'forbidden_json_key',
           'The body has a "__proto__" key, or a "constructor" key holding "prototype": refused (prototype poisoning)',
         )
-      : badRequest('malformed_json', `The body is not valid JSON: ${message}`);
+      : badRequest('malformed_json', `The body is not valid JSON: ${jsonSyntaxProblem(error)}`);
   }
   return refuseUnsupportedJson(value, raw) ?? { value };
 }

@@ -4,6 +4,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { Writable } from 'node:stream';
 import { afterAll, afterEach, beforeAll, describe, expect, inject, it } from 'vitest';
+import { ConfigError, loadConfig } from '../../src/config.js';
 import { createLogger } from '../../src/logger.js';
 import { startFakeProviderServer } from '../fakes/provider-server.js';
 import type { FakeProviderServer, FakeResponse } from '../fakes/provider-types.js';
@@ -280,6 +281,19 @@ describe('secrets stay out of logs, answers, events and prompts', () => {
     expect(logged).not.toContain(token);
   });
 
+  it('a body that is not JSON: its 400 and the log line for it do not quote the body', async () => {
+    const response = await testApp.app.inject({
+      method: 'POST',
+      url: '/v1/tools',
+      headers: { ...bearer(tenant.key), 'content-type': 'application/json' },
+      // A header value typed without its quotes.
+      payload: `{"name":"unquoted","headers":{"X-Api-Key":${TOOL_API_KEY}}}`,
+    });
+    expect(response.json()).toMatchObject({ status: 400, code: 'malformed_json' });
+    expect(response.body).not.toContain('tool-apikey');
+    expect(logged).not.toContain('tool-apikey');
+  });
+
   it('a 500 says nothing of its cause (no SQL, relation, stack or host); the log has it', async () => {
     await testApp.services.database.pool.query('ALTER TABLE http_tools RENAME TO http_tools_gone');
     try {
@@ -327,6 +341,20 @@ describe('secrets stay out of logs, answers, events and prompts', () => {
     const keys = [OPENAI_KEY, ANTHROPIC_KEY];
     expectNoSecretIn('the workflows and their events', JSON.stringify([retried, reset]), keys);
     expectNoSecretIn('the log', logged, keys);
+  });
+
+  it('WAYMARK_MODELS that is not JSON (a key pasted in its place): the configuration error does not quote it', () => {
+    let thrown: unknown;
+    try {
+      loadConfig({ WAYMARK_MODELS: OPENAI_KEY });
+    } catch (error) {
+      thrown = error;
+    }
+    expect(thrown).toBeInstanceOf(ConfigError);
+    expect((thrown as ConfigError).message).toMatch(
+      /^invalid configuration:\n {2}WAYMARK_MODELS: /,
+    );
+    expect((thrown as ConfigError).message).not.toContain(OPENAI_KEY.slice(0, 9));
   });
 });
 
