@@ -124,6 +124,16 @@ export function tenantToWire(tenant: Tenant): z.infer<typeof tenantSchema> {
 /** A catalogue model's name, as a request or a session names it (checked against the catalogue later). */
 export const modelNameSchema = z.string().min(1).max(200);
 
+/** A page of a list (`listPageFields`), named `id` in the OpenAPI document. */
+export function pageSchema<Item extends z.ZodType>(item: Item, id: string) {
+  return z
+    .object({
+      items: z.array(item),
+      nextCursor: z.string().nullable().describe('Null on the last page'),
+    })
+    .meta({ id });
+}
+
 /** The query fields of a list that pages newest first (store/list-position.ts). */
 export const listPageFields = {
   limit: z.coerce.number().int().min(1).max(100).default(20),

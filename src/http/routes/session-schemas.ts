@@ -9,6 +9,7 @@ import {
   modelNameSchema,
   NO_NUL_MESSAGE,
   nameSchema,
+  pageSchema,
 } from './schemas.js';
 
 /** Wire shapes of the session routes; the OpenAPI document names them. */
@@ -115,12 +116,7 @@ export const sessionWithMessagesSchema = z
   })
   .meta({ id: 'SessionWithMessages' });
 
-export const sessionPageSchema = z
-  .object({
-    items: z.array(sessionSchema),
-    nextCursor: z.string().nullable().describe('Null on the last page'),
-  })
-  .meta({ id: 'SessionPage' });
+export const sessionPageSchema = pageSchema(sessionSchema, 'SessionPage');
 
 export function sessionPageToWire(page: SessionPage): z.infer<typeof sessionPageSchema> {
   return { items: page.items.map(sessionToWire), nextCursor: page.nextCursor };

@@ -13,6 +13,7 @@ import {
   metadataSchema,
   modelNameSchema,
   NO_NUL_MESSAGE,
+  pageSchema,
   sessionIdSchema,
 } from './schemas.js';
 
@@ -150,12 +151,7 @@ export const listWorkflowsQuery = z
   })
   .strict();
 
-export const workflowPageSchema = z
-  .object({
-    items: z.array(workflowSchema),
-    nextCursor: z.string().nullable().describe('Null on the last page'),
-  })
-  .meta({ id: 'WorkflowPage' });
+export const workflowPageSchema = pageSchema(workflowSchema, 'WorkflowPage');
 
 export function workflowLinks(id: string): z.infer<typeof workflowLinksSchema> {
   const self = `/v1/workflows/${id}`;
