@@ -96,7 +96,8 @@ export async function buildApp(services: Services): Promise<FastifyInstance> {
     reply.header('x-request-id', request.id);
     if (closing) return sendProblem(reply, request, SHUTTING_DOWN);
   });
-  app.addHook('onResponse', async (request, reply) => {
+  // A callback hook: no promise per request.
+  app.addHook('onResponse', (request, reply, done) => {
     services.metrics.observeRequest({
       method: request.method,
       // The pattern (`/v1/workflows/:id`), never the path: one series per route, not per id.
@@ -105,6 +106,7 @@ export async function buildApp(services: Services): Promise<FastifyInstance> {
       status: reply.statusCode,
       seconds: reply.elapsedTime / 1000,
     });
+    done();
   });
 
   await registerOpenApi(app);

@@ -176,8 +176,18 @@ function pick<L extends string>(labelNames: readonly L[], labels: Labels<L>): La
   return Object.fromEntries(labelNames.map((name) => [name, labels[name]])) as Labels<L>;
 }
 
+/**
+ * A series' key: its label values joined by NUL, which no label value
+ * holds (they come from route patterns, closed unions and the catalogue's
+ * names, read from the environment, which cannot carry NUL). Made for
+ * every request, event and model call: as a JSON array, a key and its
+ * map lookup took ~280 ns, joined ~165 ns (3 labels, 2026-12-03).
+ */
 function keyOf<L extends string>(labelNames: readonly L[], labels: Labels<L>): string {
-  return JSON.stringify(labelNames.map((name) => labels[name]));
+  if (labelNames.length === 1) return labels[labelNames[0] as L];
+  let key = '';
+  for (const name of labelNames) key += `${labels[name]}\u0000`;
+  return key;
 }
 
 function header(options: { name: string; help: string }, type: string): string[] {
