@@ -1,6 +1,7 @@
 import path from 'node:path';
 import { z } from 'zod';
 import { boolean, checkedList, commaList, decimal, integer, postgresUrl } from './config-values.js';
+import { isSecretVariable, renamedVariablesIn } from './config-variables.js';
 import { isOrigin } from './http/cors.js';
 import { jsonSyntaxProblem } from './json-limits.js';
 import { type Catalogue, catalogueSchema } from './llm/catalogue.js';
@@ -348,7 +349,7 @@ export function loadConfig(env: NodeJS.ProcessEnv): Config {
       : parsed.error.issues.map((issue) => {
           const name = String(issue.path[0] ?? '(environment)');
           const given = input[name];
-          const shown = given === undefined || isSecret(name) ? '' : ` (got "${given}")`;
+          const shown = given === undefined || isSecretVariable(name) ? '' : ` (got "${given}")`;
           return `${name}: ${issue.message}${shown}`;
         })),
     ...catalogueProblems(input, env),
@@ -382,27 +383,4 @@ const modelSettingsSchema = configSchema.pick({
 function catalogueProblems(input: Record<string, string>, env: NodeJS.ProcessEnv): string[] {
   const settings = modelSettingsSchema.safeParse(input);
   return settings.success ? modelSettingProblems(settings.data, env) : [];
-}
-
-/**
- * Variables earlier versions read, by their new names. One still set fails
- * the start: ignoring it would silently drop the operator's setting.
- */
-const RENAMED_VARIABLES: Readonly<Record<string, keyof Config>> = {
-  LOOP_MAX_ITERATIONS: 'BUDGET_MAX_ITERATIONS',
-};
-
-function renamedVariablesIn(env: NodeJS.ProcessEnv): string[] {
-  return Object.entries(RENAMED_VARIABLES)
-    .filter(([old]) => (env[old] ?? '').trim() !== '')
-    .map(([old, now]) => `${old}: renamed to ${now}; set that instead`);
-}
-
-function isSecret(name: string): boolean {
-  return (
-    name === 'DATABASE_URL' ||
-    name === 'DATABASE_LISTEN_URL' ||
-    name.endsWith('_API_KEY') ||
-    name === 'WAYMARK_MODELS'
-  );
 }

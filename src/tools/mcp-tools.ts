@@ -3,7 +3,6 @@ import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import type { CallToolResult } from '@modelcontextprotocol/sdk/types.js';
 import type { Logger } from 'pino';
-import { storableText } from '../json-limits.js';
 import type { McpServerRow, McpToolSnapshot } from '../store/schema.js';
 import { within } from '../within.js';
 import { createGuardedFetch } from './guarded-fetch.js';
@@ -12,10 +11,10 @@ import { headerSecrets, redactSecrets } from './header-secrets.js';
 import { type HttpToolPolicy, idempotencyKey, isHostAllowed } from './http-tool.js';
 import { InvalidParametersSchema, parametersFromJsonSchema } from './json-schema-parameters.js';
 import { MCP_CALL_ID_META, MCP_CALL_KEY_META, McpCallStreams } from './mcp-call-streams.js';
+import { describeFailure, isTimeout } from './mcp-failure.js';
 import { listTools } from './mcp-list-tools.js';
 import type { McpToolLists } from './mcp-tool-lists.js';
 import { toolResultFromMcp } from './mcp-tool-result.js';
-import { BlockedAddressError } from './network-guard.js';
 import { TOOL_NAME } from './registry.js';
 import type { Tool, ToolContext, ToolResult } from './types.js';
 
@@ -343,34 +342,6 @@ async function callMcpTool(call: {
 /** A server that cannot be connected to or listed. */
 export class McpUnreachable extends Error {
   override name = 'McpUnreachable';
-}
-
-/**
- * Of a failure's message, what a reason quotes: the server's own words (an
- * HTTP error's body, say) go into a warning of every run and the
- * registration's 400, so they are cut as an HTTP tool's error answer is,
- * and made storable (a NUL failed the run's write).
- */
-const FAILURE_EXCERPT_CHARS = 300;
-
-function describeFailure(error: unknown, server: { url: URL; secrets: readonly string[] }): string {
-  const { url } = server;
-  if (error instanceof BlockedAddressError) return `refused: ${error.userMessage}`;
-  if (isTimeout(error)) return `${url.host} did not answer in time`;
-  const cause = (error as { cause?: NodeJS.ErrnoException }).cause;
-  const code = (error as NodeJS.ErrnoException).code ?? cause?.code;
-  if (typeof code === 'string') return `could not reach ${url.host}: ${code}`;
-  // Redacted before the excerpt is cut, which could keep a secret's head.
-  const message = redactSecrets(String((error as Error).message), server.secrets)
-    .replace(/\s+/g, ' ')
-    .trim();
-  const excerpt = [...message].slice(0, FAILURE_EXCERPT_CHARS).join('');
-  return storableText(`${url.host}: ${excerpt}${excerpt.length < message.length ? '…' : ''}`);
-}
-
-/** The SDK's `RequestTimeout` McpError (JSON-RPC code -32001). */
-function isTimeout(error: unknown): boolean {
-  return (error as { code?: unknown }).code === -32001;
 }
 
 /** How long the end of a run waits for a server to end its MCP session. */

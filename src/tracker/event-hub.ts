@@ -12,6 +12,7 @@ import {
   notificationPayload,
   type PrincipalsNotification,
   parseNotification,
+  splitUtf8,
 } from './notification.js';
 
 /**
@@ -381,24 +382,5 @@ export function createEventHub(options: EventHubOptions) {
 }
 
 export type EventHub = ReturnType<typeof createEventHub>;
-
-/** Splits text into pieces of at most `maxBytes` UTF-8 bytes without cutting a character. */
-function splitUtf8(text: string, maxBytes: number): string[] {
-  const pieces: string[] = [];
-  let current = '';
-  let bytes = 0;
-  for (const char of text) {
-    const size = Buffer.byteLength(char);
-    if (bytes + size > maxBytes) {
-      pieces.push(current);
-      current = '';
-      bytes = 0;
-    }
-    current += char;
-    bytes += size;
-  }
-  if (current) pieces.push(current);
-  return pieces;
-}
 
 export type { Notification };

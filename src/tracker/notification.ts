@@ -118,3 +118,22 @@ export function parseNotification(
 function originOf(json: unknown): unknown {
   return typeof json === 'object' && json !== null ? (json as { o?: unknown }).o : undefined;
 }
+
+/** Splits text into pieces of at most `maxBytes` UTF-8 bytes without cutting a character. */
+export function splitUtf8(text: string, maxBytes: number): string[] {
+  const pieces: string[] = [];
+  let current = '';
+  let bytes = 0;
+  for (const char of text) {
+    const size = Buffer.byteLength(char);
+    if (bytes + size > maxBytes) {
+      pieces.push(current);
+      current = '';
+      bytes = 0;
+    }
+    current += char;
+    bytes += size;
+  }
+  if (current) pieces.push(current);
+  return pieces;
+}
