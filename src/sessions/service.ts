@@ -122,7 +122,11 @@ export function createSessionService(options: { db: Db; catalogue: Catalogue }) 
      * it first). Returns how many workflows went with it.
      */
     async delete(tenantId: string, id: string): Promise<{ workflows: number }> {
-      const deletion = await repository.deleteIfIdle(tenantId, id);
+      const deletion = await db.transaction().execute(async (tx) => {
+        const inTx = sessionsRepository(tx);
+        await inTx.lockForDelete(tenantId, id);
+        return inTx.deleteIfIdle(tenantId, id);
+      });
       switch (deletion.outcome) {
         case 'not_found':
           throw notFound('Session');

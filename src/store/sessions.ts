@@ -70,7 +70,7 @@ export function exchangeAppend(exchange: SessionExchange, options?: { inTransiti
   return sql`session_locked AS (
       SELECT id, tenant_id, last_seq FROM sessions
       WHERE id = ${exchange.sessionId} AND tenant_id = ${exchange.tenantId} ${when}
-      FOR UPDATE
+      FOR NO KEY UPDATE
     ), session_appended AS (
       INSERT INTO session_messages (session_id, tenant_id, seq, role, content, workflow_id)
       SELECT l.id, l.tenant_id, l.last_seq + v.ord, v.role, v.content, ${exchange.workflowId}::uuid
@@ -181,12 +181,28 @@ export function sessionsRepository(db: DbOrTx) {
     },
 
     /**
+     * Locks the session's row for its delete (`deleteIfIdle`, next, in the
+     * same transaction). In a statement of its own: a create whose insert
+     * holds the session (workflows.ts `sessionStillThere`) commits first,
+     * and the delete's statement, whose snapshot is taken after, sees its
+     * workflow open. Locked within that statement, the wait ended with the
+     * snapshot from before the workflow was there, and the session went
+     * with the new workflow left in it.
+     */
+    async lockForDelete(tenantId: string, id: string): Promise<void> {
+      await sql`SELECT 1 FROM sessions WHERE tenant_id = ${tenantId} AND id = ${id} FOR UPDATE`.execute(
+        db,
+      );
+    },
+
+    /**
      * Deletes the session, its messages (ON DELETE CASCADE) and its
      * workflows, all ended, with their events and turns (migration 0011's
-     * trigger), in one statement; deletes nothing while a workflow of the
-     * session is queued, running or paused. The session row's lock orders
-     * it with a completion appending to the session (exchangeAppend), which
-     * then finds the session gone and appends nothing.
+     * trigger), in one statement, after `lockForDelete` in its transaction;
+     * deletes nothing while a workflow of the session is queued, running or
+     * paused. The session row's lock orders it with a completion appending
+     * to the session (exchangeAppend), which then finds the session gone and
+     * appends nothing.
      */
     async deleteIfIdle(tenantId: string, id: string): Promise<SessionDeletion> {
       const { rows } = await sql<{ found: boolean; open: string[] | null; workflows: number }>`

@@ -3,7 +3,12 @@ import type { Db } from './database.js';
 import { PLANNED_EACH_RUN } from './prepared-statements.js';
 import { createStatementBatches, type StatementBatches } from './statement-batches.js';
 import { tenantEndpointsVersion } from './tenant-endpoints.js';
-import { type InsertedWorkflow, leaseExpiry, type NewWorkflowRow } from './workflows.js';
+import {
+  type InsertedWorkflow,
+  leaseExpiry,
+  type NewWorkflowRow,
+  sessionStillThere,
+} from './workflows.js';
 
 export type WorkflowInsertBatches = StatementBatches<NewWorkflowRow, InsertedWorkflow>;
 
@@ -71,12 +76,19 @@ async function insertBatch(db: Db, rows: NewWorkflowRow[]): Promise<InsertedWork
       FROM jsonb_to_recordset(${items}::jsonb) AS i(id uuid, session_id text, session_seq integer, mode text,
         model text, input text, tools text[], metadata jsonb, budget jsonb,
         idempotency_key text, request_hash text, lease_owner text, lease_ms double precision)
+      WHERE ${sessionStillThere(tenantId, sql`i.session_id`)}
       RETURNING id, created_at
     )
     -- One row: the version of the tenant's tools once, not once per workflow.
     SELECT (SELECT json_agg(json_build_object('id', id, 'created_at', created_at)) FROM inserted)
         AS inserted,
-      ${tenantEndpointsVersion(tenantId)} AS endpoints_version`.execute(db);
+      ${tenantEndpointsVersion(tenantId)} AS endpoints_version,
+      -- A session gone since its create read it: an error, so that nothing of the batch
+      -- commits and each write is made again alone (statement-batches.ts), where only
+      -- that one fails (unknown_session).
+      CASE WHEN (SELECT count(*) FROM inserted) = ${rows.length}::integer THEN 0
+        ELSE ('a session of the batch is gone: ' || (SELECT count(*) FROM inserted))::integer
+      END AS complete`.execute(db);
   const row = result.rows[0];
   if (!row || row.inserted.length !== rows.length) {
     throw new Error(`a batch of ${rows.length} inserts wrote ${row?.inserted.length ?? 0}`);

@@ -70,11 +70,36 @@ const insertWorkflow = fixedStatement<
 >(
   (slot) => sql`INSERT INTO workflows (id, tenant_id, session_id, status, mode, model, input, tools,
       metadata, budget, idempotency_key, request_hash, lease_owner, lease_expires_at, session_seq)
-    VALUES (${slot.id}, ${slot.tenantId}, ${slot.sessionId}, 'queued', ${slot.mode}, ${slot.model},
+    SELECT ${slot.id}, ${slot.tenantId}, ${slot.sessionId}, 'queued', ${slot.mode}, ${slot.model},
       ${slot.input}, ${slot.tools}, ${slot.metadata}, ${slot.budget}, ${slot.idempotencyKey},
-      ${slot.requestHash}, ${slot.leaseOwner}, ${leaseExpiry(slot.leaseMs)}, ${slot.sessionSeq})
+      ${slot.requestHash}, ${slot.leaseOwner}, ${leaseExpiry(slot.leaseMs)}, ${slot.sessionSeq}
+    WHERE ${sessionStillThere(slot.tenantId, slot.sessionId)}
     RETURNING created_at, ${tenantEndpointsVersion(slot.tenantId)} AS endpoints_version`,
 );
+
+/**
+ * The workflow's session still exists, held (FOR KEY SHARE, as a foreign
+ * key would hold it) until the insert commits: the create read the session
+ * before, and a DELETE /v1/sessions/:id between that read and the insert
+ * left a workflow in a session deleted with its workflows. The session's
+ * delete locks the row first (sessions.ts `deleteIfIdle`), so either it
+ * waits for this insert and finds the new workflow open, or this insert
+ * waits for it and inserts nothing (`unknown_session`). A session's
+ * appends lock it FOR NO KEY UPDATE, which does not make the insert wait.
+ */
+export function sessionStillThere(
+  tenantId: string | RawBuilder<unknown>,
+  sessionId: string | null | RawBuilder<unknown>,
+) {
+  return sql<boolean>`(${sessionId}::text IS NULL OR EXISTS (
+      SELECT 1 FROM sessions WHERE id = ${sessionId}::uuid AND tenant_id = ${tenantId}::uuid
+      FOR KEY SHARE))`;
+}
+
+/** The insert found no session (`sessionStillThere`): it was deleted since the create read it. */
+export class SessionGone extends Error {
+  override name = 'SessionGone';
+}
 
 /**
  * What a workflow's insert returns: its time, and the version of its
@@ -129,7 +154,7 @@ export function workflowsRepository(db: DbOrTx) {
         leaseMs: row.lease?.leaseMs ?? null,
       });
       const inserted = rows[0];
-      if (!inserted) throw new Error(`the insert of workflow ${row.id} returned no row`);
+      if (!inserted) throw new SessionGone(`the session of workflow ${row.id} is gone`);
       return { createdAt: inserted.created_at, endpointsVersion: inserted.endpoints_version };
     },
 

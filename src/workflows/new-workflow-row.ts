@@ -45,14 +45,7 @@ export function checkedWorkflowRows(
         ? undefined
         : await options.sessions.findForWorkflow(tenantId, input.sessionId);
     const session = found?.session;
-    if (input.sessionId !== undefined && !session) {
-      throw badRequest('unknown_session', 'The sessionId names no session of this tenant', [
-        {
-          field: 'body.sessionId',
-          message: 'unknown session; create one with POST /v1/sessions',
-        },
-      ]);
-    }
+    if (input.sessionId !== undefined && !session) throw unknownSession();
     const unknownTools = await options.unknownToolNames(tenantId, input.tools ?? []);
     if (unknownTools.length > 0) {
       throw badRequest(
@@ -86,4 +79,11 @@ export function checkedWorkflowRows(
     };
     return found ? { row, historyStart: found.historyStart } : { row };
   };
+}
+
+/** A create's sessionId names no session of its tenant (or one deleted before its insert). */
+export function unknownSession() {
+  return badRequest('unknown_session', 'The sessionId names no session of this tenant', [
+    { field: 'body.sessionId', message: 'unknown session; create one with POST /v1/sessions' },
+  ]);
 }

@@ -8,7 +8,7 @@ import type { PipelineRows } from '../store/pipeline-rows.js';
 import type { TenantEndpoints } from '../store/tenant-endpoints.js';
 import { type NewEventRow, workflowEventsRepository } from '../store/workflow-events.js';
 import type { WorkflowInsertBatches } from '../store/workflow-insert-batches.js';
-import { newLeaseOwner, workflowsRepository } from '../store/workflows.js';
+import { newLeaseOwner, SessionGone, workflowsRepository } from '../store/workflows.js';
 import type { Principal } from '../tenancy/types.js';
 import type { EventHub } from '../tracker/event-hub.js';
 import { createWorkflowTracker } from '../tracker/tracker.js';
@@ -16,7 +16,7 @@ import type { RequestedBudget } from './budget.js';
 import { checkAnswer } from './clarification.js';
 import { EARLY_START_MAX_RUNS, type EndpointsMemory, insertAndLaunch } from './early-start.js';
 import { hashRequest, isIdempotencyKeyTaken } from './idempotency.js';
-import { type CheckedWorkflow, checkedWorkflowRows } from './new-workflow-row.js';
+import { type CheckedWorkflow, checkedWorkflowRows, unknownSession } from './new-workflow-row.js';
 import { CANCELLED_WORK, endingsOfOpenWork } from './open-work.js';
 import { toWorkflow } from './rows.js';
 import { assertAwaiting, assertVersion, type TransitionInput } from './transitions.js';
@@ -209,6 +209,8 @@ export function createWorkflowService(options: WorkflowServiceOptions) {
         });
         return { workflow, replayed: false };
       } catch (error) {
+        // Deleted since newWorkflowRow read it: as if it had been gone then.
+        if (error instanceof SessionGone) throw unknownSession();
         if (!isIdempotencyKeyTaken(error)) throw error;
         const replayed = await replay();
         if (!replayed) throw error;

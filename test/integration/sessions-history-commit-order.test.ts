@@ -36,11 +36,12 @@ describe('history of a resumed workflow vs an exchange committed after it starte
     });
     await waitForStatus(h.testApp, h.tenant.key, first, ['completed']);
 
-    // Hold the session row, as a slow concurrent append would.
+    // Hold the session row, as a slow concurrent append would (store/sessions.ts
+    // exchangeAppend: FOR NO KEY UPDATE, which leaves a create's insert free to hold it).
     const lock = await h.testApp.services.database.pool.connect();
     try {
       await lock.query('BEGIN');
-      await lock.query('SELECT 1 FROM sessions WHERE id = $1 FOR UPDATE', [sessionId]);
+      await lock.query('SELECT 1 FROM sessions WHERE id = $1 FOR NO KEY UPDATE', [sessionId]);
       const lockPid = (await lock.query('SELECT pg_backend_pid() AS pid')).rows[0].pid;
 
       // Workflow A answers at once; its completion transaction starts and waits on the lock.

@@ -4,6 +4,7 @@ import { sessionHelpers } from '../support/sessions.js';
 import {
   cancelWorkflow,
   createSession,
+  postWorkflow,
   startWorkflow,
   type TestTenant,
   useScriptedApp,
@@ -38,6 +39,26 @@ async function completedIn(tenant: TestTenant, sessionId: string, input: string)
   const id = await startWorkflow(app(), tenant.key, { input, sessionId, mode: 'simple' });
   await waitForStatus(app(), tenant.key, id, ['completed']);
   return id;
+}
+
+/** Resolves once `n` backends wait for a lock in a statement that contains `text`. */
+async function lockWaiters(text: string, n = 1): Promise<void> {
+  for (;;) {
+    const waiting = await count(
+      "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query LIKE $1",
+      [`%${text}%`],
+    );
+    if (waiting >= n) return;
+    await new Promise((resolve) => setTimeout(resolve, 10));
+  }
+}
+
+/** Whether the tenant has a workflow in a session that no longer exists. */
+async function orphans(sessionId: string): Promise<number> {
+  return count(
+    'SELECT count(*) FROM workflows w WHERE w.session_id = $1 AND NOT EXISTS (SELECT 1 FROM sessions s WHERE s.id::text = w.session_id)',
+    [sessionId],
+  );
 }
 
 async function count(sql: string, values: unknown[]): Promise<number> {
@@ -271,5 +292,52 @@ describe('DELETE /v1/sessions/:id', () => {
     const response = await request(stranger, 'DELETE', `/v1/sessions/${id}`);
     expect(response.statusCode, response.body).toBe(404);
     expect(await sessionMessages(owner.key, id)).toHaveLength(2);
+  });
+
+  it('a DELETE while a create in the session is inserting its workflow: 409, the workflow keeps its session', async () => {
+    const tenant = await newTenant('delete racing create');
+    const id = await createSession(app(), tenant.key);
+    const blocker = await app().services.database.pool.connect();
+    let creating: ReturnType<typeof postWorkflow>;
+    let deleting: ReturnType<typeof request>;
+    try {
+      // Holds the create's insert (its tenant's foreign key) after it has read the session.
+      await blocker.query('BEGIN');
+      await blocker.query('SELECT 1 FROM tenants WHERE id = $1 FOR UPDATE', [tenant.id]);
+      creating = postWorkflow(app(), tenant.key, { input: 'hi', sessionId: id, mode: 'simple' });
+      await lockWaiters('INSERT INTO workflows');
+      deleting = request(tenant, 'DELETE', `/v1/sessions/${id}`);
+      // Answered at once, or waiting for the insert to commit.
+      await Promise.race([deleting, lockWaiters('FROM sessions', 1)]);
+      await blocker.query('COMMIT');
+    } finally {
+      blocker.release();
+    }
+    const [created, deleted] = await Promise.all([creating, deleting]);
+    expect(created.statusCode, created.body).toBe(202);
+    expect(deleted.statusCode, deleted.body).toBe(409);
+    expect(await orphans(id)).toBe(0);
+    await waitForStatus(app(), tenant.key, created.json().id, ['completed']);
+  });
+
+  it('a create whose session is deleted before its insert: 400 unknown_session and no workflow row', async () => {
+    const tenant = await newTenant('create racing delete');
+    const id = await createSession(app(), tenant.key);
+    const blocker = await app().services.database.pool.connect();
+    let creating: ReturnType<typeof postWorkflow>;
+    try {
+      // The session's delete, not committed yet: the create still reads the session.
+      await blocker.query('BEGIN');
+      await blocker.query('DELETE FROM sessions WHERE id = $1', [id]);
+      creating = postWorkflow(app(), tenant.key, { input: 'hi', sessionId: id, mode: 'simple' });
+      await Promise.race([creating, lockWaiters('INSERT INTO workflows')]);
+      await blocker.query('COMMIT');
+    } finally {
+      blocker.release();
+    }
+    const created = await creating;
+    expect(created.statusCode, created.body).toBe(400);
+    expect(created.json().code).toBe('unknown_session');
+    expect(await count('SELECT count(*) FROM workflows WHERE session_id = $1', [id])).toBe(0);
   });
 });

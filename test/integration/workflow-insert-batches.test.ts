@@ -3,7 +3,11 @@ import { sql } from 'kysely';
 import { describe, expect, it } from 'vitest';
 import { listTenantEndpoints } from '../../src/store/tenant-endpoints.js';
 import { createWorkflowInsertBatches } from '../../src/store/workflow-insert-batches.js';
-import { type NewWorkflowRow, workflowsRepository } from '../../src/store/workflows.js';
+import {
+  type NewWorkflowRow,
+  SessionGone,
+  workflowsRepository,
+} from '../../src/store/workflows.js';
 import { useTrackerDatabase } from '../support/tracker-database.js';
 
 /**
@@ -108,6 +112,32 @@ describe('workflow insert batches', () => {
         : [],
     );
     expect(failed).toEqual([{ index: 2, code: '23514' }]);
+    const byId = await stored(rows.map((row) => row.id));
+    expect([...byId.keys()].sort()).toEqual(
+      [rows[0], rows[1], rows[3]].map((row) => row?.id).sort(),
+    );
+  });
+
+  it('a batch with a workflow whose session is gone inserts the others; that one alone fails with SessionGone', async () => {
+    const session = randomUUID();
+    await sql`INSERT INTO sessions (id, tenant_id) VALUES (${session}, ${setup.tenantId})`.execute(
+      setup.handle.db,
+    );
+    const alone: NewWorkflowRow[] = [];
+    const shared = batches(alone);
+    // The first goes alone; the next three share a statement, in which one names a deleted session.
+    const gone = randomUUID();
+    const rows = [
+      newRow(),
+      newRow({ sessionId: session, sessionSeq: 0 }),
+      newRow({ sessionId: gone, sessionSeq: 0 }),
+      newRow(),
+    ];
+    const outcomes = await Promise.allSettled(rows.map((row) => shared.run(row)));
+    const failed = outcomes.flatMap((outcome, index) =>
+      outcome.status === 'rejected' ? [{ index, reason: outcome.reason as unknown }] : [],
+    );
+    expect(failed).toEqual([{ index: 2, reason: expect.any(SessionGone) }]);
     const byId = await stored(rows.map((row) => row.id));
     expect([...byId.keys()].sort()).toEqual(
       [rows[0], rows[1], rows[3]].map((row) => row?.id).sort(),
