@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { bearer } from '../support/app.js';
+import { lockWaiter } from '../support/database.js';
 import { sessionHelpers } from '../support/sessions.js';
 import {
   cancelWorkflow,
@@ -41,16 +42,16 @@ async function completedIn(tenant: TestTenant, sessionId: string, input: string)
   return id;
 }
 
-/** Resolves once `n` backends wait for a lock in a statement that contains `text`. */
-async function lockWaiters(text: string, n = 1): Promise<void> {
-  for (;;) {
-    const waiting = await count(
-      "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query LIKE $1",
-      [`%${text}%`],
-    );
-    if (waiting >= n) return;
-    await new Promise((resolve) => setTimeout(resolve, 10));
-  }
+/**
+ * Resolves once a statement of the app's database that contains `text`
+ * waits for a lock (lockWaiter); never fails, so it can race a request
+ * that may not wait at all.
+ */
+function lockWaited(text: string): Promise<void> {
+  return lockWaiter(app().services.database.pool, text).then(
+    () => undefined,
+    () => undefined,
+  );
 }
 
 /** Whether the tenant has a workflow in a session that no longer exists. */
@@ -304,11 +305,17 @@ describe('DELETE /v1/sessions/:id', () => {
       // Holds the create's insert (its tenant's foreign key) after it has read the session.
       await blocker.query('BEGIN');
       await blocker.query('SELECT 1 FROM tenants WHERE id = $1 FOR UPDATE', [tenant.id]);
-      creating = postWorkflow(app(), tenant.key, { input: 'hi', sessionId: id, mode: 'simple' });
-      await lockWaiters('INSERT INTO workflows');
+      // A request the scripted model answers with ask_user: the workflow stays open, paused,
+      // where one that completed at once could go with the session before the delete's check.
+      creating = postWorkflow(app(), tenant.key, {
+        input: 'help me',
+        sessionId: id,
+        mode: 'simple',
+      });
+      await lockWaiter(app().services.database.pool, 'INSERT INTO workflows');
       deleting = request(tenant, 'DELETE', `/v1/sessions/${id}`);
       // Answered at once, or waiting for the insert to commit.
-      await Promise.race([deleting, lockWaiters('FROM sessions', 1)]);
+      await Promise.race([deleting, lockWaited('FROM sessions')]);
       await blocker.query('COMMIT');
     } finally {
       blocker.release();
@@ -317,7 +324,7 @@ describe('DELETE /v1/sessions/:id', () => {
     expect(created.statusCode, created.body).toBe(202);
     expect(deleted.statusCode, deleted.body).toBe(409);
     expect(await orphans(id)).toBe(0);
-    await waitForStatus(app(), tenant.key, created.json().id, ['completed']);
+    await waitForStatus(app(), tenant.key, created.json().id, ['awaiting_input']);
   });
 
   it('a create whose session is deleted before its insert: 400 unknown_session and no workflow row', async () => {
@@ -330,7 +337,7 @@ describe('DELETE /v1/sessions/:id', () => {
       await blocker.query('BEGIN');
       await blocker.query('DELETE FROM sessions WHERE id = $1', [id]);
       creating = postWorkflow(app(), tenant.key, { input: 'hi', sessionId: id, mode: 'simple' });
-      await Promise.race([creating, lockWaiters('INSERT INTO workflows')]);
+      await Promise.race([creating, lockWaited('INSERT INTO workflows')]);
       await blocker.query('COMMIT');
     } finally {
       blocker.release();
