@@ -15,6 +15,13 @@ import { type Batched, eventsOf, type Unit, type Waiter, writesOf } from './writ
  */
 const MAX_INLINE_TOKEN_BYTES = 6000;
 
+/**
+ * Codes of a write refused because the workflow moved on before it: it
+ * ended (`workflow_finished`), or another request's answer or review came
+ * first (`not_awaiting_input`, `stale_version`), whose caller gets the 409.
+ */
+const MOVED_ON = new Set(['workflow_finished', 'not_awaiting_input', 'stale_version']);
+
 /** The text's size in a NOTIFY payload, JSON-escaped. */
 function inlineNotifyBytes(text: string): number {
   return Buffer.byteLength(JSON.stringify(text));
@@ -111,11 +118,12 @@ export function createUnitWriter(options: UnitWriterOptions) {
       if (failed) return;
       failed = { error };
       // Refused because the workflow ended meanwhile (a cancel): expected, and said by its end;
+      // or moved on (an answer or review another request made first), its caller answered 409;
       // or never written, the run having been superseded.
-      const ended =
-        (error instanceof AppError && error.code === 'workflow_finished') ||
+      const expected =
+        (error instanceof AppError && MOVED_ON.has(error.code)) ||
         error instanceof EarlyStartSuperseded;
-      options.log[ended ? 'debug' : 'warn'](
+      options.log[expected ? 'debug' : 'warn'](
         { err: error, workflowId },
         'a workflow write failed; nothing more of this run is written',
       );

@@ -1,6 +1,6 @@
 import pino from 'pino';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { startTestAppOn, type TestApp } from '../support/app.js';
+import { bearer, startTestAppOn, type TestApp } from '../support/app.js';
 import { createTestDatabase, type TestDatabase } from '../support/database.js';
 import {
   bootstrapOperator,
@@ -72,5 +72,30 @@ describe('the run’s log line', () => {
         reason: 'clarification',
       }),
     ]);
+  });
+
+  it('answers sent at once: the one accepted resumes it, the others get 409, and none logs a warning', async () => {
+    const id = await startWorkflow(testApp, tenant.key, { input: 'help me' });
+    await waitForStatus(testApp, tenant.key, id, ['awaiting_input']);
+    const from = lines.length;
+
+    const responses = await Promise.all(
+      Array.from({ length: 20 }, () =>
+        testApp.app.inject({
+          method: 'POST',
+          url: `/v1/workflows/${id}/answer`,
+          headers: bearer(tenant.key),
+          payload: { answer: 'the totals for March' },
+        }),
+      ),
+    );
+    const codes = responses.map((response) => response.statusCode);
+    expect(codes.filter((code) => code === 202)).toHaveLength(1);
+    expect(codes.filter((code) => code === 409)).toHaveLength(19);
+    await waitForStatus(testApp, tenant.key, id, ['completed', 'awaiting_input']);
+
+    // A refusal the client is answered with is no operator's concern.
+    const warnings = lines.slice(from).filter((line) => Number(line.level) >= 40);
+    expect(warnings).toEqual([]);
   });
 });
