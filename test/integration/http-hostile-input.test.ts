@@ -2,7 +2,7 @@ import { once } from 'node:events';
 import net from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { MAX_JSON_DEPTH } from '../../src/json-limits.js';
-import { bearer, startTestApp, type TestApp } from '../support/app.js';
+import { bearer, listenLocally, startTestApp, type TestApp } from '../support/app.js';
 import { expectProblem } from '../support/problems.js';
 
 /**
@@ -237,10 +237,7 @@ describe('what Fastify’s router refuses is problem+json too', () => {
 describe('requests Node’s HTTP parser refuses, over a real socket', () => {
   let port: number;
   beforeAll(async () => {
-    await testApp.app.listen({ host: '127.0.0.1', port: 0 });
-    const address = testApp.app.server.address();
-    if (!address || typeof address === 'string') throw new Error('no port');
-    port = address.port;
+    ({ port } = await listenLocally(testApp.app));
   });
 
   /** Writes `request` as bytes and reads the whole answer (the server closes the connection). */

@@ -1,7 +1,6 @@
 import { randomUUID } from 'node:crypto';
-import type { AddressInfo } from 'node:net';
 import { beforeAll, describe, expect, it } from 'vitest';
-import { bearer } from '../support/app.js';
+import { bearer, listenLocally } from '../support/app.js';
 import { pipelineRequests, planReply, stage } from '../support/pipeline-http.js';
 import { answer, callsTo, useToolLoopHarness } from '../support/tool-loop-harness.js';
 import { createTenant, startWorkflow, waitFor, waitForStatus } from '../support/workflows.js';
@@ -17,8 +16,7 @@ const { act, stalledAt } = pipelineRequests(() => h);
 let base = '';
 
 beforeAll(async () => {
-  await h.testApp.app.listen({ host: '127.0.0.1', port: 0 });
-  base = `http://127.0.0.1:${(h.testApp.app.server.address() as AddressInfo).port}`;
+  base = (await listenLocally(h.testApp.app)).url;
 });
 
 interface Scrape {

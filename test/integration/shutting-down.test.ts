@@ -2,7 +2,7 @@ import { once } from 'node:events';
 import net from 'node:net';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { startTestAppOn } from '../support/app.js';
+import { listenLocally, startTestAppOn } from '../support/app.js';
 import { createTestDatabase, type TestDatabase } from '../support/database.js';
 
 const ORIGIN = 'https://app.example.com';
@@ -15,10 +15,8 @@ afterAll(async () => database?.drop());
 describe('a replica that is closing', () => {
   it('answers a request arriving on an open connection with 503 shutting_down as problem+json, and closes the connection; the request in flight completes', async () => {
     const replica = await startTestAppOn(database, { CORS_ALLOWED_ORIGINS: ORIGIN });
-    await replica.app.listen({ host: '127.0.0.1', port: 0 });
-    const address = replica.app.server.address();
-    if (!address || typeof address === 'string') throw new Error('no port');
-    const socket = net.connect(address.port, '127.0.0.1');
+    const { port } = await listenLocally(replica.app);
+    const socket = net.connect(port, '127.0.0.1');
     await once(socket, 'connect');
     let received = '';
     socket.on('data', (chunk: Buffer) => {

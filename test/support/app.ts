@@ -62,3 +62,11 @@ export async function startTestAppOn(
 export function bearer(secret: string): { authorization: string } {
   return { authorization: `Bearer ${secret}` };
 }
+
+/** Listens on a free port of 127.0.0.1 (for real sockets and fetch); returns the port and `http://127.0.0.1:<port>`. */
+export async function listenLocally(app: FastifyInstance): Promise<{ port: number; url: string }> {
+  await app.listen({ host: '127.0.0.1', port: 0 });
+  const address = app.server.address();
+  if (!address || typeof address === 'string') throw new Error('the app listens on no port');
+  return { port: address.port, url: `http://127.0.0.1:${address.port}` };
+}
