@@ -108,6 +108,23 @@ const SOCKET_ERROR_CODES = [
 ];
 
 /**
+ * How a connection pooler in front of PostgreSQL (PgBouncer) says it could
+ * not serve a statement for now: it answers with a FATAL 08P01 (the code it
+ * gives nearly every refusal) and closes the connection. Messages as
+ * PgBouncer words them, each the start of one: no server connection free
+ * within query_wait_timeout (also what a client gets while the server is
+ * down), too many clients, server logins failing, the server connection
+ * lost under a transaction.
+ */
+const POOLER_UNAVAILABLE_MESSAGES = [
+  'query_wait_timeout',
+  'no more connections allowed',
+  'pgbouncer cannot connect to server',
+  'server login has been failing',
+  'server conn crashed?',
+];
+
+/**
  * PostgreSQL refused the values themselves (SQLSTATE class 22, a data
  * exception such as a number out of range; class 23, a constraint): the
  * same write fails again however often it is retried.
@@ -142,16 +159,17 @@ export function isStatementCancelled(error: unknown): boolean {
  * same request may well succeed a moment later: no connection free within
  * the pool's wait, a connection refused or lost (class 08 but 08P01, a
  * protocol violation, which would only happen again), PostgreSQL shutting
- * down, crashed or starting (57P01-57P03), or out of connection slots
- * (53300).
+ * down, crashed or starting (57P01-57P03), out of connection slots
+ * (53300), or a pooler with no server connection to give
+ * (POOLER_UNAVAILABLE_MESSAGES).
  */
 export function isDatabaseUnavailable(error: unknown): boolean {
   if (error instanceof pg.DatabaseError) {
     const code = error.code ?? '';
-    return (
-      (code.startsWith('08') && code !== '08P01') ||
-      ['57P01', '57P02', '57P03', '53300'].includes(code)
-    );
+    if (code === '08P01') {
+      return POOLER_UNAVAILABLE_MESSAGES.some((message) => error.message.startsWith(message));
+    }
+    return code.startsWith('08') || ['57P01', '57P02', '57P03', '53300'].includes(code);
   }
   if (!(error instanceof Error)) return false;
   const code = (error as NodeJS.ErrnoException).code;

@@ -68,6 +68,12 @@ export interface PgbouncerOptions {
   serverUrl: string;
   /** Server connections per database and user; small, so that clients really share them. */
   poolSize: number;
+  /**
+   * How long a client's statement waits for a server connection before
+   * PgBouncer refuses it (`query_wait_timeout`, FATAL 08P01) and closes
+   * the client's connection; PgBouncer's default, 120 s, when left out.
+   */
+  queryWaitTimeoutSeconds?: number;
 }
 
 export interface Pgbouncer {
@@ -111,6 +117,9 @@ export async function startPgbouncer(options: PgbouncerOptions): Promise<Pgbounc
     'min_pool_size = 0',
     'reserve_pool_size = 0',
     'max_client_conn = 500',
+    ...(options.queryWaitTimeoutSeconds === undefined
+      ? []
+      : [`query_wait_timeout = ${options.queryWaitTimeoutSeconds}`]),
     // Each transaction takes the least recently used server connection, so
     // a client's consecutive transactions land on different sessions.
     'server_round_robin = 1',

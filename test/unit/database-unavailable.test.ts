@@ -2,8 +2,8 @@ import pg from 'pg';
 import { describe, expect, it } from 'vitest';
 import { isDatabaseUnavailable, isStatementGivenUp } from '../../src/store/database.js';
 
-function databaseError(code: string): pg.DatabaseError {
-  const error = new pg.DatabaseError('from PostgreSQL', 0, 'error');
+function databaseError(code: string, message = 'from PostgreSQL'): pg.DatabaseError {
+  const error = new pg.DatabaseError(message, 0, 'error');
   error.code = code;
   return error;
 }
@@ -23,6 +23,12 @@ describe('isDatabaseUnavailable', () => {
       socketError('ECONNRESET'),
       new Error('timeout exceeded when trying to connect'),
       new Error('Connection terminated unexpectedly'),
+      // PgBouncer's refusals for now, each a FATAL 08P01 (the first two as PgBouncer 1.18 sends them).
+      databaseError('08P01', 'query_wait_timeout'),
+      databaseError('08P01', 'no more connections allowed (max_client_conn)'),
+      databaseError('08P01', 'pgbouncer cannot connect to server'),
+      databaseError('08P01', 'server login has been failing, try again later (server_login_retry)'),
+      databaseError('08P01', 'server conn crashed?'),
     ]) {
       expect(
         isDatabaseUnavailable(error),
@@ -35,6 +41,9 @@ describe('isDatabaseUnavailable', () => {
     for (const error of [
       databaseError('23505'),
       databaseError('08P01'),
+      databaseError('08P01', 'invalid frontend message type 0'),
+      // Only a pooler's own word: the same text under another code is PostgreSQL's.
+      databaseError('XX000', 'query_wait_timeout'),
       databaseError('57P04'),
       databaseError('57014'),
       databaseError('40001'),
