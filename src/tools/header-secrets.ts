@@ -19,26 +19,44 @@ export const REDACTED = '[redacted]';
 const MIN_SECRET_CHARS = 8;
 
 /** `<scheme> <credentials>`, as in `Bearer abc` or `Basic dXNlcjpwdw==`. */
-const SCHEME_AND_CREDENTIALS = /^[A-Za-z][\w.+-]*\s+(\S.*)$/;
+const SCHEME_AND_CREDENTIALS = /^([A-Za-z][\w.+-]*)\s+(\S.*)$/;
+
+/** Base64 as Basic credentials are written: a server may answer them decoded. */
+const BASE64 = /^[A-Za-z0-9+/]+={0,2}$/;
 
 /**
- * The texts to redact for `headers`: each value, its credentials without
- * their scheme (a server may quote the token alone), and each of them as
- * it appears inside a JSON string (escaped quotes and backslashes);
- * longest first, so a whole value goes before a part of it.
+ * The texts to redact for `headers`: each value and its credentials
+ * without their scheme (a server may quote the token alone); for Basic,
+ * the `user:password` they encode and the password alone; and each of
+ * these as it appears inside a JSON string (escaped quotes and
+ * backslashes) and URL-encoded (an echo of a query string or a form).
+ * Longest first, so a whole value goes before a part of it.
  */
 export function headerSecrets(headers: Readonly<Record<string, string>>): string[] {
   const secrets = new Set<string>();
   for (const value of Object.values(headers)) {
     const whole = value.trim();
-    const credentials = SCHEME_AND_CREDENTIALS.exec(whole)?.[1]?.trim();
-    for (const secret of credentials ? [whole, credentials] : [whole]) {
+    for (const secret of [whole, ...credentialsOf(whole)]) {
       if (secret.length < MIN_SECRET_CHARS) continue;
       secrets.add(secret);
       secrets.add(JSON.stringify(secret).slice(1, -1));
+      secrets.add(encodeURIComponent(secret));
     }
   }
   return [...secrets].sort((a, b) => b.length - a.length);
+}
+
+/** The credentials in `value` without its scheme, and for Basic what they decode to. */
+function credentialsOf(value: string): string[] {
+  const [, scheme, credentials] = SCHEME_AND_CREDENTIALS.exec(value) ?? [];
+  if (scheme === undefined || credentials === undefined) return [];
+  const token = credentials.trim();
+  if (scheme.toLowerCase() !== 'basic' || !BASE64.test(token)) return [token];
+  const decoded = Buffer.from(token, 'base64').toString('utf8');
+  const colon = decoded.indexOf(':');
+  // Not `user:password` in UTF-8 (a token that only looks like base64): the token alone.
+  if (colon < 0 || decoded.includes('\uFFFD')) return [token];
+  return [token, decoded, decoded.slice(colon + 1)];
 }
 
 /** `text` with every occurrence of each of `secrets` replaced by `[redacted]`. */
