@@ -61,6 +61,11 @@ export const configSchema = z.object({
   BODY_LIMIT_BYTES: integer(1024, 100 * 1024 * 1024)
     .default(1024 * 1024)
     .describe('Largest accepted request body; larger ones get 413.'),
+  REQUEST_TIMEOUT_MS: integer(1000, 3_600_000)
+    .default(60_000)
+    .describe(
+      'Time a client has to send a whole request, headers and body; past it the request gets 408 and its connection is closed. The response is not limited: an event stream stays open.',
+    ),
   RATE_LIMIT_MAX: integer(1, 1_000_000)
     .default(600)
     .describe('Requests one API key may make per window, per replica.'),

@@ -43,6 +43,9 @@ const SHUTTING_DOWN = new AppError({
   headers: { 'Retry-After': '1' },
 });
 
+/** Node's own limit on receiving a request's headers, kept when the request timeout is longer. */
+const NODE_HEADERS_TIMEOUT_MS = 60_000;
+
 /**
  * Builds the whole HTTP app over the given services. Never listens: main.ts
  * does, and tests use the very same app with `inject` or a socket.
@@ -74,6 +77,15 @@ export async function buildApp(services: Services): Promise<FastifyInstance> {
     // Our own 503 while closing (below), a problem+json like every other error.
     return503OnClosing: false,
     forceCloseConnections: 'idle',
+    // A client sending its request slowly (slowloris, a stalled upload)
+    // would otherwise hold its connection for good: Fastify's default is
+    // no limit. Node checks the connections every connectionsCheckingInterval,
+    // so a request is refused between one and 1.25 timeouts after it began.
+    requestTimeout: config.REQUEST_TIMEOUT_MS,
+    http: {
+      headersTimeout: Math.min(config.REQUEST_TIMEOUT_MS, NODE_HEADERS_TIMEOUT_MS),
+      connectionsCheckingInterval: Math.ceil(config.REQUEST_TIMEOUT_MS / 4),
+    },
     routerOptions: { ignoreTrailingSlash: false },
   });
   // JSON only: without this, Fastify would parse text/plain bodies instead of answering 415.
