@@ -15,7 +15,12 @@ import { createWorkflowTracker } from '../tracker/tracker.js';
 import type { RequestedBudget } from './budget.js';
 import { checkAnswer } from './clarification.js';
 import { EARLY_START_MAX_RUNS, type EndpointsMemory, insertAndLaunch } from './early-start.js';
-import { hashRequest, isIdempotencyKeyTaken } from './idempotency.js';
+import {
+  hashRequest,
+  idempotencyKeyBusy,
+  isIdempotencyKeyTaken,
+  KEYED_INSERT_TRIES,
+} from './idempotency.js';
 import { type CheckedWorkflow, checkedWorkflowRows, unknownSession } from './new-workflow-row.js';
 import { CANCELLED_WORK, endingsOfOpenWork } from './open-work.js';
 import { toWorkflow } from './rows.js';
@@ -167,12 +172,14 @@ export function createWorkflowService(options: WorkflowServiceOptions) {
      * Idempotency-Key, the same request again returns the workflow it made
      * (and launches nothing); a different request under the key is a 409.
      * The insert finds out: concurrent requests with one key race on the
-     * unique index, one inserts, the others read its row. A retry costs
-     * that failed insert (and its batch a second try), where reading the
-     * key first, with keyed inserts kept out of batches, cost every keyed
-     * create (bench/simple-path --idempotency-keys, 2026-12-03, three
-     * alternated pairs: 4.05 round trips per workflow against 3.04,
-     * 282-335 workflows/s at concurrency 32 against 433-447).
+     * unique index, one inserts, the others read its row (a row deleted
+     * before that read freed the key: the insert goes again,
+     * KEYED_INSERT_TRIES). A repeated request costs that failed insert
+     * (and its batch a second try), where reading the key first, with
+     * keyed inserts kept out of batches, cost every keyed create
+     * (bench/simple-path --idempotency-keys, 2026-12-03, three alternated
+     * pairs: 4.05 round trips per workflow against 3.04, 282-335
+     * workflows/s at concurrency 32 against 433-447).
      */
     async create(
       principal: Principal,
@@ -195,26 +202,30 @@ export function createWorkflowService(options: WorkflowServiceOptions) {
         if (replayed) return replayed;
         throw error;
       }
-      try {
-        const workflow = await insertAndLaunch({
-          row: { ...checked.row, idempotencyKey: idempotencyKey ?? null, requestHash },
-          historyStart: checked.historyStart,
-          insert: options.insertBatches?.run ?? repository.insert,
-          endpointsMemory,
-          launch: options.launch,
-          // Not with an Idempotency-Key: the insert may find the workflow made
-          // already, and a run started before it answers would have called the
-          // model for nothing.
-          early: idempotencyKey === undefined && options.runsInFlight() < EARLY_START_MAX_RUNS,
-        });
-        return { workflow, replayed: false };
-      } catch (error) {
-        // Deleted since newWorkflowRow read it: as if it had been gone then.
-        if (error instanceof SessionGone) throw unknownSession();
-        if (!isIdempotencyKeyTaken(error)) throw error;
-        const replayed = await replay();
-        if (!replayed) throw error;
-        return replayed;
+      for (let tries = 1; ; tries += 1) {
+        try {
+          const workflow = await insertAndLaunch({
+            row: { ...checked.row, idempotencyKey: idempotencyKey ?? null, requestHash },
+            historyStart: checked.historyStart,
+            insert: options.insertBatches?.run ?? repository.insert,
+            endpointsMemory,
+            launch: options.launch,
+            // Not with an Idempotency-Key: the insert may find the workflow made
+            // already, and a run started before it answers would have called the
+            // model for nothing.
+            early: idempotencyKey === undefined && options.runsInFlight() < EARLY_START_MAX_RUNS,
+          });
+          return { workflow, replayed: false };
+        } catch (error) {
+          // Deleted since newWorkflowRow read it: as if it had been gone then.
+          if (error instanceof SessionGone) throw unknownSession();
+          if (!isIdempotencyKeyTaken(error)) throw error;
+          const replayed = await replay();
+          if (replayed) return replayed;
+          // The workflow that had the key was deleted before the read: the key
+          // is free, and the insert goes again (nothing of it was written).
+          if (tries >= KEYED_INSERT_TRIES) throw idempotencyKeyBusy(error);
+        }
       }
     },
 
