@@ -1,5 +1,6 @@
-import pino, { type DestinationStream, type Logger } from 'pino';
+import pino, { type DestinationStream, type Logger, type LoggerOptions } from 'pino';
 import type { Config } from './config.js';
+import type { LogSecrets } from './log-secrets.js';
 
 /**
  * Paths removed from every log line. Keys and passwords must never reach a
@@ -22,18 +23,26 @@ export const REDACTED_PATHS = [
   '*.databaseUrl',
 ];
 
-/** The service's logger; to stdout unless given a `destination` (tests read what it writes). */
+/**
+ * The service's logger; to stdout unless given a `destination` (tests read
+ * what it writes). Each line it writes, serialized whole (`err` with its
+ * message, stack and cause included), has the values of `secrets` replaced:
+ * the paths above only catch a secret under its own name.
+ */
 export function createLogger(
   config: Pick<Config, 'LOG_LEVEL'>,
-  destination?: DestinationStream,
+  options: { destination?: DestinationStream; secrets?: LogSecrets } = {},
 ): Logger {
-  const options = {
+  const { destination, secrets } = options;
+  const loggerOptions: LoggerOptions = {
     level: config.LOG_LEVEL,
     base: { service: 'waymark', pid: process.pid },
     redact: { paths: REDACTED_PATHS, censor: '[redacted]' },
     timestamp: pino.stdTimeFunctions.isoTime,
+    // The one hook that sees the line as written, after serializers, redaction and child bindings.
+    ...(secrets ? { hooks: { streamWrite: (line: string) => secrets.scrub(line) } } : {}),
   };
-  return destination ? pino(options, destination) : pino(options);
+  return destination ? pino(loggerOptions, destination) : pino(loggerOptions);
 }
 
 /**

@@ -22,7 +22,7 @@ export type ModelSettings = Pick<
 >;
 
 /** What the SDKs are given for a server that needs no key: they refuse an empty one. */
-const NO_KEY_NEEDED = 'no-key-needed';
+export const NO_KEY_NEEDED = 'no-key-needed';
 
 /**
  * The catalogue the settings describe: WAYMARK_MODELS, else the default one

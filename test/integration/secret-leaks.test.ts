@@ -92,7 +92,11 @@ beforeAll(async () => {
       defaultModel: 'gpt',
     }),
   };
-  testApp = await startTestAppOn(database, env, createLogger({ LOG_LEVEL: 'trace' }, logSink));
+  testApp = await startTestAppOn(
+    database,
+    env,
+    createLogger({ LOG_LEVEL: 'trace' }, { destination: logSink }),
+  );
   tenant = await createTenant(testApp, await bootstrapOperator(testApp), { name: 'secretive' });
 });
 afterAll(async () => {

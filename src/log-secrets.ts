@@ -1,0 +1,108 @@
+import type { Config } from './config.js';
+import { NO_KEY_NEEDED, providerKeyOf, resolveCatalogue } from './llm/model-settings.js';
+
+/**
+ * Secret values the process knows, replaced in every log line: the defence
+ * behind the logger's redaction by key path, for a value quoted inside
+ * other text (a provider's "Incorrect API key provided: sk-…", an error
+ * naming a database URL with its password), which no path names.
+ */
+
+/**
+ * Shortest value replaced. A shorter one (a database password "x" or
+ * "secret") is as likely to be a piece of every other word, and replacing
+ * it would mangle lines without hiding anything worth hiding.
+ */
+export const MIN_SCRUBBED_LENGTH = 8;
+
+const REDACTED = '[redacted]';
+
+export interface LogSecrets {
+  /** Replaces `value` from now on too: one learnt after the logger was made (the embedded PostgreSQL's password). Short ones are ignored. */
+  add(value: string | undefined): void;
+  /** `line`, a serialized log line, with every known value replaced by `[redacted]`. */
+  scrub(line: string): string;
+}
+
+export function createLogSecrets(values: Iterable<string | undefined> = []): LogSecrets {
+  // The forms looked for, longest first, so that a secret holding another
+  // is replaced whole. Built once per value, never per line: a line costs
+  // one `includes` per form.
+  let forms: string[] = [];
+  const secrets: LogSecrets = {
+    add(value) {
+      if (value === undefined || value.length < MIN_SCRUBBED_LENGTH) return;
+      const added = new Set([...forms, ...formsInJson(value)]);
+      forms = [...added].sort((a, b) => b.length - a.length);
+    },
+    scrub(line) {
+      let scrubbed = line;
+      for (const form of forms) {
+        if (scrubbed.includes(form)) scrubbed = scrubbed.replaceAll(form, REDACTED);
+      }
+      return scrubbed;
+    },
+  };
+  for (const value of values) secrets.add(value);
+  return secrets;
+}
+
+/**
+ * How `value` is spelt in a JSON line: escaped once inside a string (a
+ * message, a stack), twice inside JSON quoted in a string (a provider's
+ * error body in a message). The same unless it holds a quote, a backslash
+ * or a control character. Never unescaped: a line is JSON throughout, so
+ * the raw spelling of such a value would only match other text.
+ */
+function formsInJson(value: string): string[] {
+  const once = JSON.stringify(value).slice(1, -1);
+  const twice = JSON.stringify(once).slice(1, -1);
+  return [once, twice];
+}
+
+/**
+ * The secrets the configuration holds: every provider key the model
+ * catalogue reads (OPENAI_API_KEY, ANTHROPIC_API_KEY, the variables its
+ * providers name in `apiKeyEnv`) and the passwords of DATABASE_URL and
+ * DATABASE_LISTEN_URL. Assumes `loadConfig` accepted `config`.
+ */
+export function configuredSecrets(config: Config, env: NodeJS.ProcessEnv): string[] {
+  const keys = resolveCatalogue(config).providers.map((provider) => {
+    const found = providerKeyOf(provider, { settings: config, env });
+    return 'key' in found && found.key !== NO_KEY_NEEDED ? found.key : undefined;
+  });
+  return [
+    config.OPENAI_API_KEY,
+    config.ANTHROPIC_API_KEY,
+    ...keys,
+    ...urlPasswords(config.DATABASE_URL),
+    ...urlPasswords(config.DATABASE_LISTEN_URL),
+  ].filter((value): value is string => value !== undefined && value !== '');
+}
+
+/**
+ * The password of a postgres URL as written in it (percent-encoded, as an
+ * error quoting the URL shows it) and as sent (decoded), and the one of a
+ * `?password=` parameter, which the driver reads too.
+ */
+export function urlPasswords(url: string | undefined): string[] {
+  if (url === undefined) return [];
+  let parsed: URL;
+  try {
+    parsed = new URL(url);
+  } catch {
+    return [];
+  }
+  const written = parsed.password;
+  const passwords = [written, safeDecode(written), parsed.searchParams.get('password') ?? ''];
+  return [...new Set(passwords)].filter((password) => password !== '');
+}
+
+/** `text` percent-decoded, as written when it is not valid percent-encoding. */
+function safeDecode(text: string): string {
+  try {
+    return decodeURIComponent(text);
+  } catch {
+    return text;
+  }
+}
