@@ -2,6 +2,7 @@ import type { FastifyInstance } from 'fastify';
 import type { Logger } from 'pino';
 import { type Config, ConfigError, loadConfig } from './config.js';
 import { buildApp } from './http/app.js';
+import { configuredSecrets, createLogSecrets, type LogSecrets } from './log-secrets.js';
 import { createLogger } from './logger.js';
 import { closeServices, createServices, type Services } from './services.js';
 import { type EmbeddedPostgres, startEmbeddedPostgres } from './store/embedded-postgres.js';
@@ -19,6 +20,8 @@ import { within } from './within.js';
 interface Running {
   config: Config;
   log: Logger;
+  /** The values replaced in every log line; the embedded PostgreSQL's password joins them once known. */
+  secrets: LogSecrets;
   app?: FastifyInstance;
   services?: Services;
   embedded?: EmbeddedPostgres;
@@ -42,8 +45,15 @@ async function main(): Promise<void> {
     }
     throw error;
   }
-  const log = createLogger(config);
-  const running: Running = { config, log, stopping: false, startAborted: new AbortController() };
+  const secrets = createLogSecrets(configuredSecrets(config, process.env));
+  const log = createLogger(config, { secrets });
+  const running: Running = {
+    config,
+    log,
+    secrets,
+    stopping: false,
+    startAborted: new AbortController(),
+  };
   // `on`, not `once`: Ctrl-C on `npm start` delivers SIGINT twice (the
   // terminal's and npm's), and a second signal left to Node's default
   // killed the process mid-drain, its embedded PostgreSQL orphaned.
@@ -75,6 +85,7 @@ async function start(running: Running): Promise<void> {
       dataDir: config.WAYMARK_DATA_DIR,
       port: config.WAYMARK_EMBEDDED_PG_PORT,
       log,
+      onPassword: (password) => running.secrets.add(password),
     });
     running.embeddedStarted = starting.catch(() => undefined);
     running.embedded = await starting;

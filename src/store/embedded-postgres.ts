@@ -23,6 +23,8 @@ export interface EmbeddedPostgresOptions {
   /** Port on 127.0.0.1; 0 picks a free one. */
   port: number;
   log: Logger;
+  /** Told the superuser's password as soon as it is known, before it is used (main.ts scrubs it from log lines). */
+  onPassword?: (password: string) => void;
   /** Database created (if missing) and named in `url`. */
   database?: string;
 }
@@ -66,6 +68,7 @@ export async function startEmbeddedPostgres(
     osUser,
     log,
   });
+  options.onPassword?.(password);
 
   await stopOrphanedServer(clusterDir, log);
   const port = options.port === 0 ? await freePort() : options.port;

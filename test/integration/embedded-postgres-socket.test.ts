@@ -15,9 +15,12 @@ afterAll(async () => {
   for (const cleanup of cleanups.reverse()) await cleanup();
 });
 
-async function startIn(dataDir: string): Promise<EmbeddedPostgres> {
+async function startIn(
+  dataDir: string,
+  onPassword?: (password: string) => void,
+): Promise<EmbeddedPostgres> {
   cleanups.push(() => rm(dataDir, { recursive: true, force: true }));
-  const server = await startEmbeddedPostgres({ dataDir, port: 0, log });
+  const server = await startEmbeddedPostgres({ dataDir, port: 0, log, onPassword });
   cleanups.push(() => server.stop());
   return server;
 }
@@ -39,8 +42,11 @@ async function serverAddress(url: string): Promise<string | null> {
 describe('embedded PostgreSQL connections', () => {
   it('go through a Unix-domain socket in the data folder, and TCP on 127.0.0.1 still answers', async () => {
     const dataDir = await mkdtemp(path.join(os.tmpdir(), 'waymark-socket-'));
-    const server = await startIn(dataDir);
+    // The password main.ts replaces in log lines: the one the server is reached with.
+    const told: string[] = [];
+    const server = await startIn(dataDir, (password) => told.push(password));
     const url = new URL(server.url);
+    expect(told).toEqual([url.password]);
     expect(url.searchParams.get('host')).toBe(path.join(dataDir, 'socket'));
     expect(new URL(server.adminUrl).searchParams.get('host')).toBe(path.join(dataDir, 'socket'));
     expect(await serverAddress(server.url)).toBeNull();

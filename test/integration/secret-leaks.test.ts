@@ -5,6 +5,7 @@ import path from 'node:path';
 import { Writable } from 'node:stream';
 import { afterAll, afterEach, beforeAll, describe, expect, inject, it } from 'vitest';
 import { ConfigError, loadConfig } from '../../src/config.js';
+import { configuredSecrets, createLogSecrets } from '../../src/log-secrets.js';
 import { createLogger } from '../../src/logger.js';
 import { startFakeProviderServer } from '../fakes/provider-server.js';
 import type { FakeProviderServer, FakeResponse } from '../fakes/provider-types.js';
@@ -63,6 +64,8 @@ let mcp: RawMcpServer;
 let mcpMode: 'normal' | 'refuse-quoting' | 'result-quoting' = 'normal';
 let testApp: TestApp;
 let tenant: TestTenant;
+/** The test app's environment. */
+let env: Record<string, string>;
 
 beforeAll(async () => {
   database = await createTestDatabase();
@@ -70,7 +73,7 @@ beforeAll(async () => {
   tools = await startToolServer();
   tools.handle(answerToolCall);
   mcp = await startRawMcpServer(answerMcp);
-  const env = {
+  env = {
     LOG_LEVEL: 'trace',
     OAI_KEY: OPENAI_KEY,
     ANT_KEY: ANTHROPIC_KEY,
@@ -92,11 +95,7 @@ beforeAll(async () => {
       defaultModel: 'gpt',
     }),
   };
-  testApp = await startTestAppOn(
-    database,
-    env,
-    createLogger({ LOG_LEVEL: 'trace' }, { destination: logSink }),
-  );
+  testApp = await startTestAppOn(database, env, productionLogger(env));
   tenant = await createTenant(testApp, await bootstrapOperator(testApp), { name: 'secretive' });
 });
 afterAll(async () => {
@@ -106,6 +105,12 @@ afterAll(async () => {
   await tools?.close();
   await mcp?.close();
 });
+
+/** The logger main.ts makes for `env`, at trace, writing to `logged`. */
+function productionLogger(environment: Record<string, string>) {
+  const secrets = createLogSecrets(configuredSecrets(loadConfig(environment), environment));
+  return createLogger({ LOG_LEVEL: 'trace' }, { destination: logSink, secrets });
+}
 
 function model(name: string, providerName: string) {
   return {
@@ -151,6 +156,18 @@ function answerMcp(message: RawRpc, response: ServerResponse, request: IncomingM
       ],
     });
   }
+}
+
+/** OpenAI's error body, its message quoting what it likes (OpenAI's 401 quotes the key it was sent). */
+function openAiError(message: string) {
+  return {
+    error: { message, type: 'invalid_request_error', param: null, code: 'invalid_api_key' },
+  };
+}
+
+/** Anthropic's error body, its message quoting what it likes. */
+function anthropicError(message: string) {
+  return { type: 'error', error: { type: 'api_error', message } };
 }
 
 /** Fails naming the first of `secrets` (every one unless given) that `text`, what `what` says, holds. */
@@ -328,11 +345,43 @@ describe('secrets stay out of logs, answers, events and prompts', () => {
     }
   });
 
+  it('a provider’s refusal quoting the key it was sent, logged with the failed classification check: the log line has the message, not the key', async () => {
+    // A replica of its own: its 401s open circuits the other tests do not see.
+    const classifying = await startTestAppOn(
+      database,
+      // Claude has no fallback: the check's one attempt is the error logged.
+      { ...env, CLASSIFY_WITH_MODEL: 'true', CLASSIFY_MODEL: 'claude' },
+      productionLogger(env),
+    );
+    try {
+      provider.enqueue({
+        kind: 'error',
+        status: 401,
+        body: anthropicError(`invalid x-api-key: ${ANTHROPIC_KEY}`),
+      });
+      const id = await startWorkflow(classifying, tenant.key, { input: 'Hello?', mode: 'auto' });
+      await waitForStatus(classifying, tenant.key, id, ['completed', 'failed']);
+    } finally {
+      await classifying.close();
+    }
+    const line = logged
+      .split('\n')
+      .find((text) => text.includes('the classification model check failed'));
+    // In the message, the stack and the cause, each quoting the provider's JSON body.
+    expect(line?.split('invalid x-api-key: [redacted]').length).toBeGreaterThan(3);
+    expectNoSecretIn('the log', logged, [ANTHROPIC_KEY]);
+  });
+
   it('provider keys: a 401 from OpenAI, a 500 from Anthropic, a reset connection (last: the 401 opens a circuit)', async () => {
+    // Each quotes the key it was sent, as OpenAI's 401 does.
     const retried = await runToEnd(
       'Hello',
-      { kind: 'error', status: 401 },
-      { kind: 'error', status: 500 },
+      {
+        kind: 'error',
+        status: 401,
+        body: openAiError(`Incorrect API key provided: ${OPENAI_KEY}.`),
+      },
+      { kind: 'error', status: 500, body: anthropicError(`upstream refused key ${ANTHROPIC_KEY}`) },
     );
     expect(retried.workflow.status).toBe('failed');
     // The 401 opened OpenAI's circuit: this one goes to Anthropic alone.
@@ -391,5 +440,26 @@ describe('a start whose database refuses it', () => {
       expect(waymark.stdout()).toContain('waymark failed to start');
       expect(waymark.stdout() + waymark.stderr()).not.toContain(password);
     }
+  }, 60_000);
+
+  it('PostgreSQL’s refusal quoting the password (the user named as the password is): the exit logs the refusal, the value replaced', async () => {
+    const password = 'db-password-leak-check-7777';
+    const url = new URL(inject('testDatabaseAdminUrl'));
+    // The server names the user it refuses; a password it never quotes.
+    url.username = password;
+    url.password = password;
+    url.pathname = '/postgres';
+    const waymark = await processes.start({
+      env: { WAYMARK_DATA_DIR: dataDir, LOG_LEVEL: 'trace', DATABASE_URL: url.href },
+    });
+    const exit = await waymark.waitForExit(30_000);
+    expect(exit.code, waymark.stderr()).toBe(1);
+    const line = waymark
+      .stdout()
+      .split('\n')
+      .find((text) => text.includes('waymark failed to start'));
+    // "password authentication failed for user …", or "role … does not exist" on a server that trusts.
+    expect(line).toMatch(/(user|role) \\"\[redacted\]\\"/);
+    expect(waymark.stdout() + waymark.stderr()).not.toContain(password);
   }, 60_000);
 });
