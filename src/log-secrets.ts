@@ -1,5 +1,6 @@
 import type { Config } from './config.js';
 import { NO_KEY_NEEDED, providerKeyOf, resolveCatalogue } from './llm/model-settings.js';
+import { MIN_SECRET_CHARS, redactSecrets } from './redaction.js';
 
 /**
  * Secret values the process knows, replaced in every log line: the defence
@@ -7,15 +8,6 @@ import { NO_KEY_NEEDED, providerKeyOf, resolveCatalogue } from './llm/model-sett
  * other text (a provider's "Incorrect API key provided: sk-…", an error
  * naming a database URL with its password), which no path names.
  */
-
-/**
- * Shortest value replaced. A shorter one (a database password "x" or
- * "secret") is as likely to be a piece of every other word, and replacing
- * it would mangle lines without hiding anything worth hiding.
- */
-export const MIN_SCRUBBED_LENGTH = 8;
-
-const REDACTED = '[redacted]';
 
 export interface LogSecrets {
   /** Replaces `value` from now on too: one learnt after the logger was made (the embedded PostgreSQL's password). Short ones are ignored. */
@@ -31,17 +23,11 @@ export function createLogSecrets(values: Iterable<string | undefined> = []): Log
   let forms: string[] = [];
   const secrets: LogSecrets = {
     add(value) {
-      if (value === undefined || value.length < MIN_SCRUBBED_LENGTH) return;
+      if (value === undefined || value.length < MIN_SECRET_CHARS) return;
       const added = new Set([...forms, ...formsInJson(value)]);
       forms = [...added].sort((a, b) => b.length - a.length);
     },
-    scrub(line) {
-      let scrubbed = line;
-      for (const form of forms) {
-        if (scrubbed.includes(form)) scrubbed = scrubbed.replaceAll(form, REDACTED);
-      }
-      return scrubbed;
-    },
+    scrub: (line) => redactSecrets(line, forms),
   };
   for (const value of values) secrets.add(value);
   return secrets;

@@ -1,6 +1,7 @@
 import pino, { type DestinationStream, type Logger, type LoggerOptions } from 'pino';
 import type { Config } from './config.js';
 import type { LogSecrets } from './log-secrets.js';
+import { REDACTED } from './redaction.js';
 
 /**
  * Paths removed from every log line. Keys and passwords must never reach a
@@ -37,7 +38,7 @@ export function createLogger(
   const loggerOptions: LoggerOptions = {
     level: config.LOG_LEVEL,
     base: { service: 'waymark', pid: process.pid },
-    redact: { paths: REDACTED_PATHS, censor: '[redacted]' },
+    redact: { paths: REDACTED_PATHS, censor: REDACTED },
     timestamp: pino.stdTimeFunctions.isoTime,
     // The one hook that sees the line as written, after serializers, redaction and child bindings.
     ...(secrets ? { hooks: { streamWrite: (line: string) => secrets.scrub(line) } } : {}),

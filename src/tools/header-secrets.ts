@@ -1,3 +1,5 @@
+import { MIN_SECRET_CHARS } from '../redaction.js';
+
 /**
  * The header values a tenant stores with an HTTP tool or an MCP server are
  * secrets: stored, sent with each request, never shown again. Yet the
@@ -9,14 +11,6 @@
  * with its `headerSecrets` before it is used, and before it is cut to an
  * excerpt, which could otherwise keep the head of a secret.
  */
-
-export const REDACTED = '[redacted]';
-
-/**
- * Shorter values are left alone: `v2` or `core` (a version, a team name)
- * would blank out ordinary words of every answer, and are no credentials.
- */
-const MIN_SECRET_CHARS = 8;
 
 /** `<scheme> <credentials>`, as in `Bearer abc` or `Basic dXNlcjpwdw==`. */
 const SCHEME_AND_CREDENTIALS = /^([A-Za-z][\w.+-]*)\s+(\S.*)$/;
@@ -57,11 +51,4 @@ function credentialsOf(value: string): string[] {
   // Not `user:password` in UTF-8 (a token that only looks like base64): the token alone.
   if (colon < 0 || decoded.includes('\uFFFD')) return [token];
   return [token, decoded, decoded.slice(colon + 1)];
-}
-
-/** `text` with every occurrence of each of `secrets` replaced by `[redacted]`. */
-export function redactSecrets(text: string, secrets: readonly string[]): string {
-  let redacted = text;
-  for (const secret of secrets) redacted = redacted.replaceAll(secret, REDACTED);
-  return redacted;
 }

@@ -1,6 +1,7 @@
+import { redactSecrets } from '../redaction.js';
 import type { HttpToolRow } from '../store/schema.js';
 import { decodeText, type GuardedResponse, guardedRequest } from './guarded-request.js';
-import { headerSecrets, redactSecrets } from './header-secrets.js';
+import { headerSecrets } from './header-secrets.js';
 import { hostAllowed } from './host-allowlist.js';
 import { parametersFromJsonSchema } from './json-schema-parameters.js';
 import { BlockedAddressError, type Resolver } from './network-guard.js';

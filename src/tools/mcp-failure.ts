@@ -1,5 +1,5 @@
 import { storableText } from '../json-limits.js';
-import { redactSecrets } from './header-secrets.js';
+import { redactSecrets } from '../redaction.js';
 import { BlockedAddressError } from './network-guard.js';
 
 /**

@@ -1,13 +1,9 @@
 import { Writable } from 'node:stream';
 import { describe, expect, it } from 'vitest';
 import { loadConfig } from '../../src/config.js';
-import {
-  configuredSecrets,
-  createLogSecrets,
-  MIN_SCRUBBED_LENGTH,
-  urlPasswords,
-} from '../../src/log-secrets.js';
+import { configuredSecrets, createLogSecrets, urlPasswords } from '../../src/log-secrets.js';
 import { createLogger } from '../../src/logger.js';
+import { MIN_SECRET_CHARS } from '../../src/redaction.js';
 
 /** A line as pino writes it: JSON, `text` inside a string. */
 function lineWith(text: string): string {
@@ -26,9 +22,9 @@ describe('createLogSecrets: scrub', () => {
     });
   });
 
-  it(`skips values shorter than ${MIN_SCRUBBED_LENGTH} characters, and unset ones`, () => {
-    const short = 'x'.repeat(MIN_SCRUBBED_LENGTH - 1);
-    const long = 'y'.repeat(MIN_SCRUBBED_LENGTH);
+  it(`skips values shorter than ${MIN_SECRET_CHARS} characters, and unset ones`, () => {
+    const short = 'x'.repeat(MIN_SECRET_CHARS - 1);
+    const long = 'y'.repeat(MIN_SECRET_CHARS);
     const secrets = createLogSecrets(['x', short, '', undefined, long]);
     expect(secrets.scrub(lineWith(`x ${short} ${long}`))).toBe(lineWith(`x ${short} [redacted]`));
   });

@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import { headerSecrets, redactSecrets } from '../../../src/tools/header-secrets.js';
+import { redactSecrets } from '../../../src/redaction.js';
+import { headerSecrets } from '../../../src/tools/header-secrets.js';
 
 describe('redacting a tool’s header values from what its server answers', () => {
   const secrets = headerSecrets({
