@@ -63,6 +63,23 @@ export function emptyAnswerFailure(
 }
 
 /**
+ * The `warning` a workflow's answer gets when its turn ended at the
+ * model's output limit (finish reason `length`): the answer stands, as
+ * far as it got, and a client can tell that it stops mid-way.
+ */
+export function cutOffAnswerWarning(
+  finishReason: FinishReason | undefined,
+  model: string,
+): { code: string; message: string; model: string } | undefined {
+  if (finishReason !== 'length') return undefined;
+  return {
+    code: 'answer_cut_off',
+    message: 'The answer reached the model’s output limit and stops mid-way.',
+    model,
+  };
+}
+
+/**
  * Streams one turn through the router and returns its text. Text beyond
  * `maxChars` is dropped (a caller that reads one word need not buffer an
  * essay). A turn that fails for good is returned with the router's

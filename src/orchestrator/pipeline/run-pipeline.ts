@@ -9,7 +9,7 @@ import type { NewEventRow } from '../../store/workflow-events.js';
 import type { WorkflowTracker } from '../../tracker/tracker.js';
 import type { WorkflowUsage } from '../../workflows/types.js';
 import type { AgentContext } from '../agent-context.js';
-import { addUsage, emptyAnswerFailure, usageDetail } from '../collect-text.js';
+import { addUsage, cutOffAnswerWarning, emptyAnswerFailure, usageDetail } from '../collect-text.js';
 import { capWarning, reachedCap } from '../tool-loop/budget.js';
 import type { LoopOutcome, Spent } from '../tool-loop/types.js';
 import { type NextAction, nextAction, type PipelinePolicy, stageResults } from './next-action.js';
@@ -358,6 +358,8 @@ async function synthesize(
   // As the tool loop's answer (call-model.ts): a budget's early synthesis too, whose stages ran.
   failure ??= emptyAnswerFailure(text, finishReason);
   if (failure) return outcome(run, { answer: text, reason: 'model_error', failure });
+  const cutOff = cutOffAnswerWarning(finishReason, model);
+  if (cutOff) input.context.tracker.enqueue('warning', 'synthesis', 'info', cutOff);
   return outcome(run, { answer: text, reason, failure: undefined });
 }
 

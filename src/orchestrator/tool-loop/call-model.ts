@@ -2,7 +2,7 @@ import { storableText } from '../../json-limits.js';
 import type { InputEstimate } from '../../llm/output-room.js';
 import type { FinishReason, ModelRequest, ToolCall, Usage } from '../../llm/types.js';
 import type { WorkflowUsage } from '../../workflows/types.js';
-import { addUsage, emptyAnswerFailure, usageDetail } from '../collect-text.js';
+import { addUsage, cutOffAnswerWarning, emptyAnswerFailure, usageDetail } from '../collect-text.js';
 import { enforceBudget } from './budget.js';
 import { prepareRequest, recoverFromOverflow } from './prepare-request.js';
 import type { LoopRun, LoopStep, PendingCall } from './types.js';
@@ -81,6 +81,8 @@ export async function callModel(
     model: collected.model,
   };
   if (calls.length === 0) {
+    const cutOff = cutOffAnswerWarning(collected.finishReason, collected.model);
+    if (cutOff) options.tracker.enqueue('warning', null, 'info', cutOff);
     return {
       kind: 'finished',
       answer: collected.text,
