@@ -166,6 +166,8 @@ export interface SessionsTable {
   last_seq: Generated<number>;
   created_at: ColumnType<Date, never, never>;
   updated_at: ColumnType<Date, never, Date>;
+  /** Its last message's created_at, its creation while it has none; set by the append only (exchangeAppend). */
+  last_activity_at: ColumnType<Date, never, never>;
 }
 
 export interface SessionMessagesTable {

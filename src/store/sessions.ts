@@ -50,10 +50,11 @@ export interface SessionExchange {
  * The CTEs that append a workflow's question and answer to its session,
  * with the session's next two seqs: `session_locked` (the session row,
  * locked), `session_appended` (the two messages), `session_bumped` (its
- * `last_seq`). `inTransition`: in a transition's statement, only if its
- * `changed` has a row (the workflow completed), so that whoever sees the
- * workflow completed finds its exchange in the session
- * (workflows/transitions.ts `alsoInStatement`).
+ * `last_seq`, and its `last_activity_at` to the messages' `created_at`,
+ * both the transaction's now(): migration 0018). `inTransition`: in a
+ * transition's statement, only if its `changed` has a row (the workflow
+ * completed), so that whoever sees the workflow completed finds its
+ * exchange in the session (workflows/transitions.ts `alsoInStatement`).
  *
  * One statement, where the append took five round trips in a transaction
  * (BEGIN, lock, insert, the transition, COMMIT): a workflow in a session
@@ -80,7 +81,9 @@ export function exchangeAppend(exchange: SessionExchange, options?: { inTransiti
       ON CONFLICT (session_id, workflow_id, role) WHERE workflow_id IS NOT NULL DO NOTHING
       RETURNING seq
     ), session_bumped AS (
-      UPDATE sessions SET last_seq = (SELECT max(seq) FROM session_appended), updated_at = now()
+      UPDATE sessions
+      SET last_seq = (SELECT max(seq) FROM session_appended), updated_at = now(),
+        last_activity_at = now()
       WHERE id = ${exchange.sessionId} AND tenant_id = ${exchange.tenantId}
         AND EXISTS (SELECT 1 FROM session_appended)
     )`;

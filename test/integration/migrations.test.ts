@@ -145,6 +145,51 @@ describe('migrations', () => {
     expect(await tables(pool)).toEqual([]);
   });
 
+  it('0018 gives each existing session its last message’s time as its last activity, or its creation', async () => {
+    const { pool } = await emptyDatabase();
+    const known = await readMigrations();
+    const before = known.findIndex((m) => m.name === '0018_sessions_last_activity.sql');
+    expect(before).toBeGreaterThan(0);
+    await migrate(pool, log, { migrations: known.slice(0, before) });
+    await pool.query(`
+      INSERT INTO tenants (id, name) VALUES ('00000000-0000-4000-8000-000000000001', 't');
+      INSERT INTO sessions (id, tenant_id, last_seq, created_at, updated_at) VALUES
+        ('00000000-0000-4000-8000-00000000000a', '00000000-0000-4000-8000-000000000001', 4,
+         '2026-01-01 10:00:00.000001+00', '2026-03-01 10:00:00+00'),
+        ('00000000-0000-4000-8000-00000000000b', '00000000-0000-4000-8000-000000000001', 0,
+         '2026-01-02 10:00:00.000002+00', '2026-03-01 10:00:00+00');
+      INSERT INTO session_messages (session_id, tenant_id, seq, role, content, created_at)
+      SELECT '00000000-0000-4000-8000-00000000000a', '00000000-0000-4000-8000-000000000001',
+        seq, CASE WHEN seq % 2 = 1 THEN 'user' ELSE 'assistant' END, 'm',
+        timestamptz '2026-02-01 10:00:00.000007+00' + ((seq + 1) / 2) * interval '1 day'
+      FROM generate_series(1, 4) AS seq;
+    `);
+    await migrate(pool, log);
+
+    const { rows } = await pool.query<{ id: string; activity: string }>(
+      `SELECT id, to_char(last_activity_at AT TIME ZONE 'UTC', 'YYYY-MM-DD HH24:MI:SS.US') AS activity
+       FROM sessions ORDER BY id`,
+    );
+    expect(rows).toEqual([
+      // Its last message's (seqs 3 and 4 were appended together, as a workflow's pair).
+      { id: '00000000-0000-4000-8000-00000000000a', activity: '2026-02-03 10:00:00.000007' },
+      // No messages: its creation, not its updated_at.
+      { id: '00000000-0000-4000-8000-00000000000b', activity: '2026-01-02 10:00:00.000002' },
+    ]);
+    // A session inserted afterwards starts at its creation; the column takes no NULL.
+    const inserted = await pool.query<{ same: boolean }>(
+      `INSERT INTO sessions (id, tenant_id) VALUES
+         ('00000000-0000-4000-8000-00000000000c', '00000000-0000-4000-8000-000000000001')
+       RETURNING last_activity_at = created_at AS same`,
+    );
+    expect(inserted.rows).toEqual([{ same: true }]);
+    await expect(
+      pool.query(
+        `UPDATE sessions SET last_activity_at = NULL WHERE id = '00000000-0000-4000-8000-00000000000c'`,
+      ),
+    ).rejects.toThrow(/null value/);
+  });
+
   it('reject misnamed or gapped migration files instead of skipping them', async () => {
     const dir = await mkdtemp(path.join(os.tmpdir(), 'waymark-migrations-'));
     cleanups.push(() => rm(dir, { recursive: true, force: true }));
