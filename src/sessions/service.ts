@@ -21,7 +21,13 @@ import {
   historyIsComplete,
   trimHistory,
 } from './history.js';
-import type { Session, SessionMessage, SessionRole } from './types.js';
+import {
+  SESSION_ORDERS,
+  type Session,
+  type SessionMessage,
+  type SessionOrder,
+  type SessionRole,
+} from './types.js';
 
 /** What a client gives when it creates a session (already validated at the boundary). */
 export interface NewSession {
@@ -87,20 +93,32 @@ export function createSessionService(options: { db: Db; catalogue: Catalogue }) 
     },
 
     /**
-     * The tenant's sessions, newest first; `cursor` continues after a
-     * previous page; with `metadata`, those whose metadata contains it.
+     * The tenant's sessions, newest first in `order` (by creation, or by
+     * last activity); `cursor` continues after a previous page of the same
+     * order (400 `cursor_order_mismatch` for the other's); with
+     * `metadata`, those whose metadata contains it.
      */
     async list(
       tenantId: string,
-      query: { limit: number; cursor?: string; metadata?: Record<string, unknown> },
+      query: {
+        order: SessionOrder;
+        limit: number;
+        cursor?: string;
+        metadata?: Record<string, unknown>;
+      },
     ): Promise<SessionPage> {
+      const { order } = query;
       const rows = await repository.list(tenantId, {
+        order,
         metadata: query.metadata,
         // One more than asked tells whether another page follows.
         limit: query.limit + 1,
-        after: query.cursor === undefined ? undefined : decodeCursor(query.cursor),
+        after:
+          query.cursor === undefined
+            ? undefined
+            : decodeCursor(query.cursor, { order, offered: SESSION_ORDERS }),
       });
-      return pageOf(rows, query.limit, toSession);
+      return pageOf(rows, { limit: query.limit, order }, toSession);
     },
 
     /** Renames the session, replaces its metadata or its model (checked as `create` checks it). */
@@ -279,6 +297,7 @@ function toSession(row: SessionRow): Session {
     lastSeq: row.last_seq,
     createdAt: row.created_at,
     updatedAt: row.updated_at,
+    lastActivityAt: row.last_activity_at,
   };
 }
 

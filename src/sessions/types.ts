@@ -5,8 +5,18 @@
  * sees them as history.
  */
 
+import type { ListOrder } from '../store/list-position.js';
+
 export const SESSION_ROLES = ['user', 'assistant'] as const;
 export type SessionRole = (typeof SESSION_ROLES)[number];
+
+/**
+ * The orders sessions are listed in, newest first: by creation (the
+ * default), or by last activity (`lastActivityAt`), as a chat lists its
+ * conversations.
+ */
+export const SESSION_ORDERS = ['created', 'activity'] as const satisfies readonly ListOrder[];
+export type SessionOrder = (typeof SESSION_ORDERS)[number];
 
 export interface Session {
   id: string;
@@ -18,7 +28,10 @@ export interface Session {
   /** Seq of the latest message; 0 while there is none. */
   lastSeq: number;
   createdAt: Date;
+  /** Its last change: a message appended, or its title, metadata or model changed. */
   updatedAt: Date;
+  /** When its last message was appended; its creation while it has none. */
+  lastActivityAt: Date;
 }
 
 export interface SessionMessage {

@@ -2,35 +2,56 @@ import { sql } from 'kysely';
 import { badRequest } from '../errors.js';
 
 /**
- * Keyset pagination, newest first, over a table with `created_at` and a
- * uuid `id` (workflows, sessions): a page continues after the position of
- * the previous page's last row, which the client holds as an opaque cursor.
+ * Keyset pagination, newest first, over a table with a uuid `id` and the
+ * timestamp of a list's order: `created` (`created_at`: workflows,
+ * sessions) or `activity` (`last_activity_at`: sessions). A page continues
+ * after the position of the previous page's last row, which the client
+ * holds as an opaque cursor.
  */
+export type ListOrder = 'created' | 'activity';
+
+/** The timestamp column each order pages by; `id` breaks its ties. */
+const ORDER_COLUMNS = { created: 'created_at', activity: 'last_activity_at' } as const;
+
+/** The column a list in `order` is sorted by, newest first, then by `id`. */
+export function orderColumn<Order extends ListOrder>(order: Order): (typeof ORDER_COLUMNS)[Order] {
+  return ORDER_COLUMNS[order];
+}
+
 export interface ListPosition {
-  /** created_at in microseconds since the epoch: a JS Date would drop the microseconds Postgres keeps. */
-  createdAtUs: string;
+  order: ListOrder;
+  /** The order's timestamp in microseconds since the epoch: a JS Date would drop the microseconds Postgres keeps. */
+  atUs: string;
   id: string;
 }
 
-/** A listed row: its position travels with it as `created_at_us`. */
+/** A listed row: its position travels with it as `position_us`. */
 export interface PositionedRow {
   id: string;
-  created_at_us: string;
+  position_us: string;
 }
 
-/** The `created_at_us` column of a listed row. */
-export function createdAtMicros() {
-  return sql<string>`(extract(epoch from created_at) * 1000000)::bigint::text`.as('created_at_us');
+/** The `position_us` column of a row listed in `order`. */
+export function positionMicros(order: ListOrder) {
+  return sql<string>`(extract(epoch from ${sql.ref(orderColumn(order))}) * 1000000)::bigint::text`.as(
+    'position_us',
+  );
 }
 
-/** Rows after `position` in (created_at, id) descending order. */
+/** Rows after `position` in (timestamp, id) descending order. */
 export function olderThan(position: ListPosition) {
-  return sql<boolean>`(created_at, id) < (timestamptz 'epoch' + ${position.createdAtUs}::bigint * interval '1 microsecond', ${position.id}::uuid)`;
+  return sql<boolean>`(${sql.ref(orderColumn(position.order))}, id) < (timestamptz 'epoch' + ${position.atUs}::bigint * interval '1 microsecond', ${position.id}::uuid)`;
 }
 
-/** A cursor is the last item's position, base64url-encoded: opaque to clients. */
+/**
+ * A cursor is the last item's position, base64url-encoded: opaque to
+ * clients. A `created` one is `<us>.<id>`, as before there were other
+ * orders, so that cursors handed out then still continue; another order's
+ * is prefixed with its name.
+ */
 export function encodeCursor(position: ListPosition): string {
-  return Buffer.from(`${position.createdAtUs}.${position.id}`).toString('base64url');
+  const prefix = position.order === 'created' ? '' : `${position.order}.`;
+  return Buffer.from(`${prefix}${position.atUs}.${position.id}`).toString('base64url');
 }
 
 /**
@@ -38,35 +59,58 @@ export function encodeCursor(position: ListPosition): string {
  * overflow the timestamp arithmetic of the page's query (a 500, not a 400).
  */
 const CURSOR_PATTERN =
-  /^(\d{1,16})\.([0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12})$/;
+  /^(?:(activity)\.)?(\d{1,16})\.([0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12})$/;
 
-export function decodeCursor(cursor: string): ListPosition {
+/** How a list pages: the order asked for, among the orders the list offers. */
+export interface ListOrdering {
+  order: ListOrder;
+  offered: readonly ListOrder[];
+}
+
+const CREATED_ONLY: ListOrdering = { order: 'created', offered: ['created'] };
+
+/**
+ * The position a cursor holds. 400 `invalid_cursor` for one this service
+ * never returned, or returned for an order the list does not offer (another
+ * list's); 400 `cursor_order_mismatch` for one of the list's other order: it
+ * continues that order and no other, since a position in one order says
+ * nothing of where a page of another begins.
+ */
+export function decodeCursor(cursor: string, ordering: ListOrdering = CREATED_ONLY): ListPosition {
   const match = CURSOR_PATTERN.exec(Buffer.from(cursor, 'base64url').toString('utf8'));
-  if (!match?.[1] || !match[2]) {
+  const order: ListOrder = match?.[1] === 'activity' ? 'activity' : 'created';
+  if (!match?.[2] || !match[3] || !ordering.offered.includes(order)) {
     throw badRequest('invalid_cursor', 'The cursor is not one this service returned', [
       { field: 'query.cursor', message: 'invalid cursor' },
     ]);
   }
-  return { createdAtUs: match[1], id: match[2] };
+  if (order !== ordering.order) {
+    throw badRequest(
+      'cursor_order_mismatch',
+      `The cursor continues a list in order=${order}, not order=${ordering.order}: ask with order=${order}, or without a cursor for a first page`,
+      [{ field: 'query.cursor', message: `a cursor of order=${order}` }],
+    );
+  }
+  return { order, atUs: match[2], id: match[3] };
 }
 
 /**
- * A page of `limit` items from rows read with a limit of `limit + 1` (one
- * more than asked tells whether another page follows), with the cursor
- * that continues after its last item, null on the last page.
+ * A page of `limit` items from rows read in `order` with a limit of
+ * `limit + 1` (one more than asked tells whether another page follows),
+ * with the cursor that continues after its last item, null on the last page.
  */
 export function pageOf<Row extends PositionedRow, Item>(
   rows: Row[],
-  limit: number,
+  page: { limit: number; order: ListOrder },
   toItem: (row: Row) => Item,
 ): { items: Item[]; nextCursor: string | null } {
-  const page = rows.slice(0, limit);
-  const last = page.at(-1);
+  const kept = rows.slice(0, page.limit);
+  const last = kept.at(-1);
   return {
-    items: page.map(toItem),
+    items: kept.map(toItem),
     nextCursor:
-      rows.length > limit && last
-        ? encodeCursor({ createdAtUs: last.created_at_us, id: last.id })
+      rows.length > page.limit && last
+        ? encodeCursor({ order: page.order, atUs: last.position_us, id: last.id })
         : null,
   };
 }

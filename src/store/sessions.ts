@@ -1,10 +1,12 @@
 import { sql } from 'kysely';
 import type { DbOrTx } from './database.js';
 import {
-  createdAtMicros,
+  type ListOrder,
   type ListPosition,
   olderThan,
+  orderColumn,
   type PositionedRow,
+  positionMicros,
 } from './list-position.js';
 import type { SessionMessageRow, SessionRow } from './schema.js';
 
@@ -143,24 +145,35 @@ export function sessionsRepository(db: DbOrTx) {
     },
 
     /**
-     * Newest first, at most `limit`, after `after` (keyset pagination,
-     * list-position.ts); with `metadata`, only sessions whose metadata
+     * Newest first in `order` (by creation, or by last activity: the
+     * sessions_tenant_created and sessions_tenant_activity indexes), at
+     * most `limit`, after `after` (keyset pagination, list-position.ts, in
+     * the same order); with `metadata`, only sessions whose metadata
      * contains it.
      */
     async list(
       tenantId: string,
-      page: { limit: number; after?: ListPosition; metadata?: Record<string, unknown> },
+      page: {
+        order: ListOrder;
+        limit: number;
+        after?: ListPosition;
+        metadata?: Record<string, unknown>;
+      },
     ): Promise<(SessionRow & PositionedRow)[]> {
       let query = db
         .selectFrom('sessions')
         .selectAll()
-        .select(createdAtMicros())
+        .select(positionMicros(page.order))
         .where('tenant_id', '=', tenantId);
       // Containment, which the sessions_metadata index serves (migration 0017).
       if (page.metadata)
         query = query.where(sql<boolean>`metadata @> ${JSON.stringify(page.metadata)}::jsonb`);
       if (page.after) query = query.where(olderThan(page.after));
-      return query.orderBy('created_at', 'desc').orderBy('id', 'desc').limit(page.limit).execute();
+      return query
+        .orderBy(orderColumn(page.order), 'desc')
+        .orderBy('id', 'desc')
+        .limit(page.limit)
+        .execute();
     },
 
     /** Applies `change` to the session's own fields; undefined when the tenant has no such session. */

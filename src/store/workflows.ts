@@ -2,7 +2,7 @@ import { randomUUID } from 'node:crypto';
 import { type RawBuilder, sql } from 'kysely';
 import type { DbOrTx } from './database.js';
 import { fixedStatement } from './fixed-statement.js';
-import { createdAtMicros, type ListPosition, olderThan } from './list-position.js';
+import { type ListPosition, olderThan, positionMicros } from './list-position.js';
 import type { WorkflowRow } from './schema.js';
 import { tenantEndpointsVersion } from './tenant-endpoints.js';
 
@@ -43,7 +43,7 @@ export interface ListFilter {
 }
 
 export interface ListedWorkflowRow extends WorkflowRow {
-  created_at_us: string;
+  position_us: string;
 }
 
 export interface UsageIncrement {
@@ -189,7 +189,7 @@ export function workflowsRepository(db: DbOrTx) {
       let query = db
         .selectFrom('workflows')
         .selectAll()
-        .select(createdAtMicros())
+        .select(positionMicros('created'))
         .where('tenant_id', '=', tenantId);
       if (filter.sessionId !== undefined) query = query.where('session_id', '=', filter.sessionId);
       if (filter.status !== undefined) query = query.where('status', '=', filter.status);

@@ -247,7 +247,7 @@ export function createWorkflowService(options: WorkflowServiceOptions) {
         limit: query.limit + 1,
         after: query.cursor === undefined ? undefined : decodeCursor(query.cursor),
       });
-      return pageOf(rows, query.limit, toWorkflow);
+      return pageOf(rows, { limit: query.limit, order: 'created' }, toWorkflow);
     },
 
     /**

@@ -92,6 +92,7 @@ describe('GET /v1/sessions', () => {
       lastSeq: 0,
       createdAt: expect.any(String),
       updatedAt: expect.any(String),
+      lastActivityAt: page.items[0].createdAt,
     });
     expect(page.nextCursor).toEqual(expect.any(String));
 

@@ -39,6 +39,7 @@ describe('creating and reading a session', () => {
       lastSeq: 0,
       createdAt: expect.any(String),
       updatedAt: expect.any(String),
+      lastActivityAt: created.createdAt,
     });
     expect(response.headers.location).toBe(`/v1/sessions/${created.id}`);
 

@@ -1,6 +1,6 @@
 import { z } from 'zod';
 import type { SessionPage, SessionWithMessages } from '../../sessions/service.js';
-import { SESSION_ROLES, type Session } from '../../sessions/types.js';
+import { SESSION_ORDERS, SESSION_ROLES, type Session } from '../../sessions/types.js';
 import {
   hasNoNulInJson,
   listPageFields,
@@ -59,7 +59,16 @@ const metadataFilter = z
   );
 
 export const listSessionsQuery = z
-  .object({ ...listPageFields, metadata: metadataFilter.optional() })
+  .object({
+    ...listPageFields,
+    order: z
+      .enum(SESSION_ORDERS)
+      .default('created')
+      .describe(
+        '`created`: newest first by creation; `activity`: by `lastActivityAt`, the session talked in last first. A `cursor` continues the order it came from (400 `cursor_order_mismatch` with the other)',
+      ),
+    metadata: metadataFilter.optional(),
+  })
   .strict();
 
 export const sessionMessagesQuery = z
@@ -95,7 +104,10 @@ const sessionFields = {
     .describe('The model its workflows use when their request names none'),
   lastSeq: z.number().int().describe('Seq of the latest message; 0 while there is none'),
   createdAt: z.iso.datetime(),
-  updatedAt: z.iso.datetime(),
+  updatedAt: z.iso.datetime().describe('Its last change: a message appended, or a PATCH'),
+  lastActivityAt: z.iso
+    .datetime()
+    .describe('When its last message was appended; its creation while it has none'),
 };
 
 export const sessionSchema = z.object(sessionFields).meta({ id: 'Session' });
@@ -131,6 +143,7 @@ export function sessionToWire(session: Session): z.infer<typeof sessionSchema> {
     lastSeq: session.lastSeq,
     createdAt: session.createdAt.toISOString(),
     updatedAt: session.updatedAt.toISOString(),
+    lastActivityAt: session.lastActivityAt.toISOString(),
   };
 }
 

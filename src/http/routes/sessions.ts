@@ -77,7 +77,12 @@ export const sessionRoutes: FastifyPluginAsyncZod<{ sessions: SessionService }> 
     {
       schema: {
         tags: ['sessions'],
-        summary: 'List the caller’s sessions, newest first',
+        summary: 'List the caller’s sessions, newest first by creation or by last activity',
+        description:
+          '`order=activity` lists the session whose last message was appended last first (a ' +
+          'session without messages by its creation), as a chat lists its conversations; a ' +
+          'session talked in while a client pages moves to the first page, so the pages after ' +
+          'a cursor no longer hold it. `metadata` filters either order.',
         querystring: listSessionsQuery,
         response: { 200: sessionPageSchema, ...problemResponses(400, 401, 403, 429) },
       },
