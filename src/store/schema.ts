@@ -97,6 +97,8 @@ export interface WorkflowsTable {
   updated_at: ColumnType<Date, never, Date>;
   started_at: Date | null;
   finished_at: Date | null;
+  /** When it paused, while it waits for input; NULL otherwise. Written by the transitions only (migration 0019). */
+  paused_at: ColumnType<Date | null, never, never>;
   /** Written by the lease sweep only (claimExpiredLeases). */
   takeovers_without_progress: ColumnType<number, never, never>;
   progress_at_takeover: ColumnType<number | null, never, never>;

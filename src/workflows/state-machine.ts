@@ -34,14 +34,16 @@ export function statusesBefore(to: WorkflowStatus): WorkflowStatus[] {
 /**
  * What becoming `to` does to a workflow row besides its status, the same
  * whether the transition goes alone or in a batch: its pause reason (a
- * pause without one is a checkpoint), whether it starts the run, ends it,
- * and gives its lease up (an end or a pause: nothing runs it until a user
- * acts).
+ * pause without one is a checkpoint), whether it pauses it (`paused_at`
+ * set to its time; NULL after every other transition), starts the run,
+ * ends it, and gives its lease up (an end or a pause: nothing runs it
+ * until a user acts).
  */
 export function transitionEffects(to: WorkflowStatus, awaitingReason?: AwaitingReason) {
   const finishes = isFinished(to);
   return {
     awaitingReason: to === 'awaiting_input' ? (awaitingReason ?? 'checkpoint') : null,
+    pauses: to === 'awaiting_input',
     starts: to === 'running',
     finishes,
     clearsLease: finishes || to === 'awaiting_input',

@@ -102,6 +102,7 @@ async function writeBatch(
         updated_at = i.at,
         started_at = CASE WHEN i.starts THEN coalesce(w.started_at, i.at) ELSE w.started_at END,
         finished_at = CASE WHEN i.finishes THEN i.at ELSE w.finished_at END,
+        paused_at = CASE WHEN i.pauses THEN i.at END,
         lease_owner = CASE WHEN i.clears_lease THEN NULL ELSE w.lease_owner END,
         lease_expires_at = CASE WHEN i.clears_lease THEN NULL ELSE w.lease_expires_at END,
         kind = coalesce(i.kind, w.kind),
@@ -116,7 +117,7 @@ async function writeBatch(
         n integer, id uuid, status text, awaiting_reason text,
         from_statuses text[], kind text, result jsonb, error jsonb,
         input_tokens bigint, output_tokens bigint, cached_input_tokens bigint, cost_usd numeric,
-        starts boolean, finishes boolean, clears_lease boolean, at timestamptz,
+        pauses boolean, starts boolean, finishes boolean, clears_lease boolean, at timestamptz,
         count integer, events jsonb, turns jsonb, origin text, tokens text, tokens_after integer,
         held_by text)
       WHERE w.id = ANY(${batch.map((input) => input.workflowId)}::uuid[])
@@ -182,6 +183,7 @@ function batchItem(n: number, input: TransitionInput, at: Date, eventsJson: stri
     output_tokens: input.usage?.outputTokens ?? 0,
     cached_input_tokens: input.usage?.cachedInputTokens ?? 0,
     cost_usd: input.usage?.costUsd ?? 0,
+    pauses: effects.pauses,
     starts: effects.starts,
     finishes: effects.finishes,
     clears_lease: effects.clearsLease,

@@ -32,6 +32,8 @@ import type { AwaitingReason, WorkflowKind, WorkflowStatus } from './types.js';
  * tenant's tools and waits for the WAL flush. The rest are its values.
  */
 export interface TransitionShape {
+  /** Sets `paused_at` to the transition's time; every other transition sets it NULL. */
+  pauses: boolean;
   starts: boolean;
   finishes: boolean;
   /** The lease taken for a run starting on this replica, cleared, or left as it is. */
@@ -96,6 +98,7 @@ export type Effects = ReturnType<typeof transitionEffects>;
 
 export function shapeOf(input: TransitionInput, effects: Effects): TransitionShape {
   return {
+    pauses: effects.pauses,
     starts: effects.starts,
     finishes: effects.finishes,
     lease: input.lease ? 'take' : effects.clearsLease ? 'clear' : 'keep',
@@ -170,6 +173,7 @@ export const transitionStatements = statementsByShape<
 >({
   key: (shape) =>
     [
+      shape.pauses,
       shape.starts,
       shape.finishes,
       shape.lease,
@@ -206,6 +210,7 @@ export function transitionStatement(
         updated_at = ${v.now},
         started_at = ${shape.starts ? sql`coalesce(started_at, ${v.now})` : sql`started_at`},
         finished_at = ${shape.finishes ? sql`${v.now}` : sql`finished_at`},
+        paused_at = ${shape.pauses ? sql`${v.now}` : sql`NULL`},
         lease_owner = ${shape.lease === 'take' ? sql`${v.leaseOwner}` : shape.lease === 'clear' ? sql`NULL` : sql`lease_owner`},
         lease_expires_at = ${shape.lease === 'take' ? leaseExpiry(v.leaseMs) : shape.lease === 'clear' ? sql`NULL` : sql`lease_expires_at`},
         kind = ${shape.kind ? sql`${v.kind}` : sql`kind`},
