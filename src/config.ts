@@ -199,10 +199,15 @@ export const configSchema = z.object({
     .describe(
       'Usage ledger rows (llm_calls, one per model call attempt) are deleted this many days after their call started; 0 keeps them forever.',
     ),
+  PAUSED_WORKFLOW_EXPIRY_DAYS: integer(0, 36_500)
+    .default(0)
+    .describe(
+      'Workflows waiting for input (an answer or a review) this many days after they paused are cancelled by the retention sweep, with the error input_expired; 0 lets them wait forever.',
+    ),
   RETENTION_SWEEP_INTERVAL_MS: integer(1000, 7 * 86_400_000)
     .default(3_600_000)
     .describe(
-      'How often each replica sweeps for workflows and usage ledger rows past their retention.',
+      'How often each replica sweeps for workflows and usage ledger rows past their retention, and paused workflows past their expiry.',
     ),
   PIPELINE_MAX_STAGES: integer(1, 500)
     .default(12)

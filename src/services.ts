@@ -240,6 +240,10 @@ export function createServices(options: {
       log: options.log,
       retentionDays: options.config.WORKFLOW_RETENTION_DAYS,
       ledgerRetentionDays: options.config.USAGE_LEDGER_RETENTION_DAYS,
+      pausedExpiry: {
+        days: options.config.PAUSED_WORKFLOW_EXPIRY_DAYS,
+        expire: workflows.expirePaused,
+      },
       intervalMs: options.config.RETENTION_SWEEP_INTERVAL_MS,
     }),
     reclaimer: createLeaseReclaimer({

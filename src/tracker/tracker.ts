@@ -283,7 +283,8 @@ export function createWorkflowTracker<R extends Returning = 'workflow'>(
       outcome: /** `reason`: why it ended (a budget cap, say); `answered` when omitted. */
         | { status: 'completed'; answer: string; reason?: CompletionReason }
         | { status: 'failed'; error: { code: string; message: string } }
-        | { status: 'cancelled'; reason?: string },
+        /** `error`: a code that says why, on the workflow and in its `workflow_end` (an expired pause's). */
+        | { status: 'cancelled'; reason?: string; error?: { code: string; message: string } },
       options: {
         elapsedMs?: number;
         /** Events that precede `workflow_end` in the same transaction (the answer, the usage). */
@@ -297,22 +298,26 @@ export function createWorkflowTracker<R extends Returning = 'workflow'>(
         eventsUnderLock?: Transition['eventsUnderLock'];
         /** Count what no run counted (TransitionInput's `countUncountedUsage`): an end from outside. */
         countUncountedUsage?: boolean;
+        /** Conditions checked under the row lock (TransitionInput's): an end only of the workflow as seen. */
+        only?: Pick<Transition, 'expectedVersion' | 'fromAwaiting' | 'skipLocked'>;
       } = {},
     ): Promise<TransitionResultOf<R>> {
       const result: WorkflowResult | undefined =
         outcome.status === 'completed'
           ? { answer: outcome.answer, reason: outcome.reason ?? 'answered' }
           : undefined;
+      const error = outcome.status === 'completed' ? undefined : outcome.error;
       const detail =
         outcome.status === 'failed'
           ? { error: outcome.error }
           : outcome.status === 'cancelled'
-            ? { reason: outcome.reason ?? 'cancelled' }
+            ? { reason: outcome.reason ?? 'cancelled', ...(error ? { error } : {}) }
             : { reason: result?.reason };
       return transition({
         to: outcome.status,
         ...(result ? { result } : {}),
-        ...(outcome.status === 'failed' ? { error: outcome.error } : {}),
+        ...(error ? { error } : {}),
+        ...options.only,
         events: [
           ...(options.events ?? []),
           {

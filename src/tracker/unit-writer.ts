@@ -4,6 +4,7 @@ import type { Db } from '../store/database.js';
 import { type TokensAmongEvents, workflowEventsRepository } from '../store/workflow-events.js';
 import { EarlyStartSuperseded } from '../workflows/early-start.js';
 import { toEvent } from '../workflows/rows.js';
+import { WorkflowLocked } from '../workflows/transitions.js';
 import type { WorkflowEvent } from '../workflows/types.js';
 import type { EventHub } from './event-hub.js';
 import { type Batched, eventsOf, type Unit, type Waiter, writesOf } from './write-queue.js';
@@ -119,10 +120,12 @@ export function createUnitWriter(options: UnitWriterOptions) {
       failed = { error };
       // Refused because the workflow ended meanwhile (a cancel): expected, and said by its end;
       // or moved on (an answer or review another request made first), its caller answered 409;
-      // or never written, the run having been superseded.
+      // or never written, the run having been superseded;
+      // or held by another transaction, which an expiry sweep's end leaves to it.
       const expected =
         (error instanceof AppError && MOVED_ON.has(error.code)) ||
-        error instanceof EarlyStartSuperseded;
+        error instanceof EarlyStartSuperseded ||
+        error instanceof WorkflowLocked;
       options.log[expected ? 'debug' : 'warn'](
         { err: error, workflowId },
         'a workflow write failed; nothing more of this run is written',

@@ -3,6 +3,7 @@ import type { Logger } from 'pino';
 import { createPeriodicTask } from '../periodic.js';
 import { type Db, isStatementCancelled } from '../store/database.js';
 import { llmCallsRepository } from '../store/llm-calls.js';
+import type { ExpiredPause } from './cancellation.js';
 
 export interface RetentionSweeperOptions {
   db: Db;
@@ -15,23 +16,39 @@ export interface RetentionSweeperOptions {
   intervalMs: number;
   /** Rows per DELETE at first; each batch is its own short transaction. */
   batchSize?: number;
+  /**
+   * Paused workflows are ended (`cancelled`, `input_expired`) this many
+   * days after they paused, by `expire` (WorkflowService's
+   * `expirePaused`); unset or 0 (the default): they wait for good.
+   */
+  pausedExpiry?: { days: number; expire: (paused: ExpiredPause) => Promise<boolean> };
 }
 
-/** What one sweep deleted. */
+/** What one sweep deleted, and ended. */
 export interface SweepCounts {
   workflows: number;
   llmCalls: number;
+  /** Paused workflows ended because they waited for input past PAUSED_WORKFLOW_EXPIRY_DAYS. */
+  expired: number;
+}
+
+/** Where an expiry sweep is in (paused_at, id) order: paused_at in microseconds, which a JS Date would cut. */
+interface PausePosition {
+  pausedAtUs: string;
+  id: string;
 }
 
 const DAY_MS = 86_400_000;
 
 /**
- * Deletes finished workflows (completed, failed, cancelled) once they are
- * older than the retention age; their events and turns go with them (the
- * trigger of migration 0011), their pipeline rows by ON DELETE CASCADE.
- * Deletes usage ledger rows past theirs, when it is set: the ledger
- * outlives the workflows it counts. Every replica runs one, so the sweep
- * keeps working whichever replicas are up.
+ * Ends paused workflows that have waited for input past their expiry, when
+ * it is set, as a cancel does. Deletes finished workflows (completed,
+ * failed, cancelled) once they are older than the retention age; their
+ * events and turns go with them (the trigger of migration 0011), their
+ * pipeline rows by ON DELETE CASCADE. Deletes usage ledger rows past
+ * theirs, when it is set: the ledger outlives the workflows it counts.
+ * Every replica runs one, so the sweep keeps working whichever replicas
+ * are up.
  */
 export function createRetentionSweeper(options: RetentionSweeperOptions) {
   const log = options.log.child({ component: 'retention' });
@@ -42,9 +59,43 @@ export function createRetentionSweeper(options: RetentionSweeperOptions) {
    * Before, a batch the timeout could not fit failed every sweep, and
    * nothing was ever deleted again.
    */
-  const limits = { workflows: batchSize, llm_calls: batchSize };
+  const limits = { workflows: batchSize, llm_calls: batchSize, paused: batchSize };
   const ledgerRetentionDays = options.ledgerRetentionDays ?? 0;
-  const enabled = options.retentionDays > 0 || ledgerRetentionDays > 0;
+  const pausedExpiry = options.pausedExpiry?.days ? options.pausedExpiry : undefined;
+  const enabled =
+    options.retentionDays > 0 || ledgerRetentionDays > 0 || pausedExpiry !== undefined;
+
+  /**
+   * Paused workflows whose pause is older than `cutoff`, oldest first,
+   * after `after`: read, not locked. Each is then ended by its own
+   * transition, which locks its row FOR UPDATE SKIP LOCKED and checks it
+   * still waits at the version read here: replicas sweeping at the same
+   * moment never wait for one another (one ends a workflow, the others
+   * find it held or ended), a row an answer or review holds is left to it,
+   * and each end is one short transaction, whatever the backlog. The
+   * position moves past a row left alone, so a row held for long never
+   * keeps a sweep going. Served by the partial index workflows_paused
+   * (migration 0019).
+   */
+  async function pausedBefore(cutoff: Date, after: PausePosition | undefined, limit: number) {
+    const { rows } = await sql<{
+      id: string;
+      tenant_id: string;
+      version: number;
+      paused_at_us: string;
+    }>`
+      SELECT id, tenant_id, version, (extract(epoch from paused_at) * 1000000)::bigint::text AS paused_at_us
+      FROM workflows
+      WHERE paused_at < ${cutoff}
+        ${
+          after
+            ? sql`AND (paused_at, id) > (timestamptz 'epoch' + ${after.pausedAtUs}::bigint * interval '1 microsecond', ${after.id}::uuid)`
+            : sql``
+        }
+      ORDER BY paused_at, id
+      LIMIT ${limit}`.execute(options.db);
+    return rows;
+  }
 
   /**
    * One batch, oldest first. FOR UPDATE SKIP LOCKED: replicas sweeping at
@@ -70,14 +121,14 @@ export function createRetentionSweeper(options: RetentionSweeperOptions) {
 
   /**
    * Runs `batch` until a short one (or a stop); returns how many rows they
-   * deleted. A batch cancelled (statement_timeout) is run again at half
-   * the size, down to one row.
+   * took (deleted, or read to expire). A batch cancelled
+   * (statement_timeout) is run again at half the size, down to one row.
    */
-  async function deleteAll(
+  async function inBatches(
     table: keyof typeof limits,
     batch: (limit: number) => Promise<number>,
   ): Promise<number> {
-    let deleted = 0;
+    let taken = 0;
     for (;;) {
       const limit = limits[table];
       let count: number;
@@ -88,23 +139,61 @@ export function createRetentionSweeper(options: RetentionSweeperOptions) {
         limits[table] = Math.ceil(limit / 2);
         log.warn(
           { err: error, table, batchSize: limits[table] },
-          `a delete of ${limit} rows was cancelled (statement_timeout); deleting ${limits[table]} at a time`,
+          `a batch of ${limit} rows was cancelled (statement_timeout); taking ${limits[table]} at a time`,
         );
         continue;
       }
-      deleted += count;
+      taken += count;
       // A short batch means nothing unlocked is left; rows another replica
       // holds are its to delete.
-      if (count < limit || task.stopped()) return deleted;
+      if (count < limit || task.stopped()) return taken;
     }
   }
 
-  /** Deletes every workflow and ledger row past its retention at `now`, batch by batch. */
+  /** Ends the workflows paused before `cutoff`, batch by batch; returns how many it ended. */
+  async function expireAll(
+    cutoff: Date,
+    expiry: NonNullable<RetentionSweeperOptions['pausedExpiry']>,
+  ): Promise<number> {
+    let expired = 0;
+    let after: PausePosition | undefined;
+    await inBatches('paused', async (limit) => {
+      const rows = await pausedBefore(cutoff, after, limit);
+      for (const row of rows) {
+        // Stopped mid-batch: the rest of it is the next sweep's (on this replica or another).
+        if (task.stopped()) return 0;
+        after = { pausedAtUs: row.paused_at_us, id: row.id };
+        const ended = await expiry.expire({
+          tenantId: row.tenant_id,
+          id: row.id,
+          version: row.version,
+          expiryDays: expiry.days,
+        });
+        if (ended) expired += 1;
+      }
+      return rows.length;
+    });
+    return expired;
+  }
+
+  /**
+   * Ends the paused workflows past their expiry, then deletes every
+   * workflow and ledger row past its retention at `now`, batch by batch.
+   */
   async function sweepOnce(now: Date = new Date()): Promise<SweepCounts> {
-    const counts: SweepCounts = { workflows: 0, llmCalls: 0 };
-    if (options.retentionDays > 0) {
+    const counts: SweepCounts = { workflows: 0, llmCalls: 0, expired: 0 };
+    if (pausedExpiry) {
+      const cutoff = new Date(now.getTime() - pausedExpiry.days * DAY_MS);
+      counts.expired = await expireAll(cutoff, pausedExpiry);
+      if (counts.expired > 0)
+        log.info(
+          { expired: counts.expired, cutoff },
+          'cancelled paused workflows that waited for input past their expiry',
+        );
+    }
+    if (options.retentionDays > 0 && !task.stopped()) {
       const cutoff = new Date(now.getTime() - options.retentionDays * DAY_MS);
-      counts.workflows = await deleteAll('workflows', (limit) =>
+      counts.workflows = await inBatches('workflows', (limit) =>
         deleteWorkflowBatch(cutoff, limit),
       );
       if (counts.workflows > 0)
@@ -116,7 +205,7 @@ export function createRetentionSweeper(options: RetentionSweeperOptions) {
     if (ledgerRetentionDays > 0 && !task.stopped()) {
       const cutoff = new Date(now.getTime() - ledgerRetentionDays * DAY_MS);
       const ledger = llmCallsRepository(options.db);
-      counts.llmCalls = await deleteAll('llm_calls', (limit) =>
+      counts.llmCalls = await inBatches('llm_calls', (limit) =>
         ledger.deleteStartedBefore(cutoff, limit),
       );
       if (counts.llmCalls > 0)
@@ -133,10 +222,12 @@ export function createRetentionSweeper(options: RetentionSweeperOptions) {
   });
 
   return {
-    /** Sweeps now, then `intervalMs` after each sweep ends; a no-op when both retentions are 0. */
+    /** Sweeps now, then `intervalMs` after each sweep ends; a no-op when both retentions and the expiry are 0. */
     start(): void {
       if (!enabled) {
-        log.info('retention disabled; finished workflows and the usage ledger are kept');
+        log.info(
+          'retention disabled; finished workflows and the usage ledger are kept, paused workflows wait for good',
+        );
         return;
       }
       // First sweep at once: replicas redeployed more often than the

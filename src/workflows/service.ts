@@ -13,6 +13,7 @@ import type { Principal } from '../tenancy/types.js';
 import type { EventHub } from '../tracker/event-hub.js';
 import { createWorkflowTracker } from '../tracker/tracker.js';
 import type { RequestedBudget } from './budget.js';
+import { createCancellation } from './cancellation.js';
 import { checkAnswer } from './clarification.js';
 import { EARLY_START_MAX_RUNS, type EndpointsMemory, insertAndLaunch } from './early-start.js';
 import {
@@ -22,7 +23,6 @@ import {
   KEYED_INSERT_TRIES,
 } from './idempotency.js';
 import { type CheckedWorkflow, checkedWorkflowRows, unknownSession } from './new-workflow-row.js';
-import { CANCELLED_WORK, endingsOfOpenWork } from './open-work.js';
 import { toWorkflow } from './rows.js';
 import { assertAwaiting, assertVersion, type TransitionInput } from './transitions.js';
 import type {
@@ -165,6 +165,8 @@ export function createWorkflowService(options: WorkflowServiceOptions) {
       log: options.log.child({ workflowId }),
     });
   }
+
+  const cancellation = createCancellation({ trackerFor, stopLocalRun: options.stopLocalRun });
 
   return {
     /**
@@ -345,33 +347,8 @@ export function createWorkflowService(options: WorkflowServiceOptions) {
       }
     },
 
-    /**
-     * Cancels an unfinished workflow: one transaction moves it to
-     * `cancelled` with its workflow_end event, after a `failed` event for
-     * each model and tool call its run had in flight and for the stage
-     * attempt it was running (409 when it is finished already). A run on
-     * this replica is stopped at once; a run on another replica stops when
-     * that event reaches its event hub. Either way its aborted calls write
-     * nothing more: nothing is appended after workflow_end.
-     */
-    async cancel(tenantId: string, id: string): Promise<Workflow> {
-      const tracker = trackerFor(tenantId, id);
-      try {
-        const { workflow } = await tracker.end(
-          { status: 'cancelled', reason: 'cancelled by request' },
-          {
-            eventsUnderLock: (tx) =>
-              endingsOfOpenWork(tx, { tenantId, workflowId: id }, CANCELLED_WORK),
-            // The run stopped by the cancel never ends itself: what it spent is counted here.
-            countUncountedUsage: true,
-          },
-        );
-        options.stopLocalRun(id);
-        return workflow;
-      } finally {
-        tracker.close();
-      }
-    },
+    cancel: cancellation.cancel,
+    expirePaused: cancellation.expirePaused,
   };
 }
 

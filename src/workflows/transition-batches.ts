@@ -40,6 +40,7 @@ export function isBatchable(input: TransitionInput): boolean {
   return (
     !input.eventsUnderLock &&
     !input.countUncountedUsage &&
+    !input.skipLocked &&
     !input.alsoInStatement?.length &&
     !input.alsoSelect?.length &&
     !input.lease &&

@@ -69,6 +69,13 @@ export interface TransitionInput {
    */
   eventsUnderLock?: (tx: Transaction<Database>) => Promise<NewEventRow[]>;
   /**
+   * A row another transaction holds (an answer, a review, another
+   * replica's sweep) is not waited for: the transition throws
+   * `WorkflowLocked` (an expiry sweep's, which leaves it to its holder).
+   * Takes the locked path.
+   */
+  skipLocked?: boolean;
+  /**
    * The lease owner of the run that makes the transition (Run's `lease`):
    * made only while the workflow's row still names it, else refused with
    * `LeaseLostError`. A run stalled past its lease (a frozen process, a
@@ -155,8 +162,9 @@ export type TransitionResultOf<R extends Returning> = R extends 'seq'
  * attempts still running. Two concurrent transitions on one workflow queue
  * on the row lock; the second re-checks against the first's result and is
  * refused if it no longer applies, so two `continue`s never both succeed. A
- * refusal, events read under the lock (`eventsUnderLock`) or usage counted
- * under it (`countUncountedUsage`) take the locked path: lock, check
+ * refusal, events read under the lock (`eventsUnderLock`), usage counted
+ * under it (`countUncountedUsage`) or a lock not waited for (`skipLocked`)
+ * take the locked path: lock, check
  * (throwing the 404 or 409 that says why), read, then the same
  * compare-and-set. With `batches`, a transition that can share its
  * statement goes in a batch (transition-batches.ts).
@@ -181,7 +189,7 @@ export async function transitionWorkflow(
   input: TransitionInput,
   batches?: TransitionBatches,
 ): Promise<TransitionResult | SeqTransitionResult> {
-  if (!input.eventsUnderLock && !input.countUncountedUsage) {
+  if (!input.eventsUnderLock && !input.countUncountedUsage && !input.skipLocked) {
     const done =
       batches && isBatchable(input) ? await batches.run(input) : await compareAndSet(db, input);
     if (done) return done;
@@ -190,10 +198,10 @@ export async function transitionWorkflow(
   }
   return db.transaction().execute(async (tx) => {
     const locked = await sql<WorkflowRow>`
-      SELECT * FROM workflows WHERE id = ${input.workflowId} AND tenant_id = ${input.tenantId} FOR UPDATE`.execute(
-      tx,
-    );
+      SELECT * FROM workflows WHERE id = ${input.workflowId} AND tenant_id = ${input.tenantId}
+      FOR UPDATE ${input.skipLocked ? sql`SKIP LOCKED` : sql``}`.execute(tx);
     const row = locked.rows[0];
+    if (!row && input.skipLocked) throw new WorkflowLocked(input.workflowId);
     if (!row) throw notFound('Workflow');
     const current = toWorkflow(row);
     if (input.fromAwaiting) assertAwaiting(current, input.fromAwaiting);
@@ -213,6 +221,14 @@ export async function transitionWorkflow(
       throw new Error(`the transition of workflow ${input.workflowId} was refused under its lock`);
     return done;
   });
+}
+
+/** A transition with `skipLocked` found its workflow's row held by another transaction (or gone). */
+export class WorkflowLocked extends Error {
+  override name = 'WorkflowLocked';
+  constructor(workflowId: string) {
+    super(`workflow ${workflowId} is locked by another transaction, or gone`);
+  }
 }
 
 /** 409 `stale_version` unless the workflow is at the version the client saw. */

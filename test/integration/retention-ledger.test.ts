@@ -90,6 +90,7 @@ describe('usage ledger retention', () => {
     expect(await sweeper({ ledgerRetentionDays: 365 }).sweepOnce(NOW)).toEqual({
       workflows: 0,
       llmCalls: 3 * tenants.length,
+      expired: 0,
     });
 
     const later = daysBefore(364).toISOString();
@@ -101,6 +102,7 @@ describe('usage ledger retention', () => {
     expect(await sweeper({ ledgerRetentionDays: 365 }).sweepOnce(NOW)).toEqual({
       workflows: 0,
       llmCalls: 0,
+      expired: 0,
     });
   });
 
@@ -117,10 +119,12 @@ describe('usage ledger retention', () => {
     expect(await sweeper({ retentionDays: 30 }).sweepOnce(NOW)).toEqual({
       workflows: 1,
       llmCalls: 0,
+      expired: 0,
     });
     expect(await sweeper({ retentionDays: 30, ledgerRetentionDays: 0 }).sweepOnce(NOW)).toEqual({
       workflows: 0,
       llmCalls: 0,
+      expired: 0,
     });
     expect((await callsStarted()).map((row) => row.count)).toEqual(tenants.map(() => 1));
   });

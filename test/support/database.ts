@@ -57,16 +57,22 @@ async function withAdmin<T>(adminUrl: string, work: (client: pg.Client) => Promi
  * writer queued behind a row lock the test holds, say), polled for up to
  * 15 s through `db` (a pool or a client not itself waiting). `writing`: only
  * a statement that mentions this text (a lease renewal may wait on the same
- * row).
+ * row). `behind`: only one that waits for that backend (itself waiting for
+ * another lock, say).
  */
-export async function lockWaiter(db: Pick<pg.Pool, 'query'>, writing?: string): Promise<number> {
+export async function lockWaiter(
+  db: Pick<pg.Pool, 'query'>,
+  writing?: string,
+  behind?: number,
+): Promise<number> {
   const deadline = Date.now() + 15_000;
   for (;;) {
     const { rows } = await db.query<{ pid: number }>(
       `SELECT pid FROM pg_stat_activity
        WHERE wait_event_type = 'Lock' AND datname = current_database() AND pid <> pg_backend_pid()
-         AND ($1::text IS NULL OR strpos(query, $1) > 0)`,
-      [writing ?? null],
+         AND ($1::text IS NULL OR strpos(query, $1) > 0)
+         AND ($2::integer IS NULL OR $2 = ANY(pg_blocking_pids(pid)))`,
+      [writing ?? null, behind ?? null],
     );
     const pid = rows[0]?.pid;
     if (pid !== undefined) return pid;

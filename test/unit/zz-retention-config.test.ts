@@ -34,3 +34,15 @@ describe('WORKFLOW_RETENTION_DAYS and RETENTION_SWEEP_INTERVAL_MS', () => {
     }
   });
 });
+
+describe('PAUSED_WORKFLOW_EXPIRY_DAYS', () => {
+  it('is 0 (paused workflows wait forever) unless set, and takes whole days up to 36,500', () => {
+    expect(loadConfig({}).PAUSED_WORKFLOW_EXPIRY_DAYS).toBe(0);
+    expect(loadConfig({ PAUSED_WORKFLOW_EXPIRY_DAYS: '14' }).PAUSED_WORKFLOW_EXPIRY_DAYS).toBe(14);
+    for (const value of ['-1', '1.5', '36501', 'a week']) {
+      expect(() => loadConfig({ PAUSED_WORKFLOW_EXPIRY_DAYS: value })).toThrow(
+        /PAUSED_WORKFLOW_EXPIRY_DAYS/,
+      );
+    }
+  });
+});
