@@ -64,7 +64,7 @@ export const configSchema = z.object({
   REQUEST_TIMEOUT_MS: integer(1000, 3_600_000)
     .default(60_000)
     .describe(
-      'Time a client has to send a whole request, headers and body; past it the request gets 408 and its connection is closed. The response is not limited: an event stream stays open.',
+      'Time a client has to send a whole request, headers and body; past it the request gets 408 and its connection is closed. The response is not limited: an event stream stays open. Raise it with BODY_LIMIT_BYTES for large bodies over slow links.',
     ),
   RATE_LIMIT_MAX: integer(1, 1_000_000)
     .default(600)
