@@ -81,7 +81,10 @@ export async function callModel(
     model: collected.model,
   };
   if (calls.length === 0) {
-    const cutOff = cutOffAnswerWarning(collected.finishReason, collected.model);
+    // A stage's result is no answer: its own llm_call's finishReason says it was cut off.
+    const cutOff = options.answerRequired
+      ? cutOffAnswerWarning(collected.finishReason, collected.model)
+      : undefined;
     if (cutOff) options.tracker.enqueue('warning', null, 'info', cutOff);
     return {
       kind: 'finished',

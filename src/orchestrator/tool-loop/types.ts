@@ -79,10 +79,13 @@ export interface LoopOptions {
   /** The turns of earlier runs of this workflow, continued from; absent on a first run. */
   resume?: LoopResume;
   /**
-   * An answering turn with no text fails the loop (collect-text.ts
-   * `emptyAnswerFailure`) rather than finishing it with an empty answer.
-   * A pipeline stage's loop leaves an empty result to the validator, which
-   * runs the stage again with that finding.
+   * The loop's answer is the workflow's: an answering turn with no text
+   * fails the loop (collect-text.ts `emptyAnswerFailure`) rather than
+   * finishing it with an empty answer, and one cut off at the model's
+   * output limit gets the warning `answer_cut_off`. A pipeline stage's
+   * loop leaves an empty result to the validator, which runs the stage
+   * again with that finding, and a cut-off one to its `llm_call`'s
+   * `finishReason`: the workflow's answer is the synthesis's.
    */
   answerRequired: boolean;
   /**

@@ -48,6 +48,23 @@ describe('an answer cut off at the model’s output limit', () => {
     ).toEqual([['synthesis', 'answer_cut_off']]);
   });
 
+  it('a stage cut off at the output limit is no answer cut off: a whole synthesis gets no warning', async () => {
+    h.provider.enqueue(
+      planReply(stage('a')),
+      { kind: 'reply', text: 'A stage result that stops', finish: 'length' },
+      answer('A whole synthesis.'),
+    );
+    const { workflow, events } = await runToEnd('Cut-off stage', { mode: 'complex' });
+    expect(workflow).toMatchObject({ status: 'completed' });
+    const stageCall = events.find(
+      (event) =>
+        event.type === 'llm_call' && event.step?.startsWith('a/') && event.status === 'completed',
+    );
+    // The stage's own call says it hit the limit; the workflow's answer did not.
+    expect(stageCall?.detail).toMatchObject({ finishReason: 'length' });
+    expect(events.filter((event) => event.type === 'warning')).toEqual([]);
+  });
+
   it('an answer that ended by itself gets no warning', async () => {
     h.provider.enqueue(answer('Whole.'));
     const { events } = await runToEnd('Whole answer', { mode: 'simple' });
