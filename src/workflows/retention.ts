@@ -1,7 +1,7 @@
 import { sql } from 'kysely';
 import type { Logger } from 'pino';
 import { createPeriodicTask } from '../periodic.js';
-import { type Db, isStatementCancelled } from '../store/database.js';
+import { type Db, isDatabaseUnavailable, isStatementCancelled } from '../store/database.js';
 import { llmCallsRepository } from '../store/llm-calls.js';
 import type { ExpiredPause } from './cancellation.js';
 
@@ -163,13 +163,24 @@ export function createRetentionSweeper(options: RetentionSweeperOptions) {
         // Stopped mid-batch: the rest of it is the next sweep's (on this replica or another).
         if (task.stopped()) return 0;
         after = { pausedAtUs: row.paused_at_us, id: row.id };
-        const ended = await expiry.expire({
-          tenantId: row.tenant_id,
-          id: row.id,
-          version: row.version,
-          expiryDays: expiry.days,
-        });
-        if (ended) expired += 1;
+        try {
+          const ended = await expiry.expire({
+            tenantId: row.tenant_id,
+            id: row.id,
+            version: row.version,
+            expiryDays: expiry.days,
+          });
+          if (ended) expired += 1;
+        } catch (error) {
+          // The database away stops the sweep; a row that fails alone (a
+          // trigger, a constraint of the operator's) is left to the next
+          // sweep, and this one goes on to the others and the deletes.
+          if (isDatabaseUnavailable(error)) throw error;
+          log.warn(
+            { err: error, workflowId: row.id },
+            'ending a paused workflow past its expiry failed; the next sweep tries again',
+          );
+        }
       }
       return rows.length;
     });

@@ -373,6 +373,58 @@ describe('PAUSED_WORKFLOW_EXPIRY_DAYS', () => {
     });
   });
 
+  it('a paused workflow whose end fails alone is left to the next sweep: the others expire and the retention deletes go on', async () => {
+    const [refused, other] = [await pausedOnQuestion(), await pausedOnQuestion()] as [
+      string,
+      string,
+    ];
+    await pausedDaysAgo(refused, 10);
+    await pausedDaysAgo(other, 9);
+    h.provider.enqueue(answer('Done.'));
+    const finished = await startWorkflow(h.testApp, h.tenant.key, { input: 'Old', mode: 'simple' });
+    await waitForStatus(h.testApp, h.tenant.key, finished, ['completed']);
+    await pool().query(
+      `UPDATE workflows SET finished_at = now() - interval '40 days' WHERE id = $1`,
+      [finished],
+    );
+    // A row the database refuses to change: an operator's trigger, say.
+    await pool().query(`
+      CREATE FUNCTION refuse_one_workflow() RETURNS trigger LANGUAGE plpgsql AS $$
+      BEGIN
+        IF NEW.id = '${refused}' THEN RAISE EXCEPTION 'refused by the test'; END IF;
+        RETURN NEW;
+      END $$;
+      CREATE TRIGGER refuse_one_workflow BEFORE UPDATE ON workflows
+        FOR EACH ROW EXECUTE FUNCTION refuse_one_workflow();`);
+    const sweeper = createRetentionSweeper({
+      db: h.testApp.services.database.db,
+      log: pino({ level: 'silent' }),
+      retentionDays: 30,
+      intervalMs: 1000,
+      pausedExpiry: { days: 7, expire: h.testApp.services.workflows.expirePaused },
+    });
+    try {
+      expect(await sweeper.sweepOnce()).toMatchObject({ expired: 1, workflows: 1 });
+    } finally {
+      await pool().query(
+        'DROP TRIGGER refuse_one_workflow ON workflows; DROP FUNCTION refuse_one_workflow()',
+      );
+    }
+    expect(await getWorkflow(h.testApp, h.tenant.key, other)).toMatchObject({
+      status: 'cancelled',
+    });
+    expect(await getWorkflow(h.testApp, h.tenant.key, refused)).toMatchObject({
+      status: 'awaiting_input',
+    });
+    const gone = await h.testApp.app.inject({
+      method: 'GET',
+      url: `/v1/workflows/${finished}`,
+      headers: bearer(h.tenant.key),
+    });
+    expect(gone.statusCode).toBe(404);
+    expect((await sweeper.sweepOnce()).expired).toBe(1);
+  });
+
   it('set to 0, the sweep ends no paused workflow, however long it has waited', async () => {
     const id = await pausedOnQuestion();
     await pausedDaysAgo(id, 4000);
