@@ -35,6 +35,8 @@ export function headerSecrets(headers: Readonly<Record<string, string>>): string
       secrets.add(secret);
       secrets.add(JSON.stringify(secret).slice(1, -1));
       secrets.add(encodeURIComponent(secret));
+      // A form's encoding writes a space as `+`.
+      secrets.add(encodeURIComponent(secret).replaceAll('%20', '+'));
     }
   }
   return [...secrets].sort((a, b) => b.length - a.length);

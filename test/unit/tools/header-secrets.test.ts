@@ -27,6 +27,11 @@ describe('redacting a tool’s header values from what its server answers', () =
   it('a value as a query string or a form echoes it, URL-encoded', () => {
     const encoded = headerSecrets({ 'X-Api-Key': 'key/with+chars=' });
     expect(redactSecrets('args: key=key%2Fwith%2Bchars%3D', encoded)).toBe('args: key=[redacted]');
+    const spaced = headerSecrets({ 'X-Api-Key': 'two words secret' });
+    expect(redactSecrets('form: key=two+words+secret&x=1', spaced)).toBe(
+      'form: key=[redacted]&x=1',
+    );
+    expect(redactSecrets('query: key=two%20words%20secret', spaced)).toBe('query: key=[redacted]');
   });
 
   it('Basic credentials decoded: `user:password`, and the password alone', () => {
