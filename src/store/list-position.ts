@@ -31,16 +31,24 @@ export interface PositionedRow {
   position_us: string;
 }
 
+/** The timestamp `column` in microseconds since the epoch, as text: a JS Date would drop the microseconds Postgres keeps. */
+export function microsOf(column: string) {
+  return sql<string>`(extract(epoch from ${sql.ref(column)}) * 1000000)::bigint::text`;
+}
+
+/** The timestamp `us` microseconds (microsOf's text) after the epoch. */
+export function atMicros(us: string) {
+  return sql`(timestamptz 'epoch' + ${us}::bigint * interval '1 microsecond')`;
+}
+
 /** The `position_us` column of a row listed in `order`. */
 export function positionMicros(order: ListOrder) {
-  return sql<string>`(extract(epoch from ${sql.ref(orderColumn(order))}) * 1000000)::bigint::text`.as(
-    'position_us',
-  );
+  return microsOf(orderColumn(order)).as('position_us');
 }
 
 /** Rows after `position` in (timestamp, id) descending order. */
 export function olderThan(position: ListPosition) {
-  return sql<boolean>`(${sql.ref(orderColumn(position.order))}, id) < (timestamptz 'epoch' + ${position.atUs}::bigint * interval '1 microsecond', ${position.id}::uuid)`;
+  return sql<boolean>`(${sql.ref(orderColumn(position.order))}, id) < (${atMicros(position.atUs)}, ${position.id}::uuid)`;
 }
 
 /**

@@ -2,6 +2,7 @@ import { sql } from 'kysely';
 import type { Logger } from 'pino';
 import { createPeriodicTask } from '../periodic.js';
 import { type Db, isDatabaseUnavailable, isStatementCancelled } from '../store/database.js';
+import { atMicros, microsOf } from '../store/list-position.js';
 import { llmCallsRepository } from '../store/llm-calls.js';
 import type { ExpiredPause } from './cancellation.js';
 
@@ -84,12 +85,12 @@ export function createRetentionSweeper(options: RetentionSweeperOptions) {
       version: number;
       paused_at_us: string;
     }>`
-      SELECT id, tenant_id, version, (extract(epoch from paused_at) * 1000000)::bigint::text AS paused_at_us
+      SELECT id, tenant_id, version, ${microsOf('paused_at')} AS paused_at_us
       FROM workflows
       WHERE paused_at < ${cutoff}
         ${
           after
-            ? sql`AND (paused_at, id) > (timestamptz 'epoch' + ${after.pausedAtUs}::bigint * interval '1 microsecond', ${after.id}::uuid)`
+            ? sql`AND (paused_at, id) > (${atMicros(after.pausedAtUs)}, ${after.id}::uuid)`
             : sql``
         }
       ORDER BY paused_at, id
