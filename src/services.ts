@@ -113,6 +113,12 @@ export function createServices(options: {
   const metrics = createWaymarkMetrics({
     runsInProgress: executions.size,
     pool: () => database.pool,
+    // Read at a scrape, by then `llm` below exists.
+    providerBreakers: () =>
+      llm.catalogue.providers.map(({ name }) => ({
+        provider: name,
+        open: llm.router.isProviderOpen(name),
+      })),
   });
   const hub = createEventHub({
     db: database.db,
@@ -245,6 +251,7 @@ export function createServices(options: {
         expire: workflows.expirePaused,
       },
       intervalMs: options.config.RETENTION_SWEEP_INTERVAL_MS,
+      onSwept: metrics.observeSweep,
     }),
     reclaimer: createLeaseReclaimer({
       db: database.db,
@@ -260,6 +267,7 @@ export function createServices(options: {
           preload: { takeoversWithoutProgress },
         }),
       runningHere: executions.ids,
+      onTakenOver: metrics.observeTakeovers,
     }),
     workflows,
     reviews: createPipelineReviews({

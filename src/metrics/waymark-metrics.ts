@@ -1,4 +1,5 @@
 import type { AttemptRecord } from '../llm/router/types.js';
+import type { SweepCounts } from '../workflows/retention.js';
 import type { WorkflowEvent } from '../workflows/types.js';
 import { createMetricsRegistry } from './registry.js';
 
@@ -17,6 +18,8 @@ export function createWaymarkMetrics(options: {
   runsInProgress: () => number;
   /** The database pool's connections, read at each scrape (pg.Pool's counts). */
   pool?: () => { totalCount: number; idleCount: number; waitingCount: number };
+  /** Each catalogue provider's circuit breaker, open or not, read at each scrape. */
+  providerBreakers?: () => Array<{ provider: string; open: boolean }>;
 }) {
   const registry = createMetricsRegistry();
   const httpRequests = registry.counter({
@@ -51,6 +54,16 @@ export function createWaymarkMetrics(options: {
     labelNames: [],
     collect: () => [[{}, options.runsInProgress()]],
   });
+  const takeovers = registry.counter({
+    name: 'waymark_workflow_takeovers_total',
+    help: 'Workflows this replica’s lease sweep took over from a runner that was gone (crashed, stalled or shut down).',
+    labelNames: [],
+  });
+  const takeoversExhausted = registry.counter({
+    name: 'waymark_workflow_takeovers_exhausted_total',
+    help: 'Workflows failed with too_many_takeovers (taken over more than WORKFLOW_MAX_TAKEOVERS times in a row without progress); also in waymark_workflows_finished_total{status="failed"}.',
+    labelNames: [],
+  });
   const stageAttempts = registry.counter({
     name: 'waymark_pipeline_stage_attempts_total',
     help: 'Pipeline stage attempts that ended, by status: completed or failed.',
@@ -81,6 +94,25 @@ export function createWaymarkMetrics(options: {
     help: 'Duration of model call attempts, by provider and model.',
     labelNames: ['provider', 'model'],
     buckets: [0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120],
+  });
+  const providerBreakers = options.providerBreakers;
+  if (providerBreakers) {
+    registry.gauge({
+      name: 'waymark_llm_breaker_open',
+      help: 'Whether this replica’s circuit breaker for a provider is open (1: the router skips it and probes it) or closed (0), by provider.',
+      labelNames: ['provider'],
+      collect: () => providerBreakers().map(({ provider, open }) => [{ provider }, open ? 1 : 0]),
+    });
+  }
+  const retentionDeleted = registry.counter({
+    name: 'waymark_retention_deleted_total',
+    help: 'Rows this replica’s retention sweep deleted, by kind: workflows (finished, past WORKFLOW_RETENTION_DAYS) or llm_calls (past USAGE_LEDGER_RETENTION_DAYS).',
+    labelNames: ['kind'],
+  });
+  const pausedExpired = registry.counter({
+    name: 'waymark_paused_workflows_expired_total',
+    help: 'Paused workflows this replica’s retention sweep cancelled (input_expired) for waiting past PAUSED_WORKFLOW_EXPIRY_DAYS; also in waymark_workflows_finished_total{status="cancelled"}.',
+    labelNames: [],
   });
   const pool = options.pool;
   if (pool) {
@@ -151,6 +183,7 @@ export function createWaymarkMetrics(options: {
             break;
           case 'workflow_end':
             workflowsFinished.inc({ status: event.status });
+            if (errorCodeOf(event) === 'too_many_takeovers') takeoversExhausted.inc({});
             break;
           case 'checkpoint':
             workflowPauses.inc({ reason: 'checkpoint' });
@@ -182,6 +215,18 @@ export function createWaymarkMetrics(options: {
       llmDuration.observe({ provider, model }, attempt.latencyMs / 1000);
     },
 
+    /** Workflows this replica's lease sweep took over. */
+    observeTakeovers(count: number): void {
+      takeovers.inc({}, count);
+    },
+
+    /** What one retention sweep on this replica did (also one that stopped on an error: what it did first). */
+    observeSweep(counts: SweepCounts): void {
+      retentionDeleted.inc({ kind: 'workflows' }, counts.workflows);
+      retentionDeleted.inc({ kind: 'llm_calls' }, counts.llmCalls);
+      pausedExpired.inc({}, counts.expired);
+    },
+
     /** An event stream opened; call the returned function once it ends. */
     streamOpened(): () => void {
       sseOpened.inc({});
@@ -199,6 +244,12 @@ export function createWaymarkMetrics(options: {
 export type WaymarkMetrics = ReturnType<typeof createWaymarkMetrics>;
 
 const KNOWN_METHODS = new Set(['GET', 'HEAD', 'POST', 'PUT', 'PATCH', 'DELETE', 'OPTIONS']);
+
+/** A `workflow_end`'s error code (tracker.end writes it as `detail.error`), if it has one. */
+function errorCodeOf(event: WorkflowEvent): unknown {
+  const error = event.detail.error;
+  return typeof error === 'object' && error !== null && 'code' in error ? error.code : undefined;
+}
 
 function isEnd(status: string): status is 'completed' | 'failed' {
   return status === 'completed' || status === 'failed';

@@ -29,6 +29,8 @@ export interface LeaseReclaimerOptions {
    * second run queued behind it would resume a workflow that has moved on).
    */
   runningHere: () => string[];
+  /** How many workflows each sweep took over (the metrics count them). */
+  onTakenOver?: (count: number) => void;
   /** Workflows taken over per sweep, so one replica does not take a whole backlog at once. */
   batchSize?: number;
   /**
@@ -58,6 +60,7 @@ export function createLeaseReclaimer(options: LeaseReclaimerOptions) {
       unclaimedGraceMs: options.unclaimedGraceMs ?? 5000,
       limit: batchSize,
     });
+    if (rows.length > 0) options.onTakenOver?.(rows.length);
     return rows.map((row) => {
       const workflow = toWorkflow(row);
       const takeovers = row.takeovers_without_progress;

@@ -23,6 +23,11 @@ export interface RetentionSweeperOptions {
    * `expirePaused`); unset or 0 (the default): they wait for good.
    */
   pausedExpiry?: { days: number; expire: (paused: ExpiredPause) => Promise<boolean> };
+  /**
+   * What each sweep did (the metrics count it), also a sweep that stopped
+   * on an error: the batches that committed before it.
+   */
+  onSwept?: (counts: SweepCounts) => void;
 }
 
 /** What one sweep deleted, and ended. */
@@ -121,15 +126,14 @@ export function createRetentionSweeper(options: RetentionSweeperOptions) {
   }
 
   /**
-   * Runs `batch` until a short one (or a stop); returns how many rows they
-   * took (deleted, or read to expire). A batch cancelled
+   * Runs `batch` until a short one (or a stop); `batch` returns how many
+   * rows it took (deleted, or read to expire). A batch cancelled
    * (statement_timeout) is run again at half the size, down to one row.
    */
   async function inBatches(
     table: keyof typeof limits,
     batch: (limit: number) => Promise<number>,
-  ): Promise<number> {
-    let taken = 0;
+  ): Promise<void> {
     for (;;) {
       const limit = limits[table];
       let count: number;
@@ -144,19 +148,18 @@ export function createRetentionSweeper(options: RetentionSweeperOptions) {
         );
         continue;
       }
-      taken += count;
       // A short batch means nothing unlocked is left; rows another replica
       // holds are its to delete.
-      if (count < limit || task.stopped()) return taken;
+      if (count < limit || task.stopped()) return;
     }
   }
 
-  /** Ends the workflows paused before `cutoff`, batch by batch; returns how many it ended. */
+  /** Ends the workflows paused before `cutoff`, batch by batch, counting each in `counts.expired`. */
   async function expireAll(
     cutoff: Date,
     expiry: NonNullable<RetentionSweeperOptions['pausedExpiry']>,
-  ): Promise<number> {
-    let expired = 0;
+    counts: SweepCounts,
+  ): Promise<void> {
     let after: PausePosition | undefined;
     await inBatches('paused', async (limit) => {
       const rows = await pausedBefore(cutoff, after, limit);
@@ -171,7 +174,7 @@ export function createRetentionSweeper(options: RetentionSweeperOptions) {
             version: row.version,
             expiryDays: expiry.days,
           });
-          if (ended) expired += 1;
+          if (ended) counts.expired += 1;
         } catch (error) {
           // The database away stops the sweep; a row that fails alone (a
           // trigger, a constraint of the operator's) is left to the next
@@ -185,7 +188,6 @@ export function createRetentionSweeper(options: RetentionSweeperOptions) {
       }
       return rows.length;
     });
-    return expired;
   }
 
   /**
@@ -193,10 +195,20 @@ export function createRetentionSweeper(options: RetentionSweeperOptions) {
    * workflow and ledger row past its retention at `now`, batch by batch.
    */
   async function sweepOnce(now: Date = new Date()): Promise<SweepCounts> {
+    // Counted batch by batch, so a sweep the database stops still reports what committed.
     const counts: SweepCounts = { workflows: 0, llmCalls: 0, expired: 0 };
+    try {
+      await sweepInto(counts, now);
+    } finally {
+      options.onSwept?.(counts);
+    }
+    return counts;
+  }
+
+  async function sweepInto(counts: SweepCounts, now: Date): Promise<void> {
     if (pausedExpiry) {
       const cutoff = new Date(now.getTime() - pausedExpiry.days * DAY_MS);
-      counts.expired = await expireAll(cutoff, pausedExpiry);
+      await expireAll(cutoff, pausedExpiry, counts);
       if (counts.expired > 0)
         log.info(
           { expired: counts.expired, cutoff },
@@ -205,9 +217,11 @@ export function createRetentionSweeper(options: RetentionSweeperOptions) {
     }
     if (options.retentionDays > 0 && !task.stopped()) {
       const cutoff = new Date(now.getTime() - options.retentionDays * DAY_MS);
-      counts.workflows = await inBatches('workflows', (limit) =>
-        deleteWorkflowBatch(cutoff, limit),
-      );
+      await inBatches('workflows', async (limit) => {
+        const deleted = await deleteWorkflowBatch(cutoff, limit);
+        counts.workflows += deleted;
+        return deleted;
+      });
       if (counts.workflows > 0)
         log.info(
           { deleted: counts.workflows, cutoff },
@@ -217,13 +231,14 @@ export function createRetentionSweeper(options: RetentionSweeperOptions) {
     if (ledgerRetentionDays > 0 && !task.stopped()) {
       const cutoff = new Date(now.getTime() - ledgerRetentionDays * DAY_MS);
       const ledger = llmCallsRepository(options.db);
-      counts.llmCalls = await inBatches('llm_calls', (limit) =>
-        ledger.deleteStartedBefore(cutoff, limit),
-      );
+      await inBatches('llm_calls', async (limit) => {
+        const deleted = await ledger.deleteStartedBefore(cutoff, limit);
+        counts.llmCalls += deleted;
+        return deleted;
+      });
       if (counts.llmCalls > 0)
         log.info({ deleted: counts.llmCalls, cutoff }, 'deleted usage ledger rows past retention');
     }
-    return counts;
   }
 
   const task = createPeriodicTask({

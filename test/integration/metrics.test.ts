@@ -3,7 +3,13 @@ import { beforeAll, describe, expect, it } from 'vitest';
 import { bearer, listenLocally } from '../support/app.js';
 import { pipelineRequests, planReply, stage } from '../support/pipeline-http.js';
 import { answer, callsTo, useToolLoopHarness } from '../support/tool-loop-harness.js';
-import { createTenant, startWorkflow, waitFor, waitForStatus } from '../support/workflows.js';
+import {
+  createTenant,
+  orphanedWorkflow,
+  startWorkflow,
+  waitFor,
+  waitForStatus,
+} from '../support/workflows.js';
 
 /**
  * `GET /metrics` over real HTTP against the app on the fake provider: the
@@ -11,7 +17,17 @@ import { createTenant, startWorkflow, waitFor, waitForStatus } from '../support/
  * thing happens, and no label takes a value per workflow or per path.
  */
 
-const h = useToolLoopHarness({ pricing: { input: 2, output: 8, cachedInput: 1 } });
+const MAX_TAKEOVERS = 3;
+
+const h = useToolLoopHarness({
+  pricing: { input: 2, output: 8, cachedInput: 1 },
+  env: {
+    WORKFLOW_MAX_TAKEOVERS: String(MAX_TAKEOVERS),
+    WORKFLOW_RETENTION_DAYS: '30',
+    USAGE_LEDGER_RETENTION_DAYS: '30',
+    PAUSED_WORKFLOW_EXPIRY_DAYS: '7',
+  },
+});
 const { act, stalledAt } = pipelineRequests(() => h);
 let base = '';
 
@@ -71,8 +87,9 @@ function parse(text: string): Scrape {
   return { text, samples, types };
 }
 
-async function scrape(): Promise<Scrape> {
-  const response = await fetch(`${base}/metrics`, { headers: bearer(h.operatorKey) });
+/** `url`: another replica's; this one's when omitted. */
+async function scrape(url = base): Promise<Scrape> {
+  const response = await fetch(`${url}/metrics`, { headers: bearer(h.operatorKey) });
   expect(response.status).toBe(200);
   expect(response.headers.get('content-type')).toBe('text/plain; version=0.0.4; charset=utf-8');
   return parse(await response.text());
@@ -236,5 +253,101 @@ describe('GET /metrics', () => {
     } finally {
       held.release();
     }
+  });
+
+  it('counts the lease sweep’s takeovers, and the workflows it failed with too_many_takeovers apart', async () => {
+    const before = await scrape();
+    const delta = (after: Scrape, series: string) => value(after, series) - value(before, series);
+    const resumed = await orphanedWorkflow(h.testApp, h.tenant.id);
+    h.provider.enqueue(answer('It is 42.'));
+    const taken = await h.testApp.services.reclaimer.sweepOnce();
+    expect(taken.map((workflow) => workflow.id)).toContain(resumed);
+    await waitForStatus(h.testApp, h.tenant.key, resumed, ['completed']);
+    const afterResume = await scrape();
+    expect(afterResume.types.get('waymark_workflow_takeovers_total')).toBe('counter');
+    expect(delta(afterResume, 'waymark_workflow_takeovers_total')).toBe(taken.length);
+    expect(delta(afterResume, 'waymark_workflow_takeovers_exhausted_total')).toBe(0);
+
+    const exhausted = await orphanedWorkflow(h.testApp, h.tenant.id);
+    await h.testApp.services.database.pool.query(
+      'UPDATE workflows SET takeovers_without_progress = $2, progress_at_takeover = 0 WHERE id = $1',
+      [exhausted, MAX_TAKEOVERS],
+    );
+    const takenAgain = await h.testApp.services.reclaimer.sweepOnce();
+    expect(takenAgain.map((workflow) => workflow.id)).toContain(exhausted);
+    await waitForStatus(h.testApp, h.tenant.key, exhausted, ['failed']);
+    const after = await scrape();
+    expect(delta(after, 'waymark_workflow_takeovers_total')).toBe(taken.length + takenAgain.length);
+    expect(delta(after, 'waymark_workflow_takeovers_exhausted_total')).toBe(1);
+    // The failure is one of the finished workflows too, counted once there.
+    expect(
+      value(after, 'waymark_workflows_finished_total{status="failed"}') -
+        value(afterResume, 'waymark_workflows_finished_total{status="failed"}'),
+    ).toBe(1);
+  });
+
+  it('reports each provider’s circuit breaker: 1 once it opened, 0 while closed', async () => {
+    // A replica of its own, so that its open breaker holds up no other test.
+    const replica = await h.startReplica({ LLM_BREAKER_THRESHOLD: '1' });
+    const url = (await listenLocally(replica.app)).url;
+    const before = await scrape(url);
+    expect(before.types.get('waymark_llm_breaker_open')).toBe('gauge');
+    expect(value(before, 'waymark_llm_breaker_open{provider="oai"}')).toBe(0);
+    expect(before.samples.has('waymark_llm_breaker_open{provider="ant"}')).toBe(true);
+    h.provider.enqueue({ kind: 'error', status: 500 });
+    const id = await startWorkflow(replica, h.tenant.key, { input: 'Fail', mode: 'simple' });
+    await waitForStatus(replica, h.tenant.key, id, ['failed']);
+    const after = await scrape(url);
+    expect(value(after, 'waymark_llm_breaker_open{provider="oai"}')).toBe(1);
+    expect(value(after, 'waymark_llm_breaker_open{provider="ant"}')).toBe(0);
+  });
+
+  it('counts what the retention sweep deleted, by kind, and the paused workflows it expired', async () => {
+    const pool = h.testApp.services.database.pool;
+    h.provider.enqueue(
+      callsTo({
+        id: 'call_q',
+        name: 'ask_user',
+        arguments: { question: 'Which city?', question_type: 'free_text' },
+      }),
+    );
+    const paused = await startWorkflow(h.testApp, h.tenant.key, {
+      input: 'What is the weather like?',
+      mode: 'simple',
+    });
+    await waitForStatus(h.testApp, h.tenant.key, paused, ['awaiting_input']);
+    await pool.query(`UPDATE workflows SET paused_at = now() - interval '8 days' WHERE id = $1`, [
+      paused,
+    ]);
+    h.provider.enqueue(answer('Old.'));
+    const old = await startWorkflow(h.testApp, h.tenant.key, { input: 'Old', mode: 'simple' });
+    await waitForStatus(h.testApp, h.tenant.key, old, ['completed']);
+    await pool.query(
+      `UPDATE workflows SET finished_at = now() - interval '31 days' WHERE id = $1`,
+      [old],
+    );
+    // The ledger writes its rows in the background.
+    await waitFor(async () => {
+      const { rows } = await pool.query<{ count: string }>(
+        'SELECT count(*) AS count FROM llm_calls WHERE workflow_id = $1',
+        [old],
+      );
+      return Number(rows[0]?.count) > 0 || undefined;
+    }, 'the ledger rows of the old workflow');
+    await pool.query(
+      `UPDATE llm_calls SET started_at = now() - interval '31 days' WHERE workflow_id = $1`,
+      [old],
+    );
+    const before = await scrape();
+    const counts = await h.testApp.services.retention.sweepOnce();
+    expect(counts.expired).toBe(1);
+    expect(counts.workflows).toBeGreaterThanOrEqual(1);
+    expect(counts.llmCalls).toBeGreaterThanOrEqual(1);
+    const after = await scrape();
+    const delta = (series: string) => value(after, series) - value(before, series);
+    expect(delta('waymark_retention_deleted_total{kind="workflows"}')).toBe(counts.workflows);
+    expect(delta('waymark_retention_deleted_total{kind="llm_calls"}')).toBe(counts.llmCalls);
+    expect(delta('waymark_paused_workflows_expired_total')).toBe(1);
+    expect(delta('waymark_workflows_finished_total{status="cancelled"}')).toBe(1);
   });
 });

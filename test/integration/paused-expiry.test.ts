@@ -1,6 +1,7 @@
 import type { PoolClient } from 'pg';
 import pino from 'pino';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import type { SweepCounts } from '../../src/workflows/retention.js';
 import { createRetentionSweeper } from '../../src/workflows/retention.js';
 import type { TestApp } from '../support/app.js';
 import { bearer } from '../support/app.js';
@@ -370,6 +371,37 @@ describe('PAUSED_WORKFLOW_EXPIRY_DAYS', () => {
     expect(await getWorkflow(h.testApp, h.tenant.key, held)).toMatchObject({
       status: 'cancelled',
       error: { code: 'input_expired' },
+    });
+  });
+
+  it('a sweep the database stops still reports what it ended before (the metrics count it)', async () => {
+    const [first, second] = [await pausedOnQuestion(), await pausedOnQuestion()] as [
+      string,
+      string,
+    ];
+    await pausedDaysAgo(first, 9);
+    await pausedDaysAgo(second, 8);
+    const reported: SweepCounts[] = [];
+    const sweeper = createRetentionSweeper({
+      db: h.testApp.services.database.db,
+      log: pino({ level: 'silent' }),
+      retentionDays: 0,
+      intervalMs: 1000,
+      pausedExpiry: {
+        days: 7,
+        expire: async (paused) => {
+          if (paused.id === second) {
+            throw Object.assign(new Error('read ECONNRESET'), { code: 'ECONNRESET' });
+          }
+          return h.testApp.services.workflows.expirePaused(paused);
+        },
+      },
+      onSwept: (counts) => reported.push(counts),
+    });
+    await expect(sweeper.sweepOnce()).rejects.toThrow('ECONNRESET');
+    expect(reported).toEqual([{ workflows: 0, llmCalls: 0, expired: 1 }]);
+    expect(await getWorkflow(h.testApp, h.tenant.key, first)).toMatchObject({
+      status: 'cancelled',
     });
   });
 
