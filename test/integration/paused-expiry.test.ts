@@ -1,8 +1,11 @@
 import type { PoolClient } from 'pg';
 import pino from 'pino';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import type { SweepCounts } from '../../src/workflows/retention.js';
-import { createRetentionSweeper } from '../../src/workflows/retention.js';
+import {
+  createRetentionSweeper,
+  type RetentionSweeperOptions,
+  type SweepCounts,
+} from '../../src/workflows/retention.js';
 import type { TestApp } from '../support/app.js';
 import { bearer } from '../support/app.js';
 import { lockWaiter } from '../support/database.js';
@@ -48,6 +51,18 @@ afterEach(async () => {
 
 function pool() {
   return h.testApp.services.database.pool;
+}
+
+/** A sweeper of its own over the test database: expiry after 7 days, no retention, unless `options` says otherwise. */
+function sweeperWith(options: Partial<RetentionSweeperOptions> = {}) {
+  return createRetentionSweeper({
+    db: h.testApp.services.database.db,
+    log: pino({ level: 'silent' }),
+    retentionDays: 0,
+    intervalMs: 1000,
+    pausedExpiry: { days: 7, expire: h.testApp.services.workflows.expirePaused },
+    ...options,
+  });
 }
 
 function post(base: string, path: string, body: Record<string, unknown> = {}): Promise<Response> {
@@ -344,14 +359,7 @@ describe('PAUSED_WORKFLOW_EXPIRY_DAYS', () => {
     ] as [string, string, string];
     await pausedDaysAgo(held, 10);
     for (const id of others) await pausedDaysAgo(id, 9);
-    const sweeper = createRetentionSweeper({
-      db: h.testApp.services.database.db,
-      log: pino({ level: 'silent' }),
-      retentionDays: 0,
-      intervalMs: 1000,
-      batchSize: 1,
-      pausedExpiry: { days: 7, expire: h.testApp.services.workflows.expirePaused },
-    });
+    const sweeper = sweeperWith({ batchSize: 1 });
     const holder = await pool().connect();
     try {
       await holder.query('BEGIN');
@@ -382,11 +390,7 @@ describe('PAUSED_WORKFLOW_EXPIRY_DAYS', () => {
     await pausedDaysAgo(first, 9);
     await pausedDaysAgo(second, 8);
     const reported: SweepCounts[] = [];
-    const sweeper = createRetentionSweeper({
-      db: h.testApp.services.database.db,
-      log: pino({ level: 'silent' }),
-      retentionDays: 0,
-      intervalMs: 1000,
+    const sweeper = sweeperWith({
       pausedExpiry: {
         days: 7,
         expire: async (paused) => {
@@ -428,13 +432,7 @@ describe('PAUSED_WORKFLOW_EXPIRY_DAYS', () => {
       END $$;
       CREATE TRIGGER refuse_one_workflow BEFORE UPDATE ON workflows
         FOR EACH ROW EXECUTE FUNCTION refuse_one_workflow();`);
-    const sweeper = createRetentionSweeper({
-      db: h.testApp.services.database.db,
-      log: pino({ level: 'silent' }),
-      retentionDays: 30,
-      intervalMs: 1000,
-      pausedExpiry: { days: 7, expire: h.testApp.services.workflows.expirePaused },
-    });
+    const sweeper = sweeperWith({ retentionDays: 30 });
     try {
       expect(await sweeper.sweepOnce()).toMatchObject({ expired: 1, workflows: 1 });
     } finally {
