@@ -226,7 +226,7 @@ async function closeInterruptedWork(
   return endings.filter((event) => event.type !== 'stage').length;
 }
 
-/** running -> awaiting_input (checkpoint or stage_failed), with the event the user acts on. */
+/** running -> awaiting_input (checkpoint, stage_failed or synthesis_failed), with the event the user acts on. */
 async function pausePipeline(run: Run, pause: PipelinePause): Promise<void> {
   await pauseWith(run, { reason: pause.reason, event: pause.event, spent: pause.spent });
 }

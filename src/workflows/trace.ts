@@ -17,7 +17,7 @@ import type { Workflow, WorkflowEvent } from './types.js';
  *   failed), retries and fallbacks within it;
  * - `tool_call`: one per tool call, by its call id;
  * - `wait`: a pause for input (`checkpoint`, `clarification_request`, a
- *   stage's `paused`) until the `review` or `clarification_answer` that
+ *   stage's `paused`, `synthesis_failed`) until the `review` or `clarification_answer` that
  *   resumed it, or the `workflow_end` that ended it.
  *
  * A call or tool call made in a stage (step `<stage>/turn-<n>`) is a child
@@ -153,12 +153,9 @@ export function buildTrace(
       }
       case 'checkpoint':
       case 'clarification_request':
+      case 'synthesis_failed':
         if (!wait) {
-          wait = startWait(
-            event,
-            clock,
-            event.type === 'checkpoint' ? 'checkpoint' : 'clarification',
-          );
+          wait = startWait(event, clock, WAIT_NAMES[event.type]);
           spans.push(wait);
         }
         break;
@@ -239,6 +236,13 @@ function startFromElapsed(span: Span, measured: { elapsedMs: number | undefined;
 }
 
 /** A pause: its detail but a checkpoint's result, which the pipeline view shows. */
+/** A wait's name, the reason the workflow paused, by the event that paused it. */
+const WAIT_NAMES = {
+  checkpoint: 'checkpoint',
+  clarification_request: 'clarification',
+  synthesis_failed: 'synthesis_failed',
+} as const;
+
 function startWait(event: WorkflowEvent, at: number, reason: string): Span {
   const { result: _result, ...detail } = event.detail;
   return newSpan({

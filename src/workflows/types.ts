@@ -23,7 +23,12 @@ export const WORKFLOW_STATUSES = [
 ] as const;
 export type WorkflowStatus = (typeof WORKFLOW_STATUSES)[number];
 
-export const AWAITING_REASONS = ['checkpoint', 'clarification', 'stage_failed'] as const;
+export const AWAITING_REASONS = [
+  'checkpoint',
+  'clarification',
+  'stage_failed',
+  'synthesis_failed',
+] as const;
 export type AwaitingReason = (typeof AWAITING_REASONS)[number];
 
 export const WORKFLOW_MODES = ['auto', 'simple', 'complex'] as const;
@@ -50,6 +55,7 @@ export const EVENT_TYPES = [
   'review',
   'clarification_request',
   'clarification_answer',
+  'synthesis_failed',
   'resumed',
   'warning',
   'token',

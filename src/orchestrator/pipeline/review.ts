@@ -34,7 +34,7 @@ import {
   toStoredPlan,
 } from './plan.js';
 import { PLAN_STEP } from './planner.js';
-import type { PipelineSettings } from './run-pipeline.js';
+import { type PipelineSettings, SYNTHESIS_STEP } from './run-pipeline.js';
 import { stageStartedEvent } from './run-stage.js';
 
 /**
@@ -50,8 +50,10 @@ import { stageStartedEvent } from './run-stage.js';
  * review commits, not a statement later when the run would have started it.
  */
 
-/** The pauses a review resumes. */
+/** The pauses a review of a stage resumes. */
 const REVIEWABLE: readonly AwaitingReason[] = ['checkpoint', 'stage_failed'];
+/** A failed synthesis is retried alone: no stage is under review, none runs again. */
+const RETRYABLE: readonly AwaitingReason[] = [...REVIEWABLE, 'synthesis_failed'];
 
 export interface ReviewInput {
   /** The workflow version the client saw; the current one when absent. */
@@ -81,22 +83,65 @@ export function createPipelineReviews(options: {
   const { db, workflows } = options;
   const policy: PipelinePolicy = { maxValidationRetries: options.settings.maxValidationRetries };
 
-  /** The paused workflow and the stage its pause is about, read at one version. */
-  async function pausedStage(tenantId: string, id: string): Promise<Paused> {
-    // The workflow and its rows in one statement, one snapshot: the rows are
-    // those of the version the transition then compares, so a decision
-    // taken on rows a concurrent run has changed since fails that check.
+  /**
+   * The paused workflow and its pipeline, read at one version: the workflow
+   * and its rows in one statement, one snapshot, so the rows are those of
+   * the version the transition then compares, and a decision taken on rows
+   * a concurrent run has changed since fails that check.
+   */
+  async function loadPaused(
+    tenantId: string,
+    id: string,
+    reasons: readonly AwaitingReason[],
+  ): Promise<{ workflow: Workflow; rows: PipelineRows }> {
     const found = await loadWorkflowWithPipeline(db, { tenantId, workflowId: id });
     if (!found) throw notFound('Workflow');
     const workflow = toWorkflow(found.workflow);
-    assertAwaiting(workflow, REVIEWABLE);
-    const state = pipelineStateOf(found.pipeline);
+    assertAwaiting(workflow, reasons);
+    return { workflow, rows: found.pipeline };
+  }
+
+  /** The paused workflow and the stage its pause is about, read at one version. */
+  async function pausedStage(tenantId: string, id: string): Promise<Paused> {
+    return stageUnderReview(await loadPaused(tenantId, id, REVIEWABLE));
+  }
+
+  function stageUnderReview(found: { workflow: Workflow; rows: PipelineRows }): Paused {
+    const { workflow } = found;
+    const state = pipelineStateOf(found.rows);
     const action = state && nextAction(state.plan, state.attempts, policy);
     if (!state || !action || (action.kind !== 'await_review' && action.kind !== 'stage_failed')) {
       // The rows say the stage needs no review: the pause is stale (a run is about to act).
       throw conflict('not_awaiting_input', 'The workflow has no stage waiting for review');
     }
-    return { workflow, state, rows: found.pipeline, stage: action.stage, attempt: action.attempt };
+    return { workflow, state, rows: found.rows, stage: action.stage, attempt: action.attempt };
+  }
+
+  /**
+   * Runs the failed synthesis again: the run the resume launches finds
+   * every stage done (next-action.ts) and writes the answer, with the rows
+   * as they were read.
+   */
+  function retrySynthesis(
+    paused: { workflow: Workflow; rows: PipelineRows },
+    input: ReviewInput,
+  ): Promise<Workflow> {
+    const { tenantId, id, version } = paused.workflow;
+    return workflows.resume(tenantId, id, {
+      fromAwaiting: ['synthesis_failed'],
+      expectedVersion: input.version ?? version,
+      cause: 'reviewed',
+      events: [
+        {
+          type: 'review',
+          step: SYNTHESIS_STEP,
+          status: 'completed',
+          detail: { action: 'retry' },
+          elapsedMs: null,
+        },
+      ],
+      pipelineAfter: () => paused.rows,
+    });
   }
 
   /**
@@ -220,9 +265,11 @@ export function createPipelineReviews(options: {
       });
     },
 
-    /** Runs the paused stage again, as it was. */
+    /** Runs the paused stage again, as it was; or the synthesis, when it failed. */
     async retry(tenantId: string, id: string, input: ReviewInput): Promise<Workflow> {
-      const paused = await pausedStage(tenantId, id);
+      const found = await loadPaused(tenantId, id, RETRYABLE);
+      if (found.workflow.awaitingReason === 'synthesis_failed') return retrySynthesis(found, input);
+      const paused = stageUnderReview(found);
       return resumeReviewed(paused, input, {
         detail: { action: 'retry' },
         writes: [],

@@ -40,7 +40,7 @@ export interface PipelineSettings {
 
 /** A pause of the pipeline: the status change and the event the client acts on. */
 export interface PipelinePause {
-  reason: 'checkpoint' | 'stage_failed';
+  reason: 'checkpoint' | 'stage_failed' | 'synthesis_failed';
   event: NewEventRow;
   /** This run's usage, recorded with the pause (which ends the run). */
   spent: Spent;
@@ -293,7 +293,15 @@ async function plan(
   return { state: { revision, plan: planned.plan, attempts: [] } };
 }
 
-/** The final answer: one streamed turn over the stage results. */
+/** The step of the synthesis's events: its `llm_call`, a pause when it failed, the retry's `review`. */
+export const SYNTHESIS_STEP = 'synthesis';
+
+/**
+ * The final answer: one streamed turn over the stage results. When the
+ * model fails it (after the router's retries and fallbacks) or answers
+ * nothing, the workflow pauses (awaiting_input, synthesis_failed) for a
+ * `retry`, as a stage whose model failed does.
+ */
 async function synthesize(
   run: PipelineRun,
   state: PipelineState,
@@ -309,7 +317,7 @@ async function synthesize(
     resultMaxChars: input.settings.synthesisResultMaxChars,
   });
   // The model asked first; the call's end names the one that answered.
-  input.context.tracker.enqueue('llm_call', 'synthesis', 'started', {
+  input.context.tracker.enqueue('llm_call', SYNTHESIS_STEP, 'started', {
     model: input.context.model,
   });
   const started = performance.now();
@@ -348,7 +356,7 @@ async function synthesize(
   const { model } = parts;
   input.context.tracker.enqueue(
     'llm_call',
-    'synthesis',
+    SYNTHESIS_STEP,
     failure ? 'failed' : 'completed',
     failure
       ? { model, error: failure, ...synthesisUsage }
@@ -357,9 +365,24 @@ async function synthesize(
   );
   // As the tool loop's answer (call-model.ts): a budget's early synthesis too, whose stages ran.
   failure ??= emptyAnswerFailure(text, finishReason);
-  if (failure) return outcome(run, { answer: text, reason: 'model_error', failure });
+  if (failure) {
+    // The stages' results are persisted: the user retries the synthesis
+    // alone (review.ts) rather than lose them with the workflow.
+    await input.pause({
+      reason: 'synthesis_failed',
+      spent: { usage: run.usage, costUsd: run.costUsd },
+      event: {
+        type: 'synthesis_failed',
+        step: SYNTHESIS_STEP,
+        status: 'paused',
+        detail: { error: failure },
+        elapsedMs: null,
+      },
+    });
+    return paused(run);
+  }
   const cutOff = cutOffAnswerWarning(finishReason, model);
-  if (cutOff) input.context.tracker.enqueue('warning', 'synthesis', 'info', cutOff);
+  if (cutOff) input.context.tracker.enqueue('warning', SYNTHESIS_STEP, 'info', cutOff);
   return outcome(run, { answer: text, reason, failure: undefined });
 }
 

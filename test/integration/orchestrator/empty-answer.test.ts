@@ -6,9 +6,9 @@ import { startWorkflow, storedEvents, waitForStatus } from '../../support/workfl
 /**
  * A workflow never completes with an empty answer: an answering turn (the
  * tool loop's last, the pipeline's synthesis) with no text fails it with
- * `empty_answer`, or `llm_content_filtered` when the provider's content
- * filter ended the turn. A stage's empty result is the validator's to
- * retry, not a failure.
+ * `empty_answer` (the synthesis pauses for a retry with that error), or
+ * `llm_content_filtered` when the provider's content filter ended the
+ * turn. A stage's empty result is the validator's to retry, not a failure.
  */
 
 const h = useToolLoopHarness();
@@ -53,13 +53,29 @@ describe('an empty answer', () => {
     });
   }
 
-  it('from the pipeline’s synthesis fails the workflow; an empty stage result is retried by the validator', async () => {
+  it('from the pipeline’s synthesis pauses it for a retry; an empty stage result is retried by the validator', async () => {
     h.provider.enqueue(planReply(stage('a')), answer(''), answer('Result of a.'), {
       kind: 'reply',
       text: '',
     });
-    const { workflow, events } = await runToEnd('Empty synthesis', { mode: 'complex' });
-    expect(workflow).toMatchObject({ status: 'failed', error: { code: 'empty_answer' } });
+    const id = await startWorkflow(h.testApp, h.tenant.key, {
+      input: 'Empty synthesis',
+      mode: 'complex',
+    });
+    const workflow = await waitForStatus(h.testApp, h.tenant.key, id, [
+      'awaiting_input',
+      'completed',
+      'failed',
+    ]);
+    expect(workflow).toMatchObject({
+      status: 'awaiting_input',
+      awaitingReason: 'synthesis_failed',
+    });
+    const events = await storedEvents(h.testApp, id);
+    expect(events.at(-2)).toMatchObject({
+      type: 'synthesis_failed',
+      detail: { error: { code: 'empty_answer' } },
+    });
     const stageEvents = events
       .filter((event) => event.type === 'stage')
       .map((event) => `${event.status}:${event.detail.attempt}`);
