@@ -112,11 +112,31 @@ export interface InsertedWorkflow {
 }
 
 /**
- * Statuses that need a runner. The workflows_leases index covers the same
- * rows, as `awaiting_reason IS NULL AND finished_at IS NULL` (migration
- * 0013), which a query states for the planner to use it.
+ * Statuses that need a runner. The workflows_leases and
+ * workflows_tenant_leasable indexes cover the same rows, as LEASABLE_ROWS
+ * (migrations 0013, 0021), which a query states for the planner to use them.
  */
 const LEASABLE = ['queued', 'running'];
+
+/**
+ * The rows of each status that a partial index covers, by the columns its
+ * predicate reads: the CHECK constraints of migration 0003 tie
+ * awaiting_input to a non-null awaiting_reason and the finished statuses
+ * to a non-null finished_at. The planner does not know that a status
+ * implies them, so a query states them beside it.
+ */
+const LEASABLE_ROWS = sql<boolean>`awaiting_reason IS NULL AND finished_at IS NULL`;
+const PAUSED_ROWS = sql<boolean>`awaiting_reason IS NOT NULL`;
+
+/**
+ * What `status` implies of the rows, for an index holding only them
+ * (migration 0021: a tenant's open workflows, in the listing's order);
+ * undefined for a finished status, which workflows_tenant_created serves.
+ */
+function rowsOfStatus(status: string) {
+  if (LEASABLE.includes(status)) return LEASABLE_ROWS;
+  return status === 'awaiting_input' ? PAUSED_ROWS : undefined;
+}
 
 /** What every change of a workflow row sets besides the change: README's "every change bumps `version`". */
 const CHANGED = { version: sql<number>`version + 1`, updated_at: sql<Date>`now()` };
@@ -179,8 +199,11 @@ export function workflowsRepository(db: DbOrTx) {
 
     /**
      * Newest first, keyset-paginated on (created_at DESC, id DESC), the
-     * order of the workflows_tenant_created index: a page costs the same
-     * however deep it is, and rows created meanwhile never shift a page
+     * order of the workflows_tenant_created index, and of the indexes of
+     * a tenant's open workflows that an open status reads (migration
+     * 0021): a page costs the same however deep it is (but for `failed`
+     * and `cancelled`, which read the tenant's other finished workflows
+     * between theirs), and rows created meanwhile never shift a page
      * (as OFFSET would, repeating or skipping rows). The position is
      * compared in microseconds, Postgres's own precision, so rows created
      * within one millisecond are neither repeated nor skipped.
@@ -192,7 +215,11 @@ export function workflowsRepository(db: DbOrTx) {
         .select(positionMicros('created'))
         .where('tenant_id', '=', tenantId);
       if (filter.sessionId !== undefined) query = query.where('session_id', '=', filter.sessionId);
-      if (filter.status !== undefined) query = query.where('status', '=', filter.status);
+      if (filter.status !== undefined) {
+        query = query.where('status', '=', filter.status);
+        const implied = rowsOfStatus(filter.status);
+        if (implied) query = query.where(implied);
+      }
       if (filter.after) query = query.where(olderThan(filter.after));
       return query
         .orderBy('created_at', 'desc')
@@ -319,7 +346,7 @@ export async function claimExpiredLeases(
     WITH expired AS (
       SELECT id, tenant_id FROM workflows
       WHERE status = ANY(${LEASABLE}::text[])
-        AND awaiting_reason IS NULL AND finished_at IS NULL
+        AND ${LEASABLE_ROWS}
         AND NOT (id = ANY(${input.exceptIds ?? []}::uuid[]))
         AND (lease_expires_at < now()
           OR (lease_expires_at IS NULL
