@@ -326,6 +326,15 @@ export function workflowsRepository(db: DbOrTx) {
  * transition in progress (a cancel, an answer) is left for the next sweep
  * rather than waited for. The claim is one statement, so two sweepers can
  * never both own a row.
+ *
+ * The lapsed leases and the workflows without one are read apart, each a
+ * range of workflows_leases (`lease_expires_at < now()`, `IS NULL`), the
+ * second only when the first leaves room. As one condition with OR, the
+ * planner read the index in order and filtered it, so a sweep that took
+ * nothing, every LEASE_RECLAIM_INTERVAL_MS on every replica, read every
+ * queued and running workflow of every tenant: 6,022 rows in 3.7-4.3 ms
+ * with 6,000 open among 300,000 workflows, against none in 0.09-0.15 ms
+ * (embedded PostgreSQL 18, 2026-12-04).
  */
 export async function claimExpiredLeases(
   db: DbOrTx,
@@ -342,18 +351,27 @@ export async function claimExpiredLeases(
     exceptIds?: string[];
   },
 ): Promise<WorkflowRow[]> {
+  // Whether a row may be claimed at all; both kinds of claim read it.
+  const claimable = sql`status = ANY(${LEASABLE}::text[]) AND ${LEASABLE_ROWS}
+        AND NOT (id = ANY(${input.exceptIds ?? []}::uuid[]))`;
   const claimed = await sql<WorkflowRow>`
-    WITH expired AS (
+    WITH lapsed AS (
       SELECT id, tenant_id FROM workflows
-      WHERE status = ANY(${LEASABLE}::text[])
-        AND ${LEASABLE_ROWS}
-        AND NOT (id = ANY(${input.exceptIds ?? []}::uuid[]))
-        AND (lease_expires_at < now()
-          OR (lease_expires_at IS NULL
-            AND updated_at < now() - ${input.unclaimedGraceMs}::double precision * interval '1 millisecond'))
-      ORDER BY lease_expires_at NULLS LAST
+      WHERE ${claimable} AND lease_expires_at < now()
+      ORDER BY lease_expires_at
       LIMIT ${input.limit}
       FOR UPDATE SKIP LOCKED
+    ), unleased AS (
+      SELECT id, tenant_id FROM workflows
+      WHERE ${claimable} AND lease_expires_at IS NULL
+        AND updated_at < now() - ${input.unclaimedGraceMs}::double precision * interval '1 millisecond'
+      LIMIT ${input.limit}
+      FOR UPDATE SKIP LOCKED
+    ), expired AS (
+      SELECT id, tenant_id FROM lapsed
+      UNION ALL
+      SELECT id, tenant_id FROM unleased
+      LIMIT ${input.limit}
     ), progress AS (
       SELECT e.id,
         (SELECT count(*) FROM workflow_turns t

@@ -1,11 +1,10 @@
 import { randomUUID } from 'node:crypto';
-import { type CompiledQuery, Kysely, PostgresDialect, sql } from 'kysely';
-import pg from 'pg';
+import { type CompiledQuery, sql } from 'kysely';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { DatabaseHandle } from '../../src/store/database.js';
 import type { ListPosition } from '../../src/store/list-position.js';
-import type { Database } from '../../src/store/schema.js';
 import { type ListFilter, workflowsRepository } from '../../src/store/workflows.js';
+import { customAndGenericPlans, readsOf, statementOf } from '../support/query-plans.js';
 import { createTenantDatabase, type TenantDatabase } from '../support/tenant-database.js';
 
 /**
@@ -19,7 +18,6 @@ import { createTenantDatabase, type TenantDatabase } from '../support/tenant-dat
 let setup: TenantDatabase | undefined;
 let handle: DatabaseHandle;
 let tenantId: string;
-let generic: pg.Client;
 
 /**
  * A page's size, and the most rows its read may take: its own, and those
@@ -59,84 +57,20 @@ beforeAll(async () => {
     handle.db,
   );
   await sql`ANALYZE workflows`.execute(handle.db);
-  generic = new pg.Client({ connectionString: setup.database.url });
-  await generic.connect();
-  // The plan a prepared statement settles on after its first five runs.
-  await generic.query('SET plan_cache_mode = force_generic_plan');
 });
 afterAll(async () => {
-  await generic?.end();
   await setup?.close();
 });
 
-/** The listing's statement as the repository runs it, captured as it runs. */
-async function listingStatement(filter: ListFilter): Promise<CompiledQuery> {
-  let statement: CompiledQuery | undefined;
-  const capturing = new Kysely<Database>({
-    dialect: new PostgresDialect({ pool: handle.pool }),
-    log(event) {
-      if (event.level === 'query') statement ??= event.query;
-    },
-  });
-  await workflowsRepository(capturing).list(tenantId, filter);
-  if (!statement) throw new Error('the listing ran no statement');
-  return statement;
+/** The listing's statement as the repository makes it. */
+function listing(filter: ListFilter): Promise<CompiledQuery> {
+  return statementOf(handle.pool, (db) => workflowsRepository(db).list(tenantId, filter));
 }
 
-interface PlanNode {
-  'Node Type': string;
-  'Relation Name'?: string;
-  'Index Name'?: string;
-  'Actual Rows': number;
-  'Actual Loops': number;
-  'Rows Removed by Filter'?: number;
-  Plans?: PlanNode[];
-}
-
-/**
- * The indexes a plan read workflows through (a scan of the table by its
- * node type), and how many rows it read from the table.
- */
-function readsOf(plan: PlanNode): { indexes: string[]; rowsRead: number } {
-  const nodes = (node: PlanNode): PlanNode[] => [node, ...(node.Plans ?? []).flatMap(nodes)];
-  const all = nodes(plan);
-  // A bitmap heap scan names the table, its bitmap index scan the index.
-  const scans = all.filter((node) => node['Relation Name'] === 'workflows');
-  return {
-    indexes: [
-      ...all.flatMap((node) => (node['Index Name'] ? [node['Index Name']] : [])),
-      ...scans.flatMap((scan) => (scan['Node Type'] === 'Seq Scan' ? ['Seq Scan'] : [])),
-    ],
-    rowsRead: scans.reduce(
-      (sum, scan) =>
-        sum + (scan['Actual Rows'] + (scan['Rows Removed by Filter'] ?? 0)) * scan['Actual Loops'],
-      0,
-    ),
-  };
-}
-
-type Explained = [{ Plan: PlanNode }];
-
-/** The custom plan (the statement run unnamed) and the generic one (prepared), both run. */
-async function plansOf(statement: CompiledQuery) {
-  const custom = await handle.pool.query<{ 'QUERY PLAN': Explained }>(
-    `EXPLAIN (ANALYZE, FORMAT JSON) ${statement.sql}`,
-    [...statement.parameters],
-  );
-  await generic.query(`PREPARE listing AS ${statement.sql}`);
-  try {
-    const values = statement.parameters.map((value) =>
-      generic.escapeLiteral(typeof value === 'string' ? value : String(value)),
-    );
-    const prepared = await generic.query<{ 'QUERY PLAN': Explained }>(
-      `EXPLAIN (ANALYZE, FORMAT JSON) EXECUTE listing(${values.join(', ')})`,
-    );
-    return [custom, prepared].map((result) =>
-      readsOf(result.rows[0]?.['QUERY PLAN'][0].Plan as PlanNode),
-    );
-  } finally {
-    await generic.query('DEALLOCATE listing');
-  }
+/** What the listing's plans, custom and generic, read of workflows. */
+async function readsOfListing(statement: CompiledQuery) {
+  const { custom, generic } = await customAndGenericPlans(handle.pool, statement);
+  return [readsOf(custom, 'workflows'), readsOf(generic, 'workflows')];
 }
 
 /** Where a page after every workflow of `status` starts: after the oldest of them. */
@@ -154,8 +88,8 @@ describe('listing open workflows by status', () => {
     ['awaiting_input', 'workflows_tenant_paused'],
   ] as const) {
     it(`a page of ${status} reads its rows in order through ${index}, and stops`, async () => {
-      const statement = await listingStatement({ status, limit: LIMIT });
-      for (const plan of await plansOf(statement)) {
+      const statement = await listing({ status, limit: LIMIT });
+      for (const plan of await readsOfListing(statement)) {
         expect(plan.indexes).toEqual([index]);
         expect(plan.rowsRead).toBeLessThanOrEqual(MOST_READ);
       }
@@ -163,8 +97,8 @@ describe('listing open workflows by status', () => {
 
     it(`the page after the last ${status} workflow reads no history`, async () => {
       const after = await afterTheLast(status);
-      const statement = await listingStatement({ status, limit: LIMIT, after });
-      for (const plan of await plansOf(statement)) {
+      const statement = await listing({ status, limit: LIMIT, after });
+      for (const plan of await readsOfListing(statement)) {
         expect(plan.indexes).toEqual([index]);
         expect(plan.rowsRead).toBeLessThanOrEqual(MOST_READ);
       }
