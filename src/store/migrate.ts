@@ -116,17 +116,25 @@ export async function migrate(
   }
 }
 
-/** True when the database has exactly the migrations this build knows (for /readyz). */
+/**
+ * True when the database has every migration this build knows (for
+ * /readyz), newer ones besides included. A newer release's first replica
+ * migrates the database while this release's replicas still run: they go
+ * on working beside it (migrations only add, and what one release writes
+ * the other reads) until they are replaced, so they stay ready rather than
+ * all leave the load balancer at once. Only a restart refuses such a
+ * database (`migrate`).
+ */
 export async function migrationsAreCurrent(pool: Pool, known: Migration[]): Promise<boolean> {
   const table = await pool.query<{ exists: boolean }>(
     "SELECT to_regclass('waymark_migrations') IS NOT NULL AS exists",
   );
   if (!table.rows[0]?.exists) return false;
-  const { rows } = await pool.query<{ count: string; max: number | null }>(
-    'SELECT count(*) AS count, max(id) AS max FROM waymark_migrations',
+  const { rows } = await pool.query<{ count: string }>(
+    'SELECT count(*) AS count FROM waymark_migrations WHERE id <= $1',
+    [known.length],
   );
-  const row = rows[0];
-  return row !== undefined && Number(row.count) === known.length && (row.max ?? 0) === known.length;
+  return Number(rows[0]?.count ?? 0) === known.length;
 }
 
 /**

@@ -81,7 +81,8 @@ describe('migrations', () => {
     );
     await expect(migrate(pool, log)).rejects.toThrow(MigrationStateError);
     await expect(migrate(pool, log)).rejects.toThrow(/0999_future\.sql.*does not know/);
-    expect(await migrationsAreCurrent(pool, await readMigrations())).toBe(false);
+    // Only a start refuses it: a replica already running stays ready beside the newer release.
+    expect(await migrationsAreCurrent(pool, await readMigrations())).toBe(true);
   });
 
   it('refuse a database whose transactions default to another isolation than read committed', async () => {

@@ -64,6 +64,38 @@ describe('/readyz', () => {
     expect((await readyz()).status).toBe(200);
   });
 
+  it('stays 200 once a newer release has migrated the database (a rolling upgrade: replicas of both releases run side by side)', async () => {
+    const database = await createTestDatabase();
+    cleanups.push(() => database.drop());
+    const { services, readyz } = await appOver(database.url);
+    expect((await readyz()).status).toBe(200);
+    const next = services.migrations.length + 1;
+    await services.database.pool.query(
+      'INSERT INTO waymark_migrations (id, name, checksum) VALUES ($1, $2, $3)',
+      [next, `${String(next).padStart(4, '0')}_from_a_newer_release.sql`, 'x'],
+    );
+    const response = await readyz();
+    expect(response.status, await response.clone().text()).toBe(200);
+  });
+
+  it('is 503 migrations_pending while a migration this build knows is missing, newer ones besides', async () => {
+    const database = await createTestDatabase();
+    cleanups.push(() => database.drop());
+    const { services, readyz } = await appOver(database.url);
+    const known = services.migrations.length;
+    // Two from a newer release, and the last of this build's taken out: more rows than the
+    // build knows and a higher id, yet one of its own missing.
+    await services.database.pool.query(
+      `INSERT INTO waymark_migrations (id, name, checksum)
+       VALUES ($1, 'newer_one.sql', 'x'), ($2, 'newer_two.sql', 'x')`,
+      [known + 1, known + 2],
+    );
+    await services.database.pool.query('DELETE FROM waymark_migrations WHERE id = $1', [known]);
+    const response = await readyz();
+    expect(response.status).toBe(503);
+    expect(((await response.json()) as { code: string }).code).toBe('migrations_pending');
+  });
+
   it('is 503 database_unavailable when the database does not answer', async () => {
     const { readyz } = await appOver('postgres://nobody:wrong@127.0.0.1:1/none');
     const response = await readyz();
