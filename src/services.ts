@@ -175,6 +175,7 @@ export function createServices(options: {
     hub,
     router: llm.router,
     catalogue: llm.catalogue,
+    usageWritten: llm.ledger.writtenFirst,
     executions,
     sessions,
     sessionHistory: {

@@ -6,11 +6,17 @@ import type { AttemptRecord } from './router/types.js';
 
 /**
  * Records every model call attempt in Postgres. `record` only queues, so a
- * turn never waits for the ledger; a background flush writes batches (one
- * INSERT per batch) every `flushIntervalMs` or at `maxBatch` rows, and
+ * model call never waits for the ledger; a background flush writes batches
+ * (one INSERT per batch) every `flushIntervalMs` or at `maxBatch` rows, and
  * `close` writes what is left at shutdown. A failed write is retried on the
  * next flush (rows stay queued, up to `maxQueued`, beyond which the oldest
  * are dropped and counted in the log rather than growing memory forever).
+ *
+ * A queued row is lost with its process (a SIGKILL, a crash), while the
+ * events that count its call's usage in the workflow may have committed:
+ * the workflow would then count a call the ledger never got. So a run
+ * writes nothing before its workflow's queued rows (`writtenFirst`): the
+ * ledger holds every call a workflow counts, whenever the process dies.
  */
 export interface UsageLedgerOptions {
   db: Db;
@@ -28,6 +34,34 @@ export function createUsageLedger(options: UsageLedgerOptions) {
   let queue: NewLlmCallRow[] = [];
   let flushing: Promise<void> | undefined;
   let closed = false;
+  /**
+   * Rows ever queued, and how many of them have left the queue, written or
+   * dropped: the queue is written in order, so a row is settled once this
+   * count passes its number.
+   */
+  let queued = 0;
+  let settled = 0;
+  /** The number of each workflow's last row still queued. */
+  const lastQueuedOf = new Map<string, number>();
+  /** Runs waiting for their rows: resolved once `through` is settled, or a write failed. */
+  let waiters: { through: number; resolve: () => void }[] = [];
+  /** Takes `count` rows off the head of the queue, written or dropped. */
+  function dequeue(count: number): void {
+    queue = queue.slice(count);
+    settled += count;
+    for (const [workflowId, last] of lastQueuedOf) {
+      if (last <= settled) lastQueuedOf.delete(workflowId);
+    }
+    const waiting = waiters;
+    waiters = waiting.filter((waiter) => waiter.through > settled);
+    for (const waiter of waiting) if (waiter.through <= settled) waiter.resolve();
+  }
+  /** A write failed: the runs waiting go on (their rows stay queued and are retried). */
+  function releaseWaiters(): void {
+    const waiting = waiters;
+    waiters = [];
+    for (const waiter of waiting) waiter.resolve();
+  }
   const timer = setInterval(() => void flush(), flushIntervalMs);
   timer.unref();
 
@@ -38,13 +72,14 @@ export function createUsageLedger(options: UsageLedgerOptions) {
         const batch = queue.slice(0, maxBatch);
         try {
           await llmCallsRepository(options.db).insertMany(batch);
-          queue = queue.slice(batch.length);
+          dequeue(batch.length);
         } catch (error) {
           if (isValueRefused(error) && (await writeEachDroppingRefused(batch))) continue;
           log.error(
             { err: error, queued: queue.length },
             'writing the usage ledger failed; will retry',
           );
+          releaseWaiters();
           return;
         }
       }
@@ -71,7 +106,7 @@ export function createUsageLedger(options: UsageLedgerOptions) {
           'the database refused a usage ledger row; dropped it',
         );
       }
-      queue = queue.slice(1);
+      dequeue(1);
     }
     return true;
   }
@@ -84,16 +119,31 @@ export function createUsageLedger(options: UsageLedgerOptions) {
           'usage recorded after the ledger closed; flushing it now',
         );
       }
-      queue.push(toRow(attempt));
+      const row = toRow(attempt);
+      queue.push(row);
+      queued += 1;
+      if (row.workflow_id) lastQueuedOf.set(row.workflow_id, queued);
       if (queue.length > maxQueued) {
         const dropped = queue.length - maxQueued;
-        queue = queue.slice(dropped);
+        dequeue(dropped);
         log.error({ dropped }, 'usage ledger queue full; dropped the oldest rows');
       }
       if (queue.length >= maxBatch || closed) void flush();
     },
     /** Writes everything queued so far. */
     flush,
+    /**
+     * Undefined when none of the workflow's rows is queued; else writes
+     * them now, resolving once they are written, or once a write failed
+     * (the caller goes on as it would have; they are retried). Never rejects.
+     */
+    writtenFirst(workflowId: string): Promise<void> | undefined {
+      const through = lastQueuedOf.get(workflowId);
+      if (through === undefined) return undefined;
+      const written = new Promise<void>((resolve) => waiters.push({ through, resolve }));
+      void flush();
+      return written;
+    },
     /** Stops the timer and writes what is left. */
     async close(): Promise<void> {
       closed = true;

@@ -25,6 +25,13 @@ export interface ExecutorOptions {
   sessions: Pick<SessionService, 'historyFor' | 'exchangeAfterTransition'>;
   /** How much session history a workflow sees (SESSION_HISTORY_* settings). */
   sessionHistory: { budgetTokens: number; floorTurns: number };
+  /**
+   * Resolves once the usage ledger has written the workflow's queued rows;
+   * undefined when it has none (UsageLedger's `writtenFirst`). A run's
+   * writes wait for it: the events that count a call's usage never commit
+   * before its ledger row.
+   */
+  usageWritten: (workflowId: string) => Promise<void> | undefined;
   /** Classifier, tools and loop limits of the orchestrator. */
   orchestrator: OrchestratorSettings;
   /** The NOTIFY origin of the runs' writes, and what their lease owners begin with (newLeaseOwner). */

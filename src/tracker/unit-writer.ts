@@ -49,6 +49,13 @@ export interface UnitWriterOptions {
    * (workflows/early-start.ts).
    */
   created?: Promise<void>;
+  /**
+   * What must be committed before each of the workflow's statements, when
+   * there is some: a run's, the usage ledger's queued rows of its model
+   * calls (UsageLedger's `writtenFirst`), which a crash would lose after
+   * the events counting their usage committed. Never rejects.
+   */
+  writtenFirst?: () => Promise<void> | undefined;
 }
 
 /**
@@ -86,6 +93,8 @@ export function createUnitWriter(options: UnitWriterOptions) {
       }
       if (tokens && !inline) await publishTokens(tokens);
       if (!statement && items.length === 0) return;
+      const first = options.writtenFirst?.();
+      if (first) await first;
       const committed = statement
         ? await statement.run({
             events,

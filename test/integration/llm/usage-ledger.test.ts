@@ -97,6 +97,39 @@ describe('usage ledger', () => {
     await ledger.close();
   });
 
+  it("writtenFirst: nothing to wait for without the workflow's rows queued; else it writes them now, without waiting for the flush interval", async () => {
+    const ledger = createUsageLedger({ db: handle.db, log, flushIntervalMs: 60_000 });
+    const workflowId = crypto.randomUUID();
+    const other = crypto.randomUUID();
+    expect(ledger.writtenFirst(workflowId)).toBeUndefined();
+    ledger.record(attempt(1, other));
+    expect(ledger.writtenFirst(workflowId)).toBeUndefined();
+    ledger.record(attempt(1, workflowId));
+    ledger.record(attempt(2, workflowId));
+    await ledger.writtenFirst(workflowId);
+    expect(await countRows(workflowId)).toBe(2);
+    // Written: nothing more to wait for.
+    expect(ledger.writtenFirst(workflowId)).toBeUndefined();
+    expect(ledger.writtenFirst(other)).toBeUndefined();
+    await ledger.close();
+  });
+
+  it('writtenFirst resolves when the write fails, the rows staying queued for a later flush', async () => {
+    const ledger = createUsageLedger({ db: handle.db, log, flushIntervalMs: 60_000 });
+    const workflowId = crypto.randomUUID();
+    await handle.pool.query('ALTER TABLE llm_calls RENAME TO llm_calls_away');
+    try {
+      ledger.record(attempt(1, workflowId));
+      await ledger.writtenFirst(workflowId);
+      expect(ledger.pending()).toBe(1);
+    } finally {
+      await handle.pool.query('ALTER TABLE llm_calls_away RENAME TO llm_calls');
+    }
+    await ledger.writtenFirst(workflowId);
+    expect(await countRows(workflowId)).toBe(1);
+    await ledger.close();
+  });
+
   it('writes in batches of maxBatch rows', async () => {
     const ledger = createUsageLedger({ db: handle.db, log, flushIntervalMs: 60_000, maxBatch: 10 });
     const workflowId = crypto.randomUUID();
