@@ -2,7 +2,7 @@ import { randomUUID } from 'node:crypto';
 import { describe, expect, it } from 'vitest';
 import { A_SECRET, expectSameProblem, useIsolationFixture } from '../support/tenant-isolation.js';
 import { answer } from '../support/tool-loop-harness.js';
-import { eventStored, waitForStatus } from '../support/workflows.js';
+import { createSession, eventStored, waitForStatus } from '../support/workflows.js';
 
 /**
  * Tenant isolation, route by route, over real sockets: every route that
@@ -125,7 +125,10 @@ describe('tenant B’s listings', () => {
     const pageOfA = await f.call(a.key, 'GET', '/v1/workflows?limit=1');
     const cursorOfA = pageOfA.json.nextCursor as string;
     expect(cursorOfA).toEqual(expect.any(String));
+    await createSession(f.h.testApp, a.key, { title: `${A_SECRET} second` });
     const sessionPageOfA = await f.call(a.key, 'GET', '/v1/sessions?limit=1');
+    const sessionCursorOfA = sessionPageOfA.json.nextCursor as string;
+    expect(sessionCursorOfA).toEqual(expect.any(String));
     const idsOfA = [
       a.completedId,
       a.askingId,
@@ -146,9 +149,8 @@ describe('tenant B’s listings', () => {
       '/v1/sessions',
       `/v1/sessions?metadata=${encodeURIComponent('{"user":"alice"}')}`,
       '/v1/sessions?order=activity',
-      ...(sessionPageOfA.json.nextCursor
-        ? [`/v1/sessions?cursor=${sessionPageOfA.json.nextCursor}`]
-        : []),
+      `/v1/sessions?cursor=${sessionCursorOfA}`,
+      `/v1/sessions?limit=100&metadata=${encodeURIComponent('{}')}`,
       '/v1/tools',
       '/v1/mcp-servers',
       '/v1/api-keys',
