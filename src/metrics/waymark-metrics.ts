@@ -45,7 +45,7 @@ export function createWaymarkMetrics(options: {
   });
   const workflowPauses = registry.counter({
     name: 'waymark_workflow_pauses_total',
-    help: 'Workflows that paused for input, by reason: checkpoint, clarification, stage_failed or synthesis_failed.',
+    help: 'Workflows that paused for input, by reason: checkpoint, clarification, tool_approval, stage_failed or synthesis_failed.',
     labelNames: ['reason'],
   });
   registry.gauge({
@@ -190,6 +190,9 @@ export function createWaymarkMetrics(options: {
             break;
           case 'clarification_request':
             workflowPauses.inc({ reason: 'clarification' });
+            break;
+          case 'tool_approval_request':
+            workflowPauses.inc({ reason: 'tool_approval' });
             break;
           case 'synthesis_failed':
             workflowPauses.inc({ reason: 'synthesis_failed' });

@@ -138,13 +138,15 @@ export async function answerWorkflow(given: AnswerWorkflowInput): Promise<LoopOu
 }
 
 /**
- * The pipeline. Its stages run the tool loop without `ask_user` (a stage
- * that needs the user ends with what it has; checkpoints are where the
- * user steps in) and without persisting turns: a stage is the pipeline's
- * step, run again whole when a crash cut it off.
+ * The pipeline. Its stages run the tool loop without the tools that pause
+ * for the user, `ask_user` and those that require approval (a stage that
+ * needs the user ends with what it has; checkpoints are where the user
+ * steps in), and without persisting turns: a stage is the pipeline's step,
+ * run again whole when a crash cut it off. The planner is offered the same
+ * tools, so no stage names one of those.
  */
 function answerWithPipeline(input: AnswerWorkflowInput, available: Tool[]): Promise<LoopOutcome> {
-  const offerable = available.filter((tool) => !tool.pauses);
+  const offerable = available.filter((tool) => !tool.pauses && !tool.requiresApproval);
   const stageTools = createToolRegistry(offerable);
   // The stages' tools only: a prompt naming ask_user would have a stage call a tool it lacks.
   const system = buildSystemPrompt({

@@ -17,7 +17,7 @@ import { usageDetail } from './collect-text.js';
 import type { PipelinePause } from './pipeline/run-pipeline.js';
 import type { LoopResume } from './tool-loop/resume.js';
 import { loadLoopResume, turnWrite } from './tool-loop/turns-repository.js';
-import type { ClarificationRequest, Spent } from './tool-loop/types.js';
+import type { LoopPause, Spent } from './tool-loop/types.js';
 import { beforeStep, type Run, throwIfStopped } from './workflow-run.js';
 
 /**
@@ -87,7 +87,7 @@ export async function answerWithToolLoop(
     onRouterEvent: (event) => report(run, event),
     persistTurn: (state) => tracker.persist(turnWrite(state)),
     queueTurn: (state) => tracker.enqueueWrite(turnWrite(state)),
-    pause: (request, spent) => pauseForClarification(run, request, spent),
+    pause: (pause, spent) => pauseForInput(run, pause, spent),
     pausePipeline: (pause) => pausePipeline(run, pause),
     spentBesideLoop: (usage) => {
       run.uncounted = addWorkflowUsage(run.uncounted, usage);
@@ -249,29 +249,40 @@ async function pauseWith(
   logRunOutcome(run, { status: 'awaiting_input', reason: pause.reason });
 }
 
-/** running -> awaiting_input (clarification), with the `clarification_request` event. */
-async function pauseForClarification(
-  run: Run,
-  request: ClarificationRequest,
-  spent: Spent,
-): Promise<void> {
-  await pauseWith(run, {
-    reason: 'clarification',
-    spent,
-    event: {
-      type: 'clarification_request',
+/**
+ * running -> awaiting_input for the tool loop: a question (clarification)
+ * with its `clarification_request`, a call that requires approval
+ * (tool_approval) with its `tool_approval_request`.
+ */
+async function pauseForInput(run: Run, pause: LoopPause, spent: Spent): Promise<void> {
+  await pauseWith(run, { reason: pause.reason, spent, event: pauseEvent(pause) });
+}
+
+function pauseEvent(pause: LoopPause): NewEventRow {
+  if (pause.reason === 'tool_approval') {
+    const { request } = pause;
+    return {
+      type: 'tool_approval_request',
       step: request.step,
       status: 'paused',
-      detail: {
-        question: request.question,
-        question_type: request.questionType,
-        options: request.options ?? null,
-        context: request.context ?? null,
-        toolCallId: request.toolCallId,
-      },
+      detail: { toolCallId: request.toolCallId, tool: request.tool, arguments: request.arguments },
       elapsedMs: null,
+    };
+  }
+  const { request } = pause;
+  return {
+    type: 'clarification_request',
+    step: request.step,
+    status: 'paused',
+    detail: {
+      question: request.question,
+      question_type: request.questionType,
+      options: request.options ?? null,
+      context: request.context ?? null,
+      toolCallId: request.toolCallId,
     },
-  });
+    elapsedMs: null,
+  };
 }
 
 /**

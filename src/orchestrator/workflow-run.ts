@@ -51,11 +51,11 @@ export interface ExecutorOptions {
 }
 
 /**
- * Why a run starts: a new workflow; the user answered its question or
- * reviewed a pipeline stage; or this replica took it over from a runner
- * that crashed or shut down.
+ * Why a run starts: a new workflow; the user answered its question,
+ * decided on a tool call or reviewed a pipeline stage; or this replica
+ * took it over from a runner that crashed or shut down.
  */
-export type RunCause = 'created' | 'answered' | 'reviewed' | 'reclaimed';
+export type RunCause = 'created' | 'answered' | 'approved' | 'reviewed' | 'reclaimed';
 
 /** The state of one workflow run; never shared between runs. */
 export interface Run {

@@ -21,7 +21,12 @@ export function turnRowsJson(rows: TurnRow[]): string {
  * The INSERT of turn rows read from `records` (a jsonb array of
  * `{turn, state}`), each for the workflow whose row of `from` it is read
  * with. A turn cut off midway runs again (at-least-once), so a second
- * write of the same turn number keeps the first one.
+ * write of the same turn number keeps the first one, but for one case: a
+ * turn written while some of its calls waited for the user (`awaiting`
+ * set) is written again as those calls get their results (an approved
+ * call's result exists nowhere else; tool-loop/held-calls.ts), and the
+ * write with more results replaces it. At most once per call of the turn,
+ * so no row is rewritten at every step.
  */
 export function insertTurns(
   from: RawBuilder<unknown>,
@@ -30,7 +35,10 @@ export function insertTurns(
   return sql`INSERT INTO workflow_turns (workflow_id, tenant_id, turn, state)
       SELECT ${from}.id, ${from}.tenant_id, t.turn, t.state
       FROM ${from}, jsonb_to_recordset(${records}) AS t(turn integer, state jsonb)
-      ON CONFLICT (workflow_id, turn) DO NOTHING`;
+      ON CONFLICT (workflow_id, turn) DO UPDATE SET state = excluded.state
+        WHERE workflow_turns.state -> 'awaiting' <> 'null'::jsonb
+          AND jsonb_array_length(excluded.state -> 'toolResults')
+            > jsonb_array_length(workflow_turns.state -> 'toolResults')`;
 }
 
 /** `rows` as the CTE `turns_written`, selecting from the CTE named `source`; none without rows. */

@@ -135,6 +135,8 @@ export interface HttpToolsTable {
   headers: ColumnType<Record<string, string>, string, never>;
   timeout_ms: number;
   sequential: boolean;
+  /** Each call waits for the user's approval (migration 0022). */
+  requires_approval: ColumnType<boolean, boolean | undefined, never>;
   created_at: ColumnType<Date, never, never>;
 }
 
@@ -148,6 +150,8 @@ export interface McpServersTable {
   timeout_ms: number;
   /** The tools listed at registration; written as a JSON string. */
   tools: ColumnType<McpToolSnapshot[], string, never>;
+  /** Each call of any of its tools waits for the user's approval (migration 0022). */
+  requires_approval: ColumnType<boolean, boolean | undefined, never>;
   created_at: ColumnType<Date, never, never>;
 }
 

@@ -226,7 +226,8 @@ export function workflowEventsRepository(db: DbOrTx) {
     async listOfType(input: {
       tenantId: string;
       workflowId: string;
-      type: string;
+      /** One type, or several. */
+      type: string | readonly string[];
       /** Only events up to this seq: those a read of the workflow's row (its `last_seq`) had seen. */
       throughSeq?: number;
     }) {
@@ -235,7 +236,7 @@ export function workflowEventsRepository(db: DbOrTx) {
         .selectAll()
         .where('workflow_id', '=', input.workflowId)
         .where('tenant_id', '=', input.tenantId)
-        .where('type', '=', input.type);
+        .where('type', 'in', typeof input.type === 'string' ? [input.type] : input.type);
       if (input.throughSeq !== undefined) query = query.where('seq', '<=', input.throughSeq);
       return query.orderBy('seq').execute();
     },

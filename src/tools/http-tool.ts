@@ -38,6 +38,7 @@ export function toHttpTool(row: HttpToolRow, policy: HttpToolPolicy): Tool {
     description: row.description,
     parameters: parametersFromJsonSchema(row.parameters),
     sequential: row.sequential,
+    requiresApproval: row.requires_approval,
     // A second more than the call's own timeout, so the loop gets this tool's clearer message first.
     timeoutMs: row.timeout_ms + 1000,
     execute: (args, ctx) => callHttpTool({ row, policy, secrets, args, ctx }),

@@ -30,6 +30,7 @@ export interface NewHttpTool {
   headers: Record<string, string>;
   timeoutMs: number;
   sequential: boolean;
+  requiresApproval: boolean;
 }
 
 /** An HTTP tool as the API shows it: header names only. */
@@ -42,6 +43,7 @@ export interface HttpToolInfo {
   headerNames: string[];
   timeoutMs: number;
   sequential: boolean;
+  requiresApproval: boolean;
   createdAt: Date;
 }
 
@@ -72,6 +74,7 @@ export function createHttpToolsService(options: {
         headers: JSON.stringify(input.headers),
         timeout_ms: input.timeoutMs,
         sequential: input.sequential,
+        requires_approval: input.requiresApproval,
       });
       if (!row) {
         throw conflict('tool_name_taken', `The tenant already has a tool named "${input.name}"`);
@@ -183,6 +186,7 @@ function toInfo(row: HttpToolRow): HttpToolInfo {
     headerNames: Object.keys(row.headers).sort(),
     timeoutMs: row.timeout_ms,
     sequential: row.sequential,
+    requiresApproval: row.requires_approval,
     createdAt: row.created_at,
   };
 }

@@ -36,6 +36,8 @@ export interface NewMcpServer {
   /** Header values are secrets: stored, sent with each request, never shown again. */
   headers: Record<string, string>;
   timeoutMs: number;
+  /** Every call of any of its tools waits for the user's approval. */
+  requiresApproval: boolean;
 }
 
 export interface McpServerToolInfo {
@@ -55,6 +57,7 @@ export interface McpServerInfo {
   url: string;
   headerNames: string[];
   timeoutMs: number;
+  requiresApproval: boolean;
   /** As listed at registration. */
   tools: McpServerToolInfo[];
   createdAt: Date;
@@ -96,6 +99,7 @@ export function createMcpServersService(options: {
         headers: JSON.stringify(server.headers),
         timeout_ms: input.timeoutMs,
         tools: JSON.stringify(tools),
+        requires_approval: input.requiresApproval,
       });
       if (!row) {
         throw conflict(
@@ -146,6 +150,7 @@ function toInfo(row: McpServerRow): McpServerInfo {
     url: row.url,
     headerNames: Object.keys(row.headers).sort(),
     timeoutMs: row.timeout_ms,
+    requiresApproval: row.requires_approval,
     tools: row.tools.map((tool) => {
       const problem = mcpToolProblem(row.name, tool) ?? null;
       return {

@@ -284,6 +284,7 @@ function exposeMcpTool(
       name: mcpToolName(server.name, snapshot.name),
       description,
       parameters: parametersFromJsonSchema(snapshot.inputSchema),
+      requiresApproval: server.requires_approval,
       // A second more than the call's own timeout, so the loop gets this tool's clearer message first.
       timeoutMs: server.timeout_ms + 1000,
       execute: async (args, ctx) => {

@@ -39,6 +39,12 @@ export interface Tool<P extends z.ZodType = z.ZodType> {
    * pauses the workflow and resumes with the user's answer as the result.
    */
   pauses?: boolean;
+  /**
+   * Each call waits for the user's approval (POST /v1/workflows/:id/approve)
+   * before it runs; a declined call's result says so. Never offered to a
+   * pipeline's stages, which cannot pause.
+   */
+  requiresApproval?: boolean;
   execute(args: z.infer<P>, ctx: ToolContext): Promise<ToolResult>;
 }
 

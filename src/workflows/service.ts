@@ -12,6 +12,7 @@ import { newLeaseOwner, SessionGone, workflowsRepository } from '../store/workfl
 import type { Principal } from '../tenancy/types.js';
 import type { EventHub } from '../tracker/event-hub.js';
 import { createWorkflowTracker } from '../tracker/tracker.js';
+import { type ApprovalInput, approvalEvent } from './approval.js';
 import type { RequestedBudget } from './budget.js';
 import { createCancellation } from './cancellation.js';
 import { checkAnswer } from './clarification.js';
@@ -56,8 +57,8 @@ export interface RunPreload {
   historyStart?: SessionHistoryStart;
 }
 
-/** Why a paused workflow runs again: the user answered its question, or reviewed a pipeline stage. */
-export type ResumeCause = 'answered' | 'reviewed';
+/** Why a paused workflow runs again: the user answered its question, decided on a tool call, or reviewed a pipeline stage. */
+export type ResumeCause = 'answered' | 'approved' | 'reviewed';
 
 /** A run to start here, from the statement that made its workflow runnable (an insert, a resume). */
 export interface RunLaunch {
@@ -297,6 +298,23 @@ export function createWorkflowService(options: WorkflowServiceOptions) {
             elapsedMs: null,
           },
         ],
+      });
+    },
+
+    /**
+     * Approves or declines the tool call a paused workflow waits on
+     * (awaiting_input, tool_approval) and resumes it: the decision is a
+     * `tool_approval` event written with the transition back to `running`
+     * (approval.ts), from which the run, or one taking it over, takes it.
+     * Of concurrent decisions exactly one is accepted; the others get 409.
+     */
+    async approve(tenantId: string, id: string, input: ApprovalInput): Promise<Workflow> {
+      const { event, version } = await approvalEvent(db, { tenantId, id }, input);
+      return this.resume(tenantId, id, {
+        fromAwaiting: ['tool_approval'],
+        expectedVersion: version,
+        cause: 'approved',
+        events: [event],
       });
     },
 

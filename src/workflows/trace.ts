@@ -16,9 +16,10 @@ import type { Workflow, WorkflowEvent } from './types.js';
  * - `llm_call`: one per model call (`llm_call` started .. completed |
  *   failed), retries and fallbacks within it;
  * - `tool_call`: one per tool call, by its call id;
- * - `wait`: a pause for input (`checkpoint`, `clarification_request`, a
- *   stage's `paused`, `synthesis_failed`) until the `review` or `clarification_answer` that
- *   resumed it, or the `workflow_end` that ended it.
+ * - `wait`: a pause for input (`checkpoint`, `clarification_request`,
+ *   `tool_approval_request`, a stage's `paused`, `synthesis_failed`) until
+ *   the `review`, `clarification_answer` or `tool_approval` that resumed
+ *   it, or the `workflow_end` that ended it.
  *
  * A call or tool call made in a stage (step `<stage>/turn-<n>`) is a child
  * of the stage's attempt; everything else a child of the root. A start
@@ -153,6 +154,7 @@ export function buildTrace(
       }
       case 'checkpoint':
       case 'clarification_request':
+      case 'tool_approval_request':
       case 'synthesis_failed':
         if (!wait) {
           wait = startWait(event, clock, WAIT_NAMES[event.type]);
@@ -161,6 +163,7 @@ export function buildTrace(
         break;
       case 'review':
       case 'clarification_answer':
+      case 'tool_approval':
         if (wait) end(wait, { ...at, status: 'completed', detail: event.detail });
         wait = undefined;
         break;
@@ -240,6 +243,7 @@ function startFromElapsed(span: Span, measured: { elapsedMs: number | undefined;
 const WAIT_NAMES = {
   checkpoint: 'checkpoint',
   clarification_request: 'clarification',
+  tool_approval_request: 'tool_approval',
   synthesis_failed: 'synthesis_failed',
 } as const;
 

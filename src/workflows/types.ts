@@ -9,6 +9,7 @@
  * - turn: one model call (see src/llm/types.ts).
  * - tool call: the model asking for a tool to run.
  * - checkpoint: a persisted pause after a stage, awaiting continue / modify / retry.
+ * - approval: the user's decision on a tool call of a tool that requires it, before it runs.
  * - event: one WorkflowTracker record: persisted (with a seq) unless it is a token chunk.
  * - budget: a workflow's caps on iterations, tokens and cost; reaching one ends it with a best-effort answer.
  */
@@ -28,6 +29,7 @@ export const AWAITING_REASONS = [
   'clarification',
   'stage_failed',
   'synthesis_failed',
+  'tool_approval',
 ] as const;
 export type AwaitingReason = (typeof AWAITING_REASONS)[number];
 
@@ -55,6 +57,8 @@ export const EVENT_TYPES = [
   'review',
   'clarification_request',
   'clarification_answer',
+  'tool_approval_request',
+  'tool_approval',
   'synthesis_failed',
   'resumed',
   'warning',

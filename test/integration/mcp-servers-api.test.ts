@@ -200,6 +200,31 @@ describe('MCP tools in a workflow run', () => {
     }
   });
 
+  it('requiresApproval is stored and listed (false unless given), and covers every tool of the server', async () => {
+    const name = uniqueName('appr');
+    const created = await register({ name, url: mcp.url, requiresApproval: true });
+    expect(created.statusCode, created.body).toBe(201);
+    expect(created.json()).toMatchObject({ requiresApproval: true });
+    const plain = await register({ name: uniqueName('plain'), url: mcp.url });
+    expect(plain.json()).toMatchObject({ requiresApproval: false });
+    const listed = await testApp.app.inject({
+      method: 'GET',
+      url: '/v1/mcp-servers',
+      headers: bearer(adminKey),
+    });
+    const mine = listed.json().items.find((item: { id: string }) => item.id === created.json().id);
+    expect(mine).toMatchObject({ requiresApproval: true });
+    const toolset = await mcpToolsOf(testApp, tenantId);
+    try {
+      const own = toolset.tools.filter((tool) => tool.name.startsWith(`${name}__`));
+      expect(own.map((tool) => tool.requiresApproval)).toEqual([true, true]);
+      const other = toolset.tools.find((tool) => tool.name.startsWith(`${plain.json().name}__`));
+      expect(other?.requiresApproval).toBe(false);
+    } finally {
+      await toolset.close();
+    }
+  });
+
   it('a call past the server’s timeout is an error result; so is a cancelled call', async () => {
     const name = uniqueName('slow');
     expect((await register({ name, url: mcp.url, timeoutMs: 500 })).statusCode).toBe(201);

@@ -71,6 +71,7 @@ describe('registering an HTTP tool', () => {
       headerNames: ['Authorization', 'X-Team'],
       timeoutMs: 15_000,
       sequential: false,
+      requiresApproval: false,
       createdAt: expect.any(String),
     });
     expect(response.body).not.toContain('very-secret-token');
@@ -108,6 +109,20 @@ describe('registering an HTTP tool', () => {
   it('keeps timeoutMs and sequential when given', async () => {
     const response = await createTool(toolBody({ timeoutMs: 500, sequential: true }));
     expect(response.json()).toMatchObject({ timeoutMs: 500, sequential: true });
+  });
+
+  it('requiresApproval is stored: the create, the get and the listing return it, and the workflow’s tool requires approval', async () => {
+    const created = await createTool(toolBody({ requiresApproval: true }));
+    expect(created.statusCode, created.body).toBe(201);
+    const tool = created.json();
+    expect(tool).toMatchObject({ requiresApproval: true });
+    expect((await get(`/v1/tools/${tool.id}`)).json()).toMatchObject({ requiresApproval: true });
+    const listed = (await get('/v1/tools')).json().items;
+    expect(listed.find((item: { id?: string }) => item.id === tool.id)).toMatchObject({
+      requiresApproval: true,
+    });
+    const tools = await httpToolsOf(testApp, tenantId);
+    expect(tools.find((made) => made.name === tool.name)?.requiresApproval).toBe(true);
   });
 
   it('a second tool of the same name in the tenant is a 409; another tenant may use the name', async () => {

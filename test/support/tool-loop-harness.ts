@@ -102,13 +102,17 @@ export async function startToolLoopHarness(options: ToolLoopHarnessOptions = {})
     return name;
   }
 
-  /** Registers an MCP server (a test server at `url`) for the tenant under `name`. */
-  async function registerMcpServer(name: string, url: string): Promise<void> {
+  /** Registers an MCP server (a test server at `url`) for the tenant under `name`; `extra` goes into the body. */
+  async function registerMcpServer(
+    name: string,
+    url: string,
+    extra: Record<string, unknown> = {},
+  ): Promise<void> {
     const response = await testApp.app.inject({
       method: 'POST',
       url: '/v1/mcp-servers',
       headers: bearer(tenant.key),
-      payload: { name, url },
+      payload: { name, url, ...extra },
     });
     expect(response.statusCode, response.body).toBe(201);
   }
@@ -123,6 +127,26 @@ export async function startToolLoopHarness(options: ToolLoopHarnessOptions = {})
 
     registerTool,
     registerMcpServer,
+
+    /**
+     * Holds the answer to the next call of a `/slow/…` path until
+     * `release()` (then 150 ms more, as any); `called` resolves once that
+     * call has arrived. Later calls are answered as usual.
+     */
+    holdNextCall(path: string): { called: Promise<void>; release: () => void } {
+      holds.set(path, undefined);
+      const called = vi.waitFor(() => expect(holds.get(path)).toBeDefined(), {
+        timeout: 15_000,
+        interval: 10,
+      });
+      return {
+        called,
+        release: () => {
+          holds.get(path)?.();
+          holds.delete(path);
+        },
+      };
+    },
 
     /**
      * Another replica on the same database, with the same models and

@@ -53,6 +53,12 @@ const createMcpServerBody = z
       .max(120_000)
       .default(30_000)
       .describe('For connecting, listing the tools, and each tool call'),
+    requiresApproval: z
+      .boolean()
+      .default(false)
+      .describe(
+        'Each call of any of its tools waits for the user’s approval (`POST /v1/workflows/{id}/approve`); its tools are not offered to pipeline stages',
+      ),
   })
   .strict();
 
@@ -76,6 +82,7 @@ const mcpServerSchema = z
       .array(z.string())
       .describe('Names of the stored headers; their values are never returned'),
     timeoutMs: z.number().int(),
+    requiresApproval: z.boolean(),
     tools: z
       .array(mcpServerToolSchema)
       .describe('As the server listed them at registration; workflows list them live'),

@@ -66,6 +66,12 @@ const createToolBody = z
       .boolean()
       .default(false)
       .describe('Run one at a time, never alongside other tool calls of the same turn'),
+    requiresApproval: z
+      .boolean()
+      .default(false)
+      .describe(
+        'Each call waits for the user’s approval (`POST /v1/workflows/{id}/approve`); not offered to pipeline stages',
+      ),
   })
   .strict();
 
@@ -82,6 +88,7 @@ const httpToolSchema = z
       .describe('Names of the stored headers; their values are never returned'),
     timeoutMs: z.number().int(),
     sequential: z.boolean(),
+    requiresApproval: z.boolean(),
     createdAt: z.iso.datetime(),
   })
   .meta({ id: 'HttpTool' });
@@ -112,6 +119,7 @@ function httpToolToWire(tool: HttpToolInfo): z.infer<typeof httpToolSchema> {
     headerNames: tool.headerNames,
     timeoutMs: tool.timeoutMs,
     sequential: tool.sequential,
+    requiresApproval: tool.requiresApproval,
     createdAt: tool.createdAt.toISOString(),
   };
 }

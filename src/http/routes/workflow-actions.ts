@@ -15,7 +15,8 @@ import {
 import { workflowSchema, workflowToWire } from './workflow-schemas.js';
 
 /**
- * What a client does to a paused workflow: answer its question; continue,
+ * What a client does to a paused workflow: answer its question; approve or
+ * decline the tool call it waits on; continue,
  * modify or retry a pipeline stage at a checkpoint or after it failed. Each action
  * may carry the version the client saw (body `version` or `If-Match`); a
  * stale one is a 409, and so is acting on a workflow that does not wait for
@@ -48,6 +49,28 @@ export const answerWorkflowBody = z
       .describe(
         'yes_no: "yes" or "no"; multiple_choice: one of the options; free_text: the user’s own words',
       ),
+    version: versionField,
+  })
+  .strict();
+
+export const approveWorkflowBody = z
+  .object({
+    toolCallId: z
+      .string()
+      .min(1)
+      .max(256)
+      .refine(hasNoNul, NO_NUL_MESSAGE)
+      .optional()
+      .describe(
+        'The call decided on (`detail.toolCallId` of the `tool_approval_request`); the pending one when absent',
+      ),
+    approved: z.boolean().describe('true: the call runs; false: it never runs'),
+    reason: z
+      .string()
+      .max(10_000)
+      .refine(hasNoNul, NO_NUL_MESSAGE)
+      .optional()
+      .describe('Why; the model is told it with a refusal'),
     version: versionField,
   })
   .strict();
@@ -107,6 +130,40 @@ export const workflowActionRoutes: FastifyPluginAsyncZod<{
       const { tenant } = principalOf(request);
       const workflow = await workflows.answer(tenant.id, request.params.id, {
         answer: request.body.answer,
+        version: expectedVersion(request.body.version, request.headers['if-match']),
+      });
+      return reply.code(202).send(workflowToWire(workflow));
+    },
+  );
+
+  app.post(
+    '/workflows/:id/approve',
+    {
+      schema: {
+        tags: ['workflows'],
+        summary: 'Approve or decline the tool call a workflow waits on',
+        description:
+          'Resumes a workflow paused before a call of a tool that requires approval ' +
+          '(`awaiting_input`, reason `tool_approval`; the `tool_approval_request` event names ' +
+          'the call): approved, the call runs and its result goes to the model; declined, it ' +
+          'never runs and the model is told the user declined it, with the reason. One call ' +
+          'waits at a time: another held call of the same turn pauses the workflow again. 400 ' +
+          '`tool_call_not_pending` when `toolCallId` is not the pending call; 409 ' +
+          '`not_awaiting_input` when the workflow does not wait for an approval, ' +
+          '`stale_version` when `version` is not the current one.',
+        params: idParamsSchema,
+        headers: actionHeaders,
+        body: approveWorkflowBody,
+        response: { 202: workflowSchema, ...problemResponses(400, 401, 403, 404, 409, 429) },
+      },
+    },
+    async (request, reply) => {
+      const { tenant } = principalOf(request);
+      const { toolCallId, approved, reason } = request.body;
+      const workflow = await workflows.approve(tenant.id, request.params.id, {
+        ...(toolCallId !== undefined ? { toolCallId } : {}),
+        approved,
+        ...(reason !== undefined ? { reason } : {}),
         version: expectedVersion(request.body.version, request.headers['if-match']),
       });
       return reply.code(202).send(workflowToWire(workflow));

@@ -21,7 +21,7 @@ const spanSchema = z.object({
   name: z
     .string()
     .describe(
-      'workflow; a stage’s id; a model call’s step; a tool’s name; a wait’s reason (checkpoint, clarification, stage_failed, synthesis_failed)',
+      'workflow; a stage’s id; a model call’s step; a tool’s name; a wait’s reason (checkpoint, clarification, tool_approval, stage_failed, synthesis_failed)',
     ),
   step: z.string().nullable(),
   status: z.enum(SPAN_STATUSES).describe('open while it runs (or, for a wait, while paused)'),

@@ -2,6 +2,7 @@ import { askUserParameters } from '../../tools/builtins/ask-user.js';
 import { isBudgetCap } from './budget.js';
 import { callModel, turnStep } from './call-model.js';
 import { NO_ANSWER_TEXT } from './final-turn.js';
+import { resolveHeld } from './held-calls.js';
 import { createRepeatFailGuard } from './repeat-guard.js';
 import { restoreLoop } from './resume.js';
 import { runTools, turnState } from './run-tools.js';
@@ -34,6 +35,9 @@ export async function runToolLoop(options: LoopOptions): Promise<LoopOutcome> {
         // The budget is checked before the next turn (callModel), whichever path leads to it.
         step = await runTools(run, step.calls);
         break;
+      case 'resolve_held':
+        step = await resolveHeld(run, step.turn);
+        break;
       case 'finished':
         return finish(run, step);
       case 'paused':
@@ -65,23 +69,47 @@ async function finish(
   };
 }
 
-/** Asks the user: the workflow waits with a `clarification_request`; the turn is persisted already. */
+/**
+ * Waits for the user: a question with a `clarification_request`, a call
+ * that requires approval with a `tool_approval_request`; the turn is
+ * persisted already.
+ */
 async function pause(
   run: LoopRun,
   step: Extract<LoopStep, { kind: 'paused' }>,
 ): Promise<LoopOutcome> {
-  const args = askUserParameters.parse(step.call.arguments);
-  await run.options.pause(
-    {
-      step: turnStep(run.turns),
-      toolCallId: step.call.id,
-      question: args.question,
-      questionType: args.question_type,
-      options: args.options,
-      context: args.context,
-    },
-    { usage: run.usage, costUsd: run.costUsd },
-  );
+  const spent = { usage: run.usage, costUsd: run.costUsd };
+  const { call } = step;
+  if (step.hold === 'question') {
+    const args = askUserParameters.parse(call.arguments);
+    await run.options.pause(
+      {
+        reason: 'clarification',
+        request: {
+          step: turnStep(run.turns),
+          toolCallId: call.id,
+          question: args.question,
+          questionType: args.question_type,
+          options: args.options,
+          context: args.context,
+        },
+      },
+      spent,
+    );
+  } else {
+    await run.options.pause(
+      {
+        reason: 'tool_approval',
+        request: {
+          step: turnStep(run.turns),
+          toolCallId: call.id,
+          tool: call.name,
+          arguments: call.arguments,
+        },
+      },
+      spent,
+    );
+  }
   return {
     answer: '',
     reason: 'paused',

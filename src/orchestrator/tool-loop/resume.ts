@@ -1,4 +1,4 @@
-import type { ToolResultMessage } from '../../llm/types.js';
+import type { ToolCall, ToolResultMessage } from '../../llm/types.js';
 import { reachedCap, spentBy } from './budget.js';
 import { turnStep } from './call-model.js';
 import { blockedMessage, REPEAT_WARNING } from './repeat-guard.js';
@@ -7,20 +7,29 @@ import type { LoopRun, LoopStep } from './types.js';
 
 /**
  * Where a loop continues when its workflow runs again (after the user's
- * answer, or on another replica after a crash): the turns earlier runs
- * persisted, and the user's answers to the questions they asked.
+ * answer or approval, or on another replica after a crash): the turns
+ * earlier runs persisted, and what the user decided on the calls they
+ * held (held-calls.ts).
  */
 export interface LoopResume {
   turns: TurnState[];
   /** The user's answers by the `ask_user` call they answer (`answerKey`). */
   answers: ReadonlyMap<string, string>;
+  /** The user's approvals and refusals by the call they decide on (`answerKey`). */
+  approvals: ReadonlyMap<string, ApprovalDecision>;
+}
+
+/** What the user decided on a call of a tool that requires approval (a `tool_approval` event). */
+export interface ApprovalDecision {
+  approved: boolean;
+  reason: string | null;
 }
 
 /**
- * Which question an answer answers: the step of the turn that asked it and
- * the call's id. Ids alone may repeat from turn to turn (an
- * OpenAI-compatible server that sends none gets `call_<index>`, so every
- * turn's first call is `call_0`).
+ * Which question an answer answers (and which call a decision is on): the
+ * step of the turn that made it and the call's id. Ids alone may repeat
+ * from turn to turn (an OpenAI-compatible server that sends none gets
+ * `call_<index>`, so every turn's first call is `call_0`).
  */
 export function answerKey(step: string | null, toolCallId: string): string {
   return `${step ?? ''}\u0000${toolCallId}`;
@@ -34,21 +43,40 @@ export function answerKey(step: string | null, toolCallId: string): string {
  * loop never stopped.
  */
 export function restoreLoop(run: LoopRun, resume: LoopResume): LoopStep {
-  for (const turn of resume.turns) {
+  for (const [index, turn] of resume.turns.entries()) {
     run.messages.push(...messagesOfTurn(turn));
     replayGuard(run, turn);
     // A turn with tool calls was offered tools; the answering turn may not have been.
     if (turn.assistant.toolCalls.length > 0) run.iterations += 1;
     run.turns = turn.turn;
     if (!turn.awaiting) continue;
+    const held = heldCallsOf(turn, turn.awaiting);
     const answer = resume.answers.get(answerKey(turnStep(turn.turn), turn.awaiting.toolCallId));
-    if (answer === undefined) {
-      // Cut off between persisting the question and pausing: ask it again.
-      const call = turn.assistant.toolCalls.find((made) => made.id === turn.awaiting?.toolCallId);
-      if (!call) throw new Error(`turn ${turn.turn} awaits a call it does not have`);
-      return { kind: 'paused', call };
+    // A turn that held one question, answered: its row stays as it paused, the answer is the event's.
+    if (held.length === 1 && answer !== undefined) {
+      run.messages.push(answerMessage(turn.awaiting, answer));
+      continue;
     }
-    run.messages.push(answerMessage(turn.awaiting, answer));
+    // Every held call is resolved, and the turn rewritten, before the next turn's calls run.
+    if (index < resume.turns.length - 1) {
+      throw new Error(`turn ${turn.turn} has calls without results, and a turn follows it`);
+    }
+    // Resolved from the decisions; the first without one pauses again (cut off before the pause).
+    return {
+      kind: 'resolve_held',
+      turn: {
+        assistant: {
+          content: turn.assistant.content,
+          toolCalls: turn.assistant.toolCalls,
+          finishReason: turn.finishReason,
+          model: turn.model,
+        },
+        results: messagesOfTurn(turn).filter(
+          (message): message is ToolResultMessage => message.role === 'tool',
+        ),
+        held,
+      },
+    };
   }
   const last = resume.turns.at(-1);
   // Cut off after persisting its answering turn but before the workflow ended.
@@ -62,6 +90,20 @@ export function restoreLoop(run: LoopRun, resume: LoopResume): LoopStep {
   }
   // The next turn checks the budget first and wraps up, with its warning, if a cap is reached.
   return { kind: 'call_model' };
+}
+
+/**
+ * A waiting turn's calls without a result, the one it awaits first, then
+ * the others in the model's order: held for the user, still to resolve.
+ */
+function heldCallsOf(turn: TurnState, awaiting: NonNullable<TurnState['awaiting']>): ToolCall[] {
+  const first = turn.assistant.toolCalls.find((made) => made.id === awaiting.toolCallId);
+  if (!first) throw new Error(`turn ${turn.turn} awaits a call it does not have`);
+  const resulted = new Set(turn.toolResults.map((result) => result.toolCallId));
+  const others = turn.assistant.toolCalls.filter(
+    (made) => made !== first && !resulted.has(made.id),
+  );
+  return [first, ...others];
 }
 
 /** The user's answer as the result of the `ask_user` call that asked for it. */

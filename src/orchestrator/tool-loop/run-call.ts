@@ -1,11 +1,15 @@
-import type { ToolResultMessage } from '../../llm/types.js';
+import type { ToolCall, ToolResultMessage } from '../../llm/types.js';
 import { wrapUntrustedOutput } from '../../tools/untrusted-output.js';
 import { turnStep } from './call-model.js';
 import { type Execution, executeTool } from './execute-tool.js';
 import { blockedMessage, REPEAT_WARNING } from './repeat-guard.js';
-import type { LoopRun, PendingCall } from './types.js';
+import type { Hold, LoopRun, PendingCall } from './types.js';
 
-/** One tool call of a turn, run or rejected, as its result and its `tool_call` events. */
+/**
+ * One tool call of a turn, run or rejected, as its result and its
+ * `tool_call` events; and which calls are held for the user instead
+ * (held-calls.ts resolves them).
+ */
 
 export type EmitToolEvent = (
   status: 'started' | 'completed' | 'failed',
@@ -24,6 +28,32 @@ export function toolEvents(run: LoopRun): EmitToolEvent {
     if (run.options.signal.aborted) return;
     run.options.tracker.enqueue('tool_call', step, status, detail, elapsedMs);
   };
+}
+
+/**
+ * Why a call waits for the user rather than running now, if it does: the
+ * first valid question of its turn (the others are rejected, one question
+ * per turn), and every call of a tool that requires approval which would
+ * run (valid arguments, not blocked by the repeat-fail guard: the user is
+ * not asked about a call that could not run anyway).
+ */
+export function holdOf(
+  run: LoopRun,
+  pending: PendingCall,
+  questionHeld: boolean,
+): Hold | undefined {
+  if (pending.kind !== 'valid') return undefined;
+  const { call } = pending;
+  const tool = run.options.tools.get(call.name);
+  if (!tool?.parameters.safeParse(call.arguments).success) return undefined;
+  if (tool.pauses) return questionHeld ? undefined : 'question';
+  if (tool.requiresApproval && !run.guard.isBlocked(call.name, call.arguments)) return 'approval';
+  return undefined;
+}
+
+/** Whether a held call is a question or waits for approval, by its tool: a pausing tool's is a question. */
+export function holdOfHeld(run: LoopRun, call: ToolCall): Hold {
+  return run.options.tools.get(call.name)?.pauses ? 'question' : 'approval';
 }
 
 /** Runs one call (or answers it with an error without running) and reports it with `tool_call` events. */
@@ -74,11 +104,7 @@ export async function runOne(
       };
   const elapsedMs = performance.now() - started;
   const result = message(execution.result.content, execution.result.isError);
-  // The guard compares results as persisted (wrapped), so a resumed loop replays it exactly.
-  const warn = run.guard.record(call.name, call.arguments, {
-    isError: execution.result.isError,
-    content: result.content,
-  });
+  const warn = recordInGuard(run, call, result);
   emit(
     execution.result.isError ? 'failed' : 'completed',
     {
@@ -89,6 +115,18 @@ export async function runOne(
     elapsedMs,
   );
   return warn ? { ...result, content: `${result.content}\n${REPEAT_WARNING}` } : result;
+}
+
+/**
+ * Records a call's result in the repeat-fail guard; true when it warns.
+ * The guard compares results as persisted (wrapped), so a resumed loop
+ * replays it exactly.
+ */
+export function recordInGuard(run: LoopRun, call: ToolCall, result: ToolResultMessage): boolean {
+  return run.guard.record(call.name, call.arguments, {
+    isError: result.isError === true,
+    content: result.content,
+  });
 }
 
 /** Calls answered with an error without running: invalid JSON, unknown tool, blocked repeat. */

@@ -1,7 +1,7 @@
 import { setImmediate } from 'node:timers/promises';
-import type { ToolResultMessage } from '../../llm/types.js';
+import type { ToolCall, ToolResultMessage } from '../../llm/types.js';
 import { callKey } from './repeat-guard.js';
-import { runOne, toolEvents } from './run-call.js';
+import { holdOf, holdOfHeld, runOne, toolEvents } from './run-call.js';
 import type { TurnState } from './state.js';
 import type { LoopRun, LoopStep, PendingCall } from './types.js';
 
@@ -10,12 +10,18 @@ import type { LoopRun, LoopStep, PendingCall } from './types.js';
  * `sequential` together, then the sequential ones one at a time in the
  * order the model made them. Every call gets a result, errors and
  * interruptions included; the turn is persisted before anything of the
- * next one but its request.
+ * next one but its request. Calls held for the user (a question, calls of
+ * tools that require approval) wait until the others have run, and are
+ * then resolved one at a time (held-calls.ts).
  */
 export async function runTools(run: LoopRun, calls: PendingCall[]): Promise<LoopStep> {
-  // One valid question per turn pauses the loop; the other calls run first.
-  const question = calls.find((call) => isValidQuestion(run, call));
-  const toRun = calls.filter((call) => call !== question);
+  // Held for the user (a question, calls to approve; run-call.ts holdOf): the other calls run first.
+  const held: ToolCall[] = [];
+  for (const call of calls) {
+    const asked = held.some((made) => holdOfHeld(run, made) === 'question');
+    if (call.kind === 'valid' && holdOf(run, call, asked)) held.push(call.call);
+  }
+  const toRun = calls.filter((call) => call.kind !== 'valid' || !held.includes(call.call));
   const { parallel, sequential } = schedule(run, toRun);
   const results = new Map<PendingCall, ToolResultMessage>();
   const emit = toolEvents(run);
@@ -27,18 +33,20 @@ export async function runTools(run: LoopRun, calls: PendingCall[]): Promise<Loop
   for (const call of sequential) results.set(call, await runOne(run, call, emit));
 
   const toolResults = toRun.map((call) => results.get(call) as ToolResultMessage);
-  const awaiting =
-    question?.kind === 'valid'
-      ? { toolCallId: question.call.id, toolName: question.call.name }
-      : null;
-  const written = completeTurn(run, toolResults, awaiting);
-  if (question?.kind === 'valid') {
-    await written;
-    run.options.throwIfStopped();
-    return { kind: 'paused', call: question.call };
-  }
-  // Awaited by the next turn before its tool calls run (call-model.ts);
-  // until then this keeps an early failure from counting as unhandled.
+  const assistant = takeAssistant(run);
+  run.messages.push(...toolResults);
+  // Persisted by the resolution, which pauses at the first held call.
+  if (held.length > 0)
+    return { kind: 'resolve_held', turn: { assistant, results: toolResults, held } };
+  return nextTurnAfter(run, run.options.persistTurn(turnState(run, assistant, toolResults)));
+}
+
+/**
+ * The next turn, after `written` (this turn's write), which it awaits
+ * before its tool calls run (call-model.ts).
+ */
+export async function nextTurnAfter(run: LoopRun, written: Promise<void>): Promise<LoopStep> {
+  // Until then this keeps an early failure from counting as unhandled.
   written.catch(() => undefined);
   // One turn of the event loop, in which the write queue sends the turn's
   // statement (tracker/write-queue.ts): PostgreSQL then writes it while the
@@ -48,12 +56,6 @@ export async function runTools(run: LoopRun, calls: PendingCall[]): Promise<Loop
   await setImmediate();
   run.options.throwIfStopped();
   return { kind: 'call_model', after: written };
-}
-
-function isValidQuestion(run: LoopRun, pending: PendingCall): boolean {
-  if (pending.kind !== 'valid') return false;
-  const tool = run.options.tools.get(pending.call.name);
-  return tool?.pauses === true && tool.parameters.safeParse(pending.call.arguments).success;
 }
 
 /**
@@ -83,12 +85,8 @@ function isSequential(run: LoopRun, pending: PendingCall): boolean {
   return pending.kind === 'valid' && run.options.tools.get(pending.call.name)?.sequential === true;
 }
 
-/** Appends the turn to the conversation and persists it; resolves once it is written. */
-function completeTurn(
-  run: LoopRun,
-  toolResults: ToolResultMessage[],
-  awaiting: TurnState['awaiting'],
-): Promise<void> {
+/** The turn's assistant message, appended to the conversation: its results follow it. */
+function takeAssistant(run: LoopRun): NonNullable<LoopRun['pendingAssistant']> {
   const assistant = run.pendingAssistant ?? {
     content: '',
     toolCalls: [],
@@ -101,8 +99,7 @@ function completeTurn(
     content: assistant.content,
     toolCalls: assistant.toolCalls,
   });
-  run.messages.push(...toolResults);
-  return run.options.persistTurn(turnState(run, assistant, toolResults, awaiting));
+  return assistant;
 }
 
 export function turnState(

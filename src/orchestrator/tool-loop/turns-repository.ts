@@ -2,7 +2,7 @@ import { sql } from 'kysely';
 import type { Message } from '../../llm/types.js';
 import type { Db } from '../../store/database.js';
 import { type TurnRow, workflowEventsRepository } from '../../store/workflow-events.js';
-import { answerKey, type LoopResume } from './resume.js';
+import { type ApprovalDecision, answerKey, type LoopResume } from './resume.js';
 import { messagesOfTurn, parseTurnState, type TurnState } from './state.js';
 
 /**
@@ -47,23 +47,38 @@ export async function loadLoopHistory(
 }
 
 /**
- * What a loop continues from: the persisted turns and the user's answers
- * (`clarification_answer` events, written with the transition that
- * resumed the workflow, so an answer is never lost between the two).
+ * What a loop continues from: the persisted turns and what the user
+ * decided on the calls they held: answers (`clarification_answer`) and
+ * approvals (`tool_approval`), each written with the transition that
+ * resumed the workflow, so a decision is never lost between the two.
  */
 export async function loadLoopResume(
   db: Db,
   key: { tenantId: string; workflowId: string },
 ): Promise<LoopResume> {
-  const [turns, answerEvents] = await Promise.all([
+  const [turns, decisionEvents] = await Promise.all([
     workflowTurnsRepository(db).list(key.tenantId, key.workflowId),
-    workflowEventsRepository(db).listOfType({ ...key, type: 'clarification_answer' }),
+    workflowEventsRepository(db).listOfType({
+      ...key,
+      type: ['clarification_answer', 'tool_approval'],
+    }),
   ]);
   const answers = new Map<string, string>();
-  for (const event of answerEvents) {
-    const { toolCallId, answer } = event.detail as { toolCallId?: unknown; answer?: unknown };
-    if (typeof toolCallId === 'string' && typeof answer === 'string')
-      answers.set(answerKey(event.step, toolCallId), answer);
+  const approvals = new Map<string, ApprovalDecision>();
+  for (const event of decisionEvents) {
+    const { toolCallId, answer, approved, reason } = event.detail as {
+      toolCallId?: unknown;
+      answer?: unknown;
+      approved?: unknown;
+      reason?: unknown;
+    };
+    if (typeof toolCallId !== 'string') continue;
+    const callKey = answerKey(event.step, toolCallId);
+    if (event.type === 'clarification_answer' && typeof answer === 'string') {
+      answers.set(callKey, answer);
+    } else if (event.type === 'tool_approval' && typeof approved === 'boolean') {
+      approvals.set(callKey, { approved, reason: typeof reason === 'string' ? reason : null });
+    }
   }
-  return { turns, answers };
+  return { turns, answers, approvals };
 }

@@ -23,9 +23,31 @@ export type LoopStep =
   | { kind: 'call_model'; after?: Promise<void> }
   /** The model's tool calls of this turn; invalid ones carry their error instead of arguments. */
   | { kind: 'run_tools'; calls: PendingCall[] }
+  /**
+   * The turn's calls held for the user (held-calls.ts), resolved one at a
+   * time in the model's order with what the user decided, until one has no
+   * decision yet.
+   */
+  | { kind: 'resolve_held'; turn: HeldTurn }
   | { kind: 'finished'; answer: string; reason: FinishedReason }
-  /** A pausing tool (ask_user) was called with valid arguments; the workflow waits for the answer. */
-  | { kind: 'paused'; call: ToolCall };
+  /**
+   * A held call without the user's decision: a question (ask_user, valid
+   * arguments) waits for the answer, a call of a tool that requires
+   * approval for the approval; the turn is persisted already.
+   */
+  | { kind: 'paused'; call: ToolCall; hold: Hold };
+
+/** Why a call is held for the user: a question to answer, or a call to approve. */
+export type Hold = 'question' | 'approval';
+
+/** A turn whose held calls are being resolved. */
+export interface HeldTurn {
+  assistant: NonNullable<LoopRun['pendingAssistant']>;
+  /** The results of the turn's calls that were not held, and of the held ones resolved so far. */
+  results: ToolResultMessage[];
+  /** The held calls still without a result, in the model's order. */
+  held: ToolCall[];
+}
 
 /** How the loop ended: the workflow's completion reasons, or a model error that fails it. */
 export type FinishedReason = CompletionReason | 'model_error';
@@ -59,8 +81,8 @@ export interface LoopOptions {
   signal: AbortSignal;
   /** Retries and fallbacks, reported as events by the caller. */
   onRouterEvent: NonNullable<RouterCall['onEvent']>;
-  /** Pauses the workflow for the user's answer (awaiting_input, clarification). */
-  pause: (request: ClarificationRequest, spent: Spent) => Promise<void>;
+  /** Pauses the workflow for the user (awaiting_input, clarification or tool_approval). */
+  pause: (pause: LoopPause, spent: Spent) => Promise<void>;
   /**
    * Called with each turn that another follows or a pause ends; resolves
    * once it is written. Nothing of the next turn but its request happens
@@ -139,6 +161,19 @@ export interface ClarificationRequest {
   options: string[] | undefined;
   context: string | undefined;
 }
+
+/** What a call that requires approval asks, as the `tool_approval_request` event carries it. */
+export interface ApprovalRequest {
+  step: string;
+  toolCallId: string;
+  tool: string;
+  arguments: unknown;
+}
+
+/** What the loop pauses for. */
+export type LoopPause =
+  | { reason: 'clarification'; request: ClarificationRequest }
+  | { reason: 'tool_approval'; request: ApprovalRequest };
 
 export interface LoopOutcome {
   answer: string;

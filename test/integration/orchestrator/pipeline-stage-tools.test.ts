@@ -136,6 +136,30 @@ describe('a stage’s tools', () => {
     expect(offeredToolsOf(h.provider.requests[before])).toEqual(['current_time']);
   });
 
+  it('a tool that requires approval is offered to no stage, nor named to the planner, and a modify plan naming it is a 400', async () => {
+    const guarded = await h.registerTool('/weather', { requiresApproval: true });
+    const paused = await runPlan(
+      'Stage tools: one requires approval',
+      [stage('a', { checkpoint: true }), stage('b')],
+      ['Result of a.'],
+    );
+    const [planner, a] = paused.requests;
+    expect(JSON.stringify(planner?.body)).not.toContain(guarded);
+    expect(JSON.stringify(planner?.body)).toContain('calculator');
+    expect(offeredToolsOf(a)).not.toContain(guarded);
+    expect(offeredToolsOf(a)).toContain('calculator');
+    expect(systemTextOf(a)).not.toContain(guarded);
+    const refused = await act(paused.id, 'modify', {
+      feedback: 'Use the guarded tool',
+      plan: { stages: [stage('c', { tools: [guarded] })] },
+      version: paused.workflow.version,
+    });
+    expectProblem(refused, 400, 'invalid_plan');
+    expect(JSON.stringify(refused.json().errors)).toContain(`unknown tool \\"${guarded}\\"`);
+    await deleteTool(guarded);
+    expect((await act(paused.id, 'cancel')).statusCode).toBe(202);
+  });
+
   it('no stage is offered ask_user, nor told of it in its prompt', async () => {
     const { workflow, requests } = await runPlan(
       'Stage tools: ask_user',

@@ -47,6 +47,7 @@ function toolRow(overrides: Partial<HttpToolRow> = {}): HttpToolRow {
     headers: { Authorization: 'Bearer tool-secret', 'X-Team': 'core' },
     timeout_ms: 5000,
     sequential: false,
+    requires_approval: false,
     created_at: new Date(),
     ...overrides,
   };

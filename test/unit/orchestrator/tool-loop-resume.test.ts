@@ -43,6 +43,7 @@ function turn(number: number, overrides: Partial<TurnState> = {}): TurnState {
 const resume = (turns: TurnState[], answers: [string, string, string][] = []): LoopResume => ({
   turns,
   answers: new Map(answers.map(([step, callId, answer]) => [answerKey(step, callId), answer])),
+  approvals: new Map(),
 });
 
 describe('restoreLoop', () => {
@@ -103,7 +104,11 @@ describe('restoreLoop', () => {
       run,
       resume([question(1, 'Which city?'), question(2, 'Celsius?')], [['turn-1', 'call_0', 'Oslo']]),
     );
-    expect(step).toMatchObject({ kind: 'paused', call: { arguments: { question: 'Celsius?' } } });
+    // Resolved from the decisions (held-calls.ts): there is none, so it pauses again.
+    expect(step).toMatchObject({
+      kind: 'resolve_held',
+      turn: { held: [{ arguments: { question: 'Celsius?' } }], results: [] },
+    });
     expect(run.messages.filter((message) => message.role === 'tool')).toEqual([
       expect.objectContaining({ toolCallId: 'call_0', content: 'The user answered: Oslo' }),
     ]);
@@ -119,9 +124,39 @@ describe('restoreLoop', () => {
       awaiting: { toolCallId: 'call_q', toolName: 'ask_user' },
     });
     expect(restoreLoop(freshRun(), resume([asked]))).toMatchObject({
-      kind: 'paused',
-      call: { id: 'call_q', name: 'ask_user' },
+      kind: 'resolve_held',
+      turn: { held: [{ id: 'call_q', name: 'ask_user' }] },
     });
+  });
+
+  it('a turn whose call waits for approval goes on to resolve it, after the results it has; a turn after it is refused', () => {
+    const waiting = turn(1, {
+      assistant: {
+        content: '',
+        toolCalls: [
+          { id: 'call_b', name: 'pay', arguments: { amount: 2 } },
+          { id: 'call_sum', name: 'calculator', arguments: { expression: '1 + 1' } },
+          { id: 'call_a', name: 'pay', arguments: { amount: 1 } },
+        ],
+      },
+      toolResults: [
+        { toolCallId: 'call_sum', toolName: 'calculator', content: '2', isError: false },
+        { toolCallId: 'call_b', toolName: 'pay', content: 'paid', isError: false },
+      ],
+      awaiting: { toolCallId: 'call_a', toolName: 'pay' },
+    });
+    const run = freshRun();
+    expect(restoreLoop(run, resume([waiting]))).toMatchObject({
+      kind: 'resolve_held',
+      turn: {
+        held: [{ id: 'call_a' }],
+        results: [{ toolCallId: 'call_sum' }, { toolCallId: 'call_b' }],
+      },
+    });
+    // The resolution appends the rest: the conversation has the turn as persisted.
+    expect(run.messages.filter((message) => message.role === 'tool')).toHaveLength(2);
+    const followed = () => restoreLoop(freshRun(), resume([waiting, turn(2)]));
+    expect(followed).toThrow(/turn 1 has calls without results, and a turn follows it/);
   });
 
   it('an answering turn persisted before the workflow ended finishes with its text, without a new turn', () => {

@@ -21,6 +21,7 @@ function row(): HttpToolRow {
     headers: {},
     timeout_ms: 2000,
     sequential: false,
+    requires_approval: false,
     created_at: new Date(),
   };
 }
