@@ -1,8 +1,9 @@
-import { describe, expect, it } from 'vitest';
+import { describe, expect, it, vi } from 'vitest';
 import type { TurnState } from '../../../src/orchestrator/tool-loop/state.js';
 import { turnWrite } from '../../../src/orchestrator/tool-loop/turns-repository.js';
 import { workflowEventsRepository } from '../../../src/store/workflow-events.js';
 import { claimExpiredLeases } from '../../../src/store/workflows.js';
+import { pausedForApproval, turnRows } from '../../support/approvals.js';
 import { pipelineRequests } from '../../support/pipeline-http.js';
 import {
   answer,
@@ -14,6 +15,7 @@ import {
 import {
   DEAD_RUN,
   expireLease,
+  handOver,
   openWork,
   orphanedWorkflow,
   runStopped,
@@ -33,14 +35,6 @@ import {
 
 const h = useToolLoopHarness();
 const { act } = pipelineRequests(() => h);
-
-async function turnRows(id: string) {
-  const { rows } = await h.testApp.services.database.pool.query<{
-    turn: number;
-    state: { awaiting: unknown; toolResults: { toolCallId: string }[] };
-  }>('SELECT turn, state FROM workflow_turns WHERE workflow_id = $1 ORDER BY turn', [id]);
-  return rows;
-}
 
 describe.each(['gpt', 'claude'])('a crash after an approval on %s', (model) => {
   it('the approved call, run but its result never persisted, runs once more with the same Idempotency-Key; no call is left without a result', async () => {
@@ -74,7 +68,7 @@ describe.each(['gpt', 'claude'])('a crash after an approval on %s', (model) => {
     held.release();
     await runStopped(h.testApp, id);
     expect(callsAt()).toHaveLength(1);
-    expect((await turnRows(id))[0]?.state.toolResults.map((r) => r.toolCallId)).toEqual([
+    expect((await turnRows(h, id))[0]?.state.toolResults.map((r) => r.toolCallId)).toEqual([
       'call_sum',
     ]);
 
@@ -103,7 +97,7 @@ describe.each(['gpt', 'claude'])('a crash after an approval on %s', (model) => {
       { callId: 'call_sum', content: expect.stringContaining('4') },
       { callId: 'call_pay', content: expect.stringContaining(path) },
     ]);
-    const rows = await turnRows(id);
+    const rows = await turnRows(h, id);
     expect(rows.map((row) => row.turn)).toEqual([1, 2]);
     expect(rows[0]?.state.awaiting).toBeNull();
     expect(rows[0]?.state.toolResults.map((result) => result.toolCallId)).toEqual([
@@ -186,5 +180,31 @@ describe('a workflow taken over between an approval and its run', () => {
       { callId: 'call_a', content: expect.stringContaining(first) },
       { callId: 'call_b', content: expect.stringContaining('declined') },
     ]);
+  });
+});
+
+describe('a hand-over while an approved call runs', () => {
+  it('gives the call its interrupted result, as any call, and the run taking over goes on without running it again', async () => {
+    const hanging = await h.registerTool('/hang', { requiresApproval: true, timeoutMs: 60_000 });
+    const hangs = () => h.tools.calls.filter((call) => call.path === '/hang').length;
+    const hangsBefore = hangs();
+    const { id } = await pausedForApproval(
+      h,
+      'gpt',
+      callsTo({ id: 'call_hang', name: hanging, arguments: {} }),
+    );
+    expect((await act(id, 'approve', { approved: true })).statusCode).toBe(202);
+    await vi.waitFor(() => expect(hangs()).toBe(hangsBefore + 1), { timeout: 10_000 });
+    await handOver(h.testApp, id);
+
+    const before = h.provider.requests.length;
+    h.provider.enqueue(answer('The tool did not finish.'));
+    const done = await takeOverToEnd(h.testApp, h.tenant.key, id);
+    expect(done).toMatchObject({ result: { answer: 'The tool did not finish.' } });
+    expect(hangs()).toBe(hangsBefore + 1);
+    expect(toolResultsOf(h.provider.requests[before])).toEqual([
+      { callId: 'call_hang', content: expect.stringContaining('interrupted before it finished') },
+    ]);
+    expect(openWork(await storedEvents(h.testApp, id))).toEqual([]);
   });
 });

@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { FakeResponse } from '../../fakes/provider-types.js';
 import { bearer } from '../../support/app.js';
+import { lastApprovalRequest, pausedForApproval, turnRows } from '../../support/approvals.js';
 import { type McpTestServer, startMcpTestServer } from '../../support/mcp-server.js';
 import { pipelineRequests } from '../../support/pipeline-http.js';
 import {
@@ -10,13 +10,7 @@ import {
   toolResultsOf,
   useToolLoopHarness,
 } from '../../support/tool-loop-harness.js';
-import {
-  getWorkflow,
-  openWork,
-  startWorkflow,
-  storedEvents,
-  waitForStatus,
-} from '../../support/workflows.js';
+import { getWorkflow, openWork, storedEvents, waitForStatus } from '../../support/workflows.js';
 
 /**
  * Human approval of tool calls in the tool loop, on both vendors' SDKs: an
@@ -24,10 +18,11 @@ import {
  * `requiresApproval` pauses the workflow (awaiting_input, tool_approval)
  * before each call, after the turn's other calls ran; POST
  * /v1/workflows/:id/approve runs the call or declines it. The takeover
- * of an approved call cut off by a crash is in tool-approval-takeover.test.ts.
+ * of an approved call cut off by a crash is in tool-approval-takeover.test.ts,
+ * what approve refuses, a cancel and the expiry in tool-approval-pauses.test.ts.
  */
 
-const h = useToolLoopHarness({ env: { PAUSED_WORKFLOW_EXPIRY_DAYS: '7' } });
+const h = useToolLoopHarness();
 const { act } = pipelineRequests(() => h);
 let mcp: McpTestServer;
 
@@ -43,7 +38,7 @@ function tool(key: string): { name: string; path: string } {
   return found;
 }
 const MODELS = ['gpt', 'claude'];
-const TOOL_KEYS = ['approve', 'deny', 'two-a', 'two-b', 'ask', 'misc'];
+const TOOL_KEYS = ['approve', 'deny', 'two-a', 'two-b', 'ask'];
 beforeAll(async () => {
   mcp = await startMcpTestServer();
   await h.registerMcpServer('payments', mcp.url, { requiresApproval: true });
@@ -61,42 +56,15 @@ afterAll(async () => {
   await mcp?.close();
 });
 
-/** Starts a workflow on `model` whose model replies are `replies`, and waits for it to pause for an approval. */
-async function pausedForApproval(model: string, ...replies: FakeResponse[]) {
-  const before = h.provider.requests.length;
-  h.provider.enqueue(...replies);
-  const id = await startWorkflow(h.testApp, h.tenant.key, { input: 'Pay the bill', model });
-  const paused = await waitForStatus(h.testApp, h.tenant.key, id, [
-    'awaiting_input',
-    'completed',
-    'failed',
-  ]);
-  expect(paused).toMatchObject({ status: 'awaiting_input', awaitingReason: 'tool_approval' });
-  return { id, version: paused.version, requestsBefore: before };
-}
-
 function callsAt(path: string) {
   return h.tools.calls.filter((call) => call.path === path);
-}
-
-async function lastApprovalRequest(id: string) {
-  return (await storedEvents(h.testApp, id))
-    .filter((event) => event.type === 'tool_approval_request')
-    .at(-1);
-}
-
-async function turnRows(id: string) {
-  const { rows } = await h.testApp.services.database.pool.query<{
-    turn: number;
-    state: { awaiting: unknown; toolResults: { toolCallId: string }[] };
-  }>('SELECT turn, state FROM workflow_turns WHERE workflow_id = $1 ORDER BY turn', [id]);
-  return rows;
 }
 
 describe.each(MODELS)('approving a tool call on %s', (model) => {
   it('the turn’s other calls run first; approved, the tool runs once with the Idempotency-Key it would have had, and its result goes to the model', async () => {
     const { name, path } = tool(`approve-${model}`);
     const { id, version, requestsBefore } = await pausedForApproval(
+      h,
       model,
       callsTo(
         { id: 'call_sum', name: 'calculator', arguments: { expression: '1 + 1' } },
@@ -109,7 +77,7 @@ describe.each(MODELS)('approving a tool call on %s', (model) => {
     expect(
       before.filter((event) => event.type === 'tool_call').map((event) => event.detail.callId),
     ).toEqual(['call_sum', 'call_sum']);
-    expect(await lastApprovalRequest(id)).toMatchObject({
+    expect(await lastApprovalRequest(h, id)).toMatchObject({
       step: 'turn-1',
       status: 'paused',
       detail: { toolCallId: 'call_pay', tool: name, arguments: { city: 'Oslo' } },
@@ -172,6 +140,7 @@ describe.each(MODELS)('approving a tool call on %s', (model) => {
   it('declined, the tool never runs and the model is told the user declined it, with the reason', async () => {
     const { name, path } = tool(`deny-${model}`);
     const { id, requestsBefore } = await pausedForApproval(
+      h,
       model,
       callsTo({ id: 'call_pay', name, arguments: { city: 'Oslo' } }),
       answer('I did not pay.'),
@@ -207,6 +176,7 @@ describe.each(MODELS)('approving a tool call on %s', (model) => {
     const a = tool(`two-a-${model}`);
     const b = tool(`two-b-${model}`);
     const { id, version, requestsBefore } = await pausedForApproval(
+      h,
       model,
       callsTo(
         { id: 'call_a', name: a.name, arguments: { city: 'Oslo' } },
@@ -214,7 +184,7 @@ describe.each(MODELS)('approving a tool call on %s', (model) => {
       ),
       answer('Both done.'),
     );
-    expect((await lastApprovalRequest(id))?.detail).toMatchObject({ toolCallId: 'call_a' });
+    expect((await lastApprovalRequest(h, id))?.detail).toMatchObject({ toolCallId: 'call_a' });
     const wrong = await act(id, 'approve', { toolCallId: 'call_b', approved: true });
     expect(wrong.statusCode).toBe(400);
     expect(wrong.json()).toMatchObject({
@@ -235,7 +205,7 @@ describe.each(MODELS)('approving a tool call on %s', (model) => {
       'failed',
     ]);
     expect(second).toMatchObject({ status: 'awaiting_input', awaitingReason: 'tool_approval' });
-    expect((await lastApprovalRequest(id))?.detail).toMatchObject({
+    expect((await lastApprovalRequest(h, id))?.detail).toMatchObject({
       toolCallId: 'call_b',
       tool: b.name,
       arguments: { city: 'Bergen' },
@@ -264,7 +234,7 @@ describe.each(MODELS)('approving a tool call on %s', (model) => {
       'call_b',
     ]);
     expect(toolResultsOf(requests[1]).map((result) => result.callId)).toEqual(['call_a', 'call_b']);
-    const rows = await turnRows(id);
+    const rows = await turnRows(h, id);
     expect(rows.map((row) => row.turn)).toEqual([1, 2]);
     expect(rows[0]?.state.awaiting).toBeNull();
     expect(rows[0]?.state.toolResults.map((result) => result.toolCallId)).toEqual([
@@ -283,6 +253,7 @@ describe.each(MODELS)('approving a tool call on %s', (model) => {
   it('a turn with a question and a call to approve pauses for each, in the model’s order', async () => {
     const { name, path } = tool(`ask-${model}`);
     const { id, requestsBefore } = await pausedForApproval(
+      h,
       model,
       callsTo(
         { id: 'call_pay', name, arguments: { city: 'Oslo' } },
@@ -318,11 +289,12 @@ describe.each(MODELS)('approving a tool call on %s', (model) => {
 
   it('an MCP server registered with requiresApproval pauses before a call of any of its tools', async () => {
     const { id, requestsBefore } = await pausedForApproval(
+      h,
       model,
       callsTo({ id: 'call_add', name: 'payments__add', arguments: { a: 2, b: 3 } }),
       answer('It is 5.'),
     );
-    expect(await lastApprovalRequest(id)).toMatchObject({
+    expect(await lastApprovalRequest(h, id)).toMatchObject({
       detail: { toolCallId: 'call_add', tool: 'payments__add', arguments: { a: 2, b: 3 } },
     });
     const callsBefore = mcp.rpcMethods.filter((method) => method === 'tools/call').length;
@@ -334,83 +306,5 @@ describe.each(MODELS)('approving a tool call on %s', (model) => {
     );
     const [result] = toolResultsOf(h.provider.requests.slice(requestsBefore)[1]);
     expect(result).toMatchObject({ callId: 'call_add', content: expect.stringContaining('5') });
-  });
-});
-
-describe('approve’s conflicts, cancel and expiry', () => {
-  it('approving a workflow that does not wait for an approval is a 409; so is a stale version', async () => {
-    h.provider.enqueue(answer('Hello.'));
-    const finished = await startWorkflow(h.testApp, h.tenant.key, { input: 'Say hello' });
-    await waitForStatus(h.testApp, h.tenant.key, finished, ['completed']);
-    const refused = await act(finished, 'approve', { approved: true });
-    expect(refused.statusCode).toBe(409);
-    expect(refused.json()).toMatchObject({
-      code: 'not_awaiting_input',
-      current: { status: 'completed', awaitingReason: null },
-    });
-
-    const { name } = tool('misc-gpt');
-    const { id, version } = await pausedForApproval(
-      'gpt',
-      callsTo({ id: 'call_pay', name, arguments: {} }),
-    );
-    const stale = await act(id, 'approve', { approved: true, version: version - 1 });
-    expect(stale.statusCode).toBe(409);
-    expect(stale.json()).toMatchObject({
-      code: 'stale_version',
-      current: { status: 'awaiting_input', awaitingReason: 'tool_approval', version },
-    });
-    // An answer is not an approval.
-    const answered = await act(id, 'answer', { answer: 'yes' });
-    expect(answered.statusCode).toBe(409);
-    expect(answered.json()).toMatchObject({ code: 'not_awaiting_input' });
-
-    const cancelled = await act(id, 'cancel');
-    expect(cancelled.statusCode, cancelled.body).toBe(202);
-    expect(await getWorkflow(h.testApp, h.tenant.key, id)).toMatchObject({
-      status: 'cancelled',
-    });
-    const late = await act(id, 'approve', { approved: true });
-    expect(late.json()).toMatchObject({ code: 'not_awaiting_input' });
-    const trace = await h.testApp.app.inject({
-      method: 'GET',
-      url: `/v1/workflows/${id}/trace`,
-      headers: bearer(h.tenant.key),
-    });
-    expect(
-      (trace.json().spans as { kind: string }[]).filter((span) => span.kind === 'wait'),
-    ).toMatchObject([{ name: 'tool_approval', status: 'cancelled' }]);
-  });
-
-  it('a call left unapproved past PAUSED_WORKFLOW_EXPIRY_DAYS ends the workflow cancelled with input_expired; the pause is counted by reason', async () => {
-    const { name, path } = tool('misc-claude');
-    const metric = async () => {
-      const response = await h.testApp.app.inject({
-        method: 'GET',
-        url: '/metrics',
-        headers: bearer(h.operatorKey),
-      });
-      const match = /^waymark_workflow_pauses_total\{reason="tool_approval"\} (\d+)$/m.exec(
-        response.body,
-      );
-      return Number(match?.[1] ?? 0);
-    };
-    const pausesBefore = await metric();
-    const { id } = await pausedForApproval(
-      'claude',
-      callsTo({ id: 'call_pay', name, arguments: {} }),
-    );
-    expect(await metric()).toBe(pausesBefore + 1);
-    await h.testApp.services.database.pool.query(
-      `UPDATE workflows SET paused_at = now() - interval '8 days' WHERE id = $1`,
-      [id],
-    );
-    const swept = await h.testApp.services.retention.sweepOnce();
-    expect(swept.expired).toBeGreaterThanOrEqual(1);
-    expect(await getWorkflow(h.testApp, h.tenant.key, id)).toMatchObject({
-      status: 'cancelled',
-      error: { code: 'input_expired' },
-    });
-    expect(callsAt(path)).toHaveLength(0);
   });
 });
