@@ -12,7 +12,7 @@ import type { z } from 'zod';
 export interface ToolContext {
   tenantId: string;
   workflowId: string;
-  /** Step name of the loop iteration making the call, e.g. `turn-3`. */
+  /** Step name of the loop iteration making the call, e.g. `turn-3`; in a pipeline stage `<stage>/attempt-<k>/turn-3`. */
   step: string;
   /** The model's id for this call; with workflow and step it makes the Idempotency-Key of HTTP tools. */
   callId: string;

@@ -50,6 +50,14 @@ export interface RunStage {
   previousResult: string | null;
   /** An attempt left `started` by a crashed run: fail it as interrupted before starting this one. */
   interruptedAttempt: number | null;
+  /**
+   * The attempt whose Idempotency-Keys this one's tool calls carry
+   * (run-stage.ts): its own, or for one re-running an attempt a crash cut
+   * off (`resumed`), that attempt's. A takeover repeats the calls the crash
+   * may have made under their keys; a retry, a modify or a validation retry
+   * does the work again, under keys of its own.
+   */
+  keyAttempt: number;
 }
 
 export interface PipelinePolicy {
@@ -164,6 +172,12 @@ function run(
       ? (attempts.findLast((attempt) => attempt.result !== null)?.result ?? null)
       : null,
     interruptedAttempt: next.interruptedAttempt ?? null,
+    keyAttempt:
+      next.reason === 'resumed'
+        ? (attempts.findLast(
+            (attempt) => attempt.attempt < next.attempt && attempt.reason !== 'resumed',
+          )?.attempt ?? next.attempt)
+        : next.attempt,
   };
 }
 

@@ -53,6 +53,8 @@ export type RunStageLoop = (input: {
   /** The stage's `tools`: the only ones it is offered; every one the plan may name when undefined. */
   tools: readonly string[] | undefined;
   tracker: Pick<WorkflowTracker, 'enqueue' | 'token'>;
+  /** `<stage>/attempt-<k>/`: see LoopOptions. */
+  callStepPrefix: string;
   /** What the workflow spent before this stage, counted against its budget. */
   spentBefore: { tokens: number; costUsd: number };
 }) => Promise<LoopOutcome>;

@@ -68,6 +68,7 @@ export async function runStage(
     ...stageInput,
     tools: stage.tools,
     tracker: stageTracker(input, stage.id),
+    callStepPrefix: `${stage.id}/attempt-${action.keyAttempt}/`,
     spentBefore: spentSoFar(run),
   });
   input.throwIfStopped();

@@ -95,7 +95,12 @@ export async function runOne(
     ? await executeTool({
         tool,
         args: parsed.data,
-        context: { tenantId: options.tenantId, workflowId: options.workflowId, step, callId },
+        context: {
+          tenantId: options.tenantId,
+          workflowId: options.workflowId,
+          step: `${options.callStepPrefix ?? ''}${step}`,
+          callId,
+        },
         signal: options.signal,
       })
     : {

@@ -98,6 +98,13 @@ export interface LoopOptions {
   throwIfStopped: () => void;
   /** Called where each model turn begins, before anything of it: throws when the run must stop there. */
   beforeStep: () => void;
+  /**
+   * Put before the turn's step (`turn-3`) in each tool call's context, and
+   * so in its Idempotency-Key: a pipeline stage's `<stage>/attempt-<k>/`
+   * (run-stage.ts), as models may number their call ids alike in every
+   * stage and every run of one. None in the workflow's own loop.
+   */
+  callStepPrefix?: string;
   /** The turns of earlier runs of this workflow, continued from; absent on a first run. */
   resume?: LoopResume;
   /**

@@ -2,7 +2,7 @@ import { describe, expect, it } from 'vitest';
 import { nextAction, stageResults } from '../../../../src/orchestrator/pipeline/next-action.js';
 import { buildPipelineView } from '../../../../src/orchestrator/pipeline/pipeline-view.js';
 import type { ExecutionPlan } from '../../../../src/orchestrator/pipeline/plan.js';
-import type { StageAttempt } from '../../../../src/store/pipelines.js';
+import type { AttemptReason, StageAttempt } from '../../../../src/store/pipelines.js';
 
 const plan: ExecutionPlan = {
   stages: [
@@ -246,6 +246,47 @@ describe('nextAction', () => {
       attempt: 5,
       reason: 'validation_retry',
     });
+  });
+
+  it('a re-run of an attempt a crash cut off keys its tool calls as that attempt; every other run as itself', () => {
+    const interrupted = (n: number, reason: AttemptReason) =>
+      attempt('a', n, {
+        status: 'failed',
+        result: null,
+        validation: null,
+        error: { code: 'interrupted', message: '' },
+        reason,
+      });
+    const started = (n: number, reason: AttemptReason) =>
+      attempt('a', n, { status: 'started', result: null, validation: null, reason });
+    expect(decide([])).toMatchObject({ attempt: 1, keyAttempt: 1 });
+    // Cut off twice: both re-runs repeat the first attempt's calls.
+    expect(decide([started(1, 'first')])).toMatchObject({ attempt: 2, keyAttempt: 1 });
+    expect(decide([interrupted(1, 'first'), started(2, 'resumed')])).toMatchObject({
+      attempt: 3,
+      reason: 'resumed',
+      keyAttempt: 1,
+    });
+    // A validation retry cut off: its re-run repeats its calls, not the first attempt's.
+    expect(decide([rejected('a', 1), interrupted(2, 'validation_retry')])).toMatchObject({
+      attempt: 3,
+      reason: 'resumed',
+      keyAttempt: 2,
+    });
+    // The re-run's result rejected: the validation retry is a run of its own.
+    expect(
+      decide([interrupted(1, 'first'), rejected('a', 2, { reason: 'resumed' })]),
+    ).toMatchObject({ attempt: 3, reason: 'validation_retry', keyAttempt: 3 });
+    // So is the user's retry after a re-run.
+    const retry = attempt('a', 3, {
+      status: 'pending',
+      reason: 'user_retry',
+      result: null,
+      validation: null,
+    });
+    expect(
+      decide([interrupted(1, 'first'), rejected('a', 2, { reason: 'resumed' }), retry]),
+    ).toMatchObject({ attempt: 3, reason: 'user_retry', keyAttempt: 3 });
   });
 
   it('synthesises when every stage is done', () => {
