@@ -68,7 +68,9 @@ export const configSchema = z.object({
     ),
   RATE_LIMIT_MAX: integer(1, 1_000_000)
     .default(600)
-    .describe('Requests one API key may make per window, per replica.'),
+    .describe(
+      'Requests one tenant may make per window, per replica, all its API keys and stream tokens together.',
+    ),
   RATE_LIMIT_WINDOW_MS: integer(1000, 3_600_000)
     .default(60_000)
     .describe('Length of the rate-limit window.'),

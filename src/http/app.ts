@@ -138,9 +138,10 @@ export async function buildApp(services: Services): Promise<FastifyInstance> {
     async (v1) => {
       await v1.register(bearerAuth, { tenancy: services.tenancy, streamTokens });
       await v1.register(rateLimit, {
-        // Right after auth's onRequest hook, so the limit is per API key (a
-        // stream token's is the key it was issued to), not per address, and
-        // counts a request before its body is read and validated.
+        // Right after auth's onRequest hook, so the limit is per tenant (all
+        // its keys and stream tokens draw on one budget: issuing itself more
+        // keys gives a tenant no more), not per address, and counts a request
+        // before its body is read and validated.
         hook: 'onRequest',
         max: config.RATE_LIMIT_MAX,
         timeWindow: config.RATE_LIMIT_WINDOW_MS,
@@ -197,14 +198,11 @@ function requestLogFields(request: FastifyRequest) {
 }
 
 /**
- * Whose limit a request counts against: its API key's; a stream token's
- * request, the key's that asked for the token (a token from before
- * `keyId`, its tenant's); the address only for a request authenticated
- * neither way, which no /v1 route lets through.
+ * Whose limit a request counts against: its tenant's, whether it carries
+ * an API key or a stream token; the address only for a request
+ * authenticated neither way, which no /v1 route lets through.
  */
 function rateLimitKey(request: FastifyRequest): string {
-  const grant = request.streamGrant;
-  if (request.principal) return request.principal.key.id;
-  if (grant) return grant.keyId ?? `tenant:${grant.tenantId}`;
-  return request.ip;
+  const tenantId = request.principal?.tenant.id ?? request.streamGrant?.tenantId;
+  return tenantId === undefined ? request.ip : `tenant:${tenantId}`;
 }

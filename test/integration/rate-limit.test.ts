@@ -1,55 +1,98 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { bearer, startTestApp, type TestApp } from '../support/app.js';
+import { bearer, listenLocally, startTestApp, type TestApp } from '../support/app.js';
+import { bootstrapOperator } from '../support/workflows.js';
+
+/**
+ * The rate limit is the tenant's (README): every key of a tenant draws on
+ * one budget, so a tenant cannot multiply its limit by issuing itself keys,
+ * and one tenant spending its budget leaves the others theirs. Over real
+ * sockets, as clients call it.
+ */
+
+const LIMIT = 4;
 
 let testApp: TestApp;
-let adminKey: string;
+let base: string;
+let operatorKey: string;
 
 beforeAll(async () => {
-  testApp = await startTestApp({ RATE_LIMIT_MAX: '3', RATE_LIMIT_WINDOW_MS: '60000' });
-  const created = await testApp.services.tenancy.bootstrap();
-  if (!created) throw new Error('bootstrap created nothing on an empty database');
-  adminKey = created.adminKey.secret;
+  testApp = await startTestApp({ RATE_LIMIT_MAX: String(LIMIT), RATE_LIMIT_WINDOW_MS: '60000' });
+  operatorKey = await bootstrapOperator(testApp);
+  base = (await listenLocally(testApp.app)).url;
 });
 afterAll(async () => testApp?.close());
 
-describe('per-key rate limiting', () => {
-  it('answers 429 problem+json with Retry-After once a key exceeds its limit, per key', async () => {
-    const other = await testApp.services.tenancy.issueKey(
-      (await testApp.services.tenancy.authenticate(adminKey))?.tenant.id ?? '',
-      { name: 'other', scopes: ['member'] },
-    );
-    const statuses: number[] = [];
-    for (let i = 0; i < 4; i++) {
-      statuses.push(
-        (await testApp.app.inject({ method: 'GET', url: '/v1/me', headers: bearer(adminKey) }))
-          .statusCode,
+function call(key: string, method: string, path: string, body?: unknown): Promise<Response> {
+  return fetch(`${base}${path}`, {
+    method,
+    headers: {
+      ...bearer(key),
+      ...(body === undefined ? {} : { 'content-type': 'application/json' }),
+    },
+    body: body === undefined ? undefined : JSON.stringify(body),
+  });
+}
+
+/** A tenant's admin key, through the operator's (one request of the operator tenant's budget). */
+async function newTenant(name: string): Promise<string> {
+  const response = await call(operatorKey, 'POST', '/v1/tenants', { name });
+  expect(response.status, await response.clone().text()).toBe(201);
+  return ((await response.json()) as { adminKey: { key: string } }).adminKey.key;
+}
+
+describe('rate limits per tenant', () => {
+  it('two keys of one tenant share its limit: once spent, either key gets 429; another tenant is unaffected', async () => {
+    const adminA = await newTenant('tenant a');
+    const keyB = await newTenant('tenant b');
+    // A's admin issues a member key through the API: the first of A's requests.
+    const issued = await call(adminA, 'POST', '/v1/api-keys', { name: 'second key' });
+    expect(issued.status).toBe(201);
+    const memberA = ((await issued.json()) as { key: string }).key;
+
+    const spent = [
+      await call(adminA, 'GET', '/v1/me'),
+      await call(memberA, 'GET', '/v1/me'),
+      await call(memberA, 'GET', '/v1/me'),
+    ];
+    expect(spent.map((response) => response.status)).toEqual([200, 200, 200]);
+    expect(spent.map((response) => response.headers.get('x-ratelimit-remaining'))).toEqual([
+      '2',
+      '1',
+      '0',
+    ]);
+
+    // The 5th request of tenant A, whichever key sends it, and every one after.
+    for (const key of [memberA, adminA]) {
+      const limited = await call(key, 'GET', '/v1/me');
+      expect(limited.status).toBe(429);
+      expect(limited.headers.get('content-type')).toMatch(/^application\/problem\+json/);
+      expect(Number(limited.headers.get('retry-after'))).toBeGreaterThan(0);
+      const problem = (await limited.json()) as { code: string; detail: string };
+      expect(problem.code).toBe('rate_limited');
+      // The window, not the time left in it.
+      expect(problem.detail).toMatch(
+        /^Rate limit of 4 requests per 60 s exceeded; retry in \d+ s$/,
       );
     }
-    expect(statuses).toEqual([200, 200, 200, 429]);
-    const limited = await testApp.app.inject({
-      method: 'GET',
-      url: '/v1/me',
-      headers: bearer(adminKey),
-    });
-    expect(limited.headers['content-type']).toMatch(/^application\/problem\+json/);
-    expect(limited.json().code).toBe('rate_limited');
-    // The window, not the time left in it.
-    expect(limited.json().detail).toMatch(
-      /^Rate limit of 3 requests per 60 s exceeded; retry in \d+ s$/,
-    );
-    expect(Number(limited.headers['retry-after'])).toBeGreaterThan(0);
+    // A key A issues now draws on the same spent budget: it cannot be issued at all.
+    expect((await call(adminA, 'POST', '/v1/api-keys', { name: 'third key' })).status).toBe(429);
 
-    const otherKey = await testApp.app.inject({
-      method: 'GET',
-      url: '/v1/me',
-      headers: bearer(other.secret),
-    });
-    expect(otherKey.statusCode).toBe(200);
+    // Tenant B's budget is its own, and so is the operator's (two tenants created so far).
+    const b = await call(keyB, 'GET', '/v1/me');
+    expect(b.status).toBe(200);
+    expect(b.headers.get('x-ratelimit-remaining')).toBe(String(LIMIT - 1));
+    expect((await call(operatorKey, 'GET', '/v1/me')).status).toBe(200);
   });
 
-  it('does not limit the health endpoints', async () => {
-    for (let i = 0; i < 6; i++) {
-      expect((await testApp.app.inject({ method: 'GET', url: '/healthz' })).statusCode).toBe(200);
+  it('does not limit the health and metrics endpoints, nor count requests refused for their key', async () => {
+    // The operator tenant has spent its limit (two tenants created, one /me, and this).
+    expect((await call(operatorKey, 'GET', '/v1/me')).status).toBe(200);
+    expect((await call(operatorKey, 'GET', '/v1/me')).status).toBe(429);
+    for (let i = 0; i < LIMIT + 2; i++) {
+      expect((await fetch(`${base}/healthz`)).status).toBe(200);
+      expect((await fetch(`${base}/readyz`)).status).toBe(200);
+      expect((await call(operatorKey, 'GET', '/metrics')).status).toBe(200);
+      expect((await call('wmk_unknown', 'GET', '/v1/me')).status).toBe(401);
     }
   });
 });
