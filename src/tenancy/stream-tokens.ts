@@ -10,9 +10,10 @@ import type { Db } from '../store/database.js';
  * to one workflow instead, and puts it in `?token=` of that workflow's
  * events URL.
  *
- * A token is `base64url(JSON {tenantId, workflowId, keyId, exp}) "." base64url(HMAC-SHA256)`;
- * `keyId`, the API key that asked for it, is what its requests are
- * rate-limited as (absent from tokens issued before it was added).
+ * A token is `base64url(JSON {tenantId, workflowId, exp}) "." base64url(HMAC-SHA256)`.
+ * Tokens of earlier releases also carry `keyId`, the API key that asked for
+ * them, when the rate limit was per key: it is ignored, so they stay valid
+ * across an upgrade.
  * The HMAC key is one per deployment, shared by all replicas through the
  * `service_secrets` table, so a token issued by one replica is accepted by
  * every other; nothing is stored per token.
@@ -21,8 +22,6 @@ import type { Db } from '../store/database.js';
 export interface StreamGrant {
   tenantId: string;
   workflowId: string;
-  /** The API key the token was issued to; undefined for a token from a replica before keyId. */
-  keyId: string | undefined;
   expiresAt: Date;
 }
 
@@ -37,10 +36,10 @@ const SECRET_BYTES = 32;
 const MAX_TOKEN_LENGTH = 1024;
 const TOKEN_PATTERN = /^([A-Za-z0-9_-]+)\.([A-Za-z0-9_-]{43})$/;
 
+/** Not strict: earlier releases' tokens carry a `keyId` too (above). */
 const payloadSchema = z.object({
   tenantId: z.uuid(),
   workflowId: z.uuid(),
-  keyId: z.uuid().optional(),
   /** Unix time in seconds, as in JWT. */
   exp: z.number().int().positive(),
 });
@@ -65,15 +64,11 @@ export function createStreamTokens(options: {
 
   return {
     /** A token for the events URL of one workflow; the caller has checked the workflow is the tenant's. */
-    async issue(grant: {
-      tenantId: string;
-      workflowId: string;
-      keyId: string;
-    }): Promise<IssuedStreamToken> {
+    async issue(grant: { tenantId: string; workflowId: string }): Promise<IssuedStreamToken> {
       // Rounded up so a token lives at least the configured time.
       const exp = Math.ceil(now() / 1000) + options.ttlSeconds;
-      const { tenantId, workflowId, keyId } = grant;
-      const payload = Buffer.from(JSON.stringify({ tenantId, workflowId, keyId, exp })).toString(
+      const { tenantId, workflowId } = grant;
+      const payload = Buffer.from(JSON.stringify({ tenantId, workflowId, exp })).toString(
         'base64url',
       );
       const signature = sign(await key(), payload).toString('base64url');
@@ -93,14 +88,14 @@ export function createStreamTokens(options: {
       const parsed = payloadSchema.safeParse(parseJson(Buffer.from(payload, 'base64url')));
       // A valid signature over a payload we cannot read means a format change, not a forgery.
       if (!parsed.success) throw invalidToken();
-      const { tenantId, workflowId, keyId, exp } = parsed.data;
+      const { tenantId, workflowId, exp } = parsed.data;
       if (exp * 1000 <= now()) {
         throw unauthorized(
           'stream_token_expired',
           'The stream token has expired; ask POST /v1/workflows/{id}/stream-token for a new one',
         );
       }
-      return { tenantId, workflowId, keyId, expiresAt: new Date(exp * 1000) };
+      return { tenantId, workflowId, expiresAt: new Date(exp * 1000) };
     },
   };
 }

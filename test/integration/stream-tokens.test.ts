@@ -1,3 +1,4 @@
+import { createHmac } from 'node:crypto';
 import pino from 'pino';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { loadConfig } from '../../src/config.js';
@@ -210,11 +211,7 @@ describe('createStreamTokens', () => {
     const options = { db: testApp.services.database.db, ttlSeconds: 60, now: () => now };
     // Instances racing to create the secret: one wins, all use it.
     const instances = Array.from({ length: 4 }, () => createStreamTokens(options));
-    const grant = {
-      tenantId,
-      workflowId: '7b0c3c1e-1a52-4bd4-9df5-6a4f6d7c2b10',
-      keyId: '0b7e6c1a-52d4-4f3e-9a1b-2c3d4e5f6a7b',
-    };
+    const grant = { tenantId, workflowId: '7b0c3c1e-1a52-4bd4-9df5-6a4f6d7c2b10' };
     const issued = await Promise.all(instances.map((tokens) => tokens.issue(grant)));
     for (const tokens of instances) {
       for (const { token } of issued) {
@@ -229,6 +226,29 @@ describe('createStreamTokens', () => {
     await expect(instances[1]?.verify(token)).rejects.toMatchObject({
       status: 401,
       code: 'stream_token_expired',
+    });
+  });
+
+  it('a token of an earlier release, which also carries the keyId it was issued to, stays valid', async () => {
+    const tokens = createStreamTokens({ db: testApp.services.database.db, ttlSeconds: 60 });
+    const workflowId = '7b0c3c1e-1a52-4bd4-9df5-6a4f6d7c2b10';
+    // Creates the deployment's secret if no test before did.
+    await tokens.issue({ tenantId, workflowId });
+    const { value } = await testApp.services.database.db
+      .selectFrom('service_secrets')
+      .select('value')
+      .where('name', '=', 'stream-token-hmac-sha256')
+      .executeTakeFirstOrThrow();
+    const exp = Math.ceil(Date.now() / 1000) + 60;
+    const keyId = '0b7e6c1a-52d4-4f3e-9a1b-2c3d4e5f6a7b';
+    const payload = Buffer.from(JSON.stringify({ tenantId, workflowId, keyId, exp })).toString(
+      'base64url',
+    );
+    const signature = createHmac('sha256', value).update(payload).digest('base64url');
+    await expect(tokens.verify(`${payload}.${signature}`)).resolves.toEqual({
+      tenantId,
+      workflowId,
+      expiresAt: new Date(exp * 1000),
     });
   });
 });

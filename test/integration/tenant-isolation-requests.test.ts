@@ -118,7 +118,7 @@ describe('stream tokens across tenants', () => {
     const a = f.a();
     const tokens = createStreamTokens({ db: f.h.testApp.services.database.db, ttlSeconds: 60 });
     const open = async (workflowId: string) => {
-      const { token } = await tokens.issue({ tenantId: f.b().id, workflowId, keyId: randomUUID() });
+      const { token } = await tokens.issue({ tenantId: f.b().id, workflowId });
       return f.call(undefined, 'GET', `/v1/workflows/${workflowId}/events?token=${token}`);
     };
     const onA = await open(a.completedId);

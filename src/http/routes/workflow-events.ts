@@ -112,13 +112,9 @@ export const workflowEventRoutes: FastifyPluginAsyncZod<{
       },
     },
     async (request) => {
-      const { tenant, key } = principalOf(request);
+      const { tenant } = principalOf(request);
       const workflow = await workflows.get(tenant.id, request.params.id);
-      const issued = await streamTokens.issue({
-        tenantId: tenant.id,
-        workflowId: workflow.id,
-        keyId: key.id,
-      });
+      const issued = await streamTokens.issue({ tenantId: tenant.id, workflowId: workflow.id });
       return {
         token: issued.token,
         expiresAt: issued.expiresAt.toISOString(),
