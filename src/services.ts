@@ -175,7 +175,7 @@ export function createServices(options: {
     hub,
     router: llm.router,
     catalogue: llm.catalogue,
-    usageWritten: llm.ledger.writtenFirst,
+    usageRows: llm.ledger.rowsOf,
     executions,
     sessions,
     sessionHistory: {

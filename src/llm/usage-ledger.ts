@@ -6,17 +6,17 @@ import type { AttemptRecord } from './router/types.js';
 
 /**
  * Records every model call attempt in Postgres. `record` only queues, so a
- * model call never waits for the ledger; a background flush writes batches
- * (one INSERT per batch) every `flushIntervalMs` or at `maxBatch` rows, and
- * `close` writes what is left at shutdown. A failed write is retried on the
- * next flush (rows stay queued, up to `maxQueued`, beyond which the oldest
- * are dropped and counted in the log rather than growing memory forever).
- *
- * A queued row is lost with its process (a SIGKILL, a crash), while the
- * events that count its call's usage in the workflow may have committed:
- * the workflow would then count a call the ledger never got. So a run
- * writes nothing before its workflow's queued rows (`writtenFirst`): the
- * ledger holds every call a workflow counts, whenever the process dies.
+ * model call never waits for the ledger. A workflow's rows are written by
+ * its run, in the run's next statement, with the events that count their
+ * usage (`rowsOf`): one commit for both, no round trip of their own, and a
+ * process that dies (a SIGKILL, a crash) loses both or neither, so the
+ * workflow never counts a call the ledger lacks. What no run takes (calls
+ * without a workflow, a run's last rows when it wrote nothing after them)
+ * a background flush writes in batches (one INSERT per batch) every
+ * `flushIntervalMs` or at `maxBatch` rows, and `close` at shutdown. A
+ * failed write is retried on the next flush (rows stay queued, up to
+ * `maxQueued`, beyond which the oldest are dropped and counted in the log
+ * rather than growing memory forever).
  */
 export interface UsageLedgerOptions {
   db: Db;
@@ -26,6 +26,20 @@ export interface UsageLedgerOptions {
   maxQueued?: number;
 }
 
+/** A workflow's rows for its run's statements to write (UsageLedger's `rowsOf`). */
+export interface WorkflowUsageRows {
+  /**
+   * Settles once a flush writing some of the workflow's rows has ended;
+   * undefined when none is: a statement waits for it, for the events it
+   * commits never to count a call whose row a crash could still lose.
+   */
+  flushing(): Promise<void> | undefined;
+  /** Takes the workflow's queued rows off the queue, for one statement to write. */
+  take(): NewLlmCallRow[];
+  /** Rows taken for a statement that failed: queued again, for the flush to write. */
+  giveBack(rows: NewLlmCallRow[]): void;
+}
+
 export function createUsageLedger(options: UsageLedgerOptions) {
   const flushIntervalMs = options.flushIntervalMs ?? 250;
   const maxBatch = options.maxBatch ?? 200;
@@ -33,35 +47,9 @@ export function createUsageLedger(options: UsageLedgerOptions) {
   const log = options.log.child({ component: 'usage-ledger' });
   let queue: NewLlmCallRow[] = [];
   let flushing: Promise<void> | undefined;
+  /** The batch a flush is writing, off the queue meanwhile, and when its write ends. */
+  let writing: { rows: NewLlmCallRow[]; ended: Promise<void> } | undefined;
   let closed = false;
-  /**
-   * Rows ever queued, and how many of them have left the queue, written or
-   * dropped: the queue is written in order, so a row is settled once this
-   * count passes its number.
-   */
-  let queued = 0;
-  let settled = 0;
-  /** The number of each workflow's last row still queued. */
-  const lastQueuedOf = new Map<string, number>();
-  /** Runs waiting for their rows: resolved once `through` is settled, or a write failed. */
-  let waiters: { through: number; resolve: () => void }[] = [];
-  /** Takes `count` rows off the head of the queue, written or dropped. */
-  function dequeue(count: number): void {
-    queue = queue.slice(count);
-    settled += count;
-    for (const [workflowId, last] of lastQueuedOf) {
-      if (last <= settled) lastQueuedOf.delete(workflowId);
-    }
-    const waiting = waiters;
-    waiters = waiting.filter((waiter) => waiter.through > settled);
-    for (const waiter of waiting) if (waiter.through <= settled) waiter.resolve();
-  }
-  /** A write failed: the runs waiting go on (their rows stay queued and are retried). */
-  function releaseWaiters(): void {
-    const waiting = waiters;
-    waiters = [];
-    for (const waiter of waiting) waiter.resolve();
-  }
   const timer = setInterval(() => void flush(), flushIntervalMs);
   timer.unref();
 
@@ -69,17 +57,13 @@ export function createUsageLedger(options: UsageLedgerOptions) {
     if (flushing) return flushing;
     flushing = (async () => {
       while (queue.length > 0) {
-        const batch = queue.slice(0, maxBatch);
-        try {
-          await llmCallsRepository(options.db).insertMany(batch);
-          dequeue(batch.length);
-        } catch (error) {
-          if (isValueRefused(error) && (await writeEachDroppingRefused(batch))) continue;
-          log.error(
-            { err: error, queued: queue.length },
-            'writing the usage ledger failed; will retry',
-          );
-          releaseWaiters();
+        const batch = queue.splice(0, maxBatch);
+        const written = writeBatch(batch);
+        writing = { rows: batch, ended: written.then(() => undefined) };
+        const unwritten = await written;
+        writing = undefined;
+        if (unwritten.length > 0) {
+          queue.unshift(...unwritten);
           return;
         }
       }
@@ -89,26 +73,42 @@ export function createUsageLedger(options: UsageLedgerOptions) {
     return flushing;
   }
 
+  /** Writes the batch; resolves with the rows left unwritten (the write failed), never rejects. */
+  async function writeBatch(batch: NewLlmCallRow[]): Promise<NewLlmCallRow[]> {
+    try {
+      await llmCallsRepository(options.db).insertMany(batch);
+      return [];
+    } catch (error) {
+      const unwritten = isValueRefused(error) ? await writeEachDroppingRefused(batch) : batch;
+      if (unwritten.length > 0) {
+        log.error(
+          { err: error, queued: queue.length + unwritten.length },
+          'writing the usage ledger failed; will retry',
+        );
+      }
+      return unwritten;
+    }
+  }
+
   /**
    * A row PostgreSQL refuses would hold back every row queued after it,
    * retried forever: the batch's rows are written one by one, and a refused
-   * one is dropped with an error in the log. False when a write fails
-   * otherwise (the database is gone): what is left stays queued.
+   * one is dropped with an error in the log. When a write fails otherwise
+   * (the database is gone), the rows from it on are left unwritten.
    */
-  async function writeEachDroppingRefused(batch: NewLlmCallRow[]): Promise<boolean> {
-    for (const row of batch) {
+  async function writeEachDroppingRefused(batch: NewLlmCallRow[]): Promise<NewLlmCallRow[]> {
+    for (const [index, row] of batch.entries()) {
       try {
         await llmCallsRepository(options.db).insertMany([row]);
       } catch (error) {
-        if (!isValueRefused(error)) return false;
+        if (!isValueRefused(error)) return batch.slice(index);
         log.error(
           { err: error, model: row.model, tenantId: row.tenant_id },
           'the database refused a usage ledger row; dropped it',
         );
       }
-      dequeue(1);
     }
-    return true;
+    return [];
   }
 
   return {
@@ -119,30 +119,33 @@ export function createUsageLedger(options: UsageLedgerOptions) {
           'usage recorded after the ledger closed; flushing it now',
         );
       }
-      const row = toRow(attempt);
-      queue.push(row);
-      queued += 1;
-      if (row.workflow_id) lastQueuedOf.set(row.workflow_id, queued);
+      queue.push(toRow(attempt));
       if (queue.length > maxQueued) {
         const dropped = queue.length - maxQueued;
-        dequeue(dropped);
+        queue.splice(0, dropped);
         log.error({ dropped }, 'usage ledger queue full; dropped the oldest rows');
       }
       if (queue.length >= maxBatch || closed) void flush();
     },
     /** Writes everything queued so far. */
     flush,
-    /**
-     * Undefined when none of the workflow's rows is queued; else writes
-     * them now, resolving once they are written, or once a write failed
-     * (the caller goes on as it would have; they are retried). Never rejects.
-     */
-    writtenFirst(workflowId: string): Promise<void> | undefined {
-      const through = lastQueuedOf.get(workflowId);
-      if (through === undefined) return undefined;
-      const written = new Promise<void>((resolve) => waiters.push({ through, resolve }));
-      void flush();
-      return written;
+    rowsOf(workflowId: string): WorkflowUsageRows {
+      const isOwn = (row: NewLlmCallRow) => row.workflow_id === workflowId;
+      return {
+        flushing: () => {
+          const batch = writing;
+          return batch?.rows.some(isOwn) ? batch.ended : undefined;
+        },
+        take() {
+          if (!queue.some(isOwn)) return [];
+          const taken = queue.filter(isOwn);
+          queue = queue.filter((row) => !isOwn(row));
+          return taken;
+        },
+        giveBack(rows) {
+          queue.unshift(...rows);
+        },
+      };
     },
     /** Stops the timer and writes what is left. */
     async close(): Promise<void> {
@@ -163,7 +166,9 @@ function toRow(attempt: AttemptRecord): NewLlmCallRow {
     workflow_id: attempt.context.workflowId ?? null,
     provider: attempt.provider,
     model: attempt.model,
-    model_id: attempt.modelId,
+    // As the provider named it: a NUL, which no text column holds, would
+    // refuse the statement of the run that writes the row.
+    model_id: attempt.modelId.replaceAll('\u0000', ''),
     attempt: attempt.attempt,
     input_tokens: attempt.usage.inputTokens,
     output_tokens: attempt.usage.outputTokens,

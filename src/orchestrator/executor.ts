@@ -66,7 +66,7 @@ function startRun(options: ExecutorOptions, launch: Launch): void {
       heldBy: lease,
       log,
       created: preload.created,
-      writtenFirst: () => options.usageWritten(workflow.id),
+      ledgerRows: options.usageRows(workflow.id),
       transitionBatches: options.transitionBatches,
       returning: 'seq',
     }),

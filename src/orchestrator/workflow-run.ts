@@ -2,6 +2,7 @@ import type { Logger } from 'pino';
 import type { Catalogue } from '../llm/catalogue.js';
 import type { ModelRouter } from '../llm/router/router.js';
 import type { Usage } from '../llm/types.js';
+import type { WorkflowUsageRows } from '../llm/usage-ledger.js';
 import type { SessionService } from '../sessions/service.js';
 import type { Db } from '../store/database.js';
 import type { WorkflowsRepository } from '../store/workflows.js';
@@ -26,12 +27,11 @@ export interface ExecutorOptions {
   /** How much session history a workflow sees (SESSION_HISTORY_* settings). */
   sessionHistory: { budgetTokens: number; floorTurns: number };
   /**
-   * Resolves once the usage ledger has written the workflow's queued rows;
-   * undefined when it has none (UsageLedger's `writtenFirst`). A run's
-   * writes wait for it: the events that count a call's usage never commit
-   * before its ledger row.
+   * The usage ledger's rows of a workflow's calls (UsageLedger's
+   * `rowsOf`), which its run's statements write with the events counting
+   * their usage.
    */
-  usageWritten: (workflowId: string) => Promise<void> | undefined;
+  usageRows: (workflowId: string) => WorkflowUsageRows;
   /** Classifier, tools and loop limits of the orchestrator. */
   orchestrator: OrchestratorSettings;
   /** The NOTIFY origin of the runs' writes, and what their lease owners begin with (newLeaseOwner). */

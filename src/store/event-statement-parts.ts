@@ -1,5 +1,6 @@
 import { type RawBuilder, sql } from 'kysely';
-import type { WorkflowEventRow } from './schema.js';
+import { insertLlmCalls } from './llm-calls.js';
+import type { NewLlmCallRow, WorkflowEventRow } from './schema.js';
 import type { NewEventRow, TokensAmongEvents, TurnRow } from './workflow-events.js';
 
 /**
@@ -56,6 +57,27 @@ export function turnsWrittenFrom(
   rowsJson: RawBuilder<unknown>,
 ): RawBuilder<unknown> {
   return sql`turns_written AS (${insertTurns(sql.raw(source), sql`${rowsJson}::jsonb`)})`;
+}
+
+/**
+ * The CTE `usage_written`: the usage ledger's rows of the workflow's model
+ * calls (llm/usage-ledger.ts: takeRowsOf), written with the events that
+ * count their usage, or not at all; none without rows.
+ */
+export function usageWritten(
+  rows: NewLlmCallRow[],
+  source: 'bumped' | 'changed' | 'source',
+): RawBuilder<unknown>[] {
+  if (rows.length === 0) return [];
+  return [usageWrittenFrom(source, sql`${JSON.stringify(rows)}`)];
+}
+
+/** The CTE `usage_written` of the ledger rows in `rowsJson` (a JSON array of NewLlmCallRow). */
+export function usageWrittenFrom(
+  source: 'bumped' | 'changed' | 'source',
+  rowsJson: RawBuilder<unknown>,
+): RawBuilder<unknown> {
+  return sql`usage_written AS (${insertLlmCalls(sql`${rowsJson}::jsonb`, sql.raw(source))})`;
 }
 
 /**

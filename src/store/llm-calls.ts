@@ -1,4 +1,4 @@
-import { sql } from 'kysely';
+import { type RawBuilder, sql } from 'kysely';
 import type { DbOrTx } from './database.js';
 import type { NewLlmCallRow } from './schema.js';
 
@@ -13,18 +13,7 @@ export function llmCallsRepository(db: DbOrTx) {
      */
     async insertMany(rows: NewLlmCallRow[]): Promise<void> {
       if (rows.length === 0) return;
-      await sql`
-        INSERT INTO llm_calls (tenant_id, workflow_id, provider, model, model_id, attempt,
-          input_tokens, output_tokens, cached_input_tokens, cache_write_tokens, cost_usd,
-          latency_ms, ttft_ms, outcome, started_at)
-        SELECT r.tenant_id, r.workflow_id, r.provider, r.model, r.model_id, r.attempt,
-          r.input_tokens, r.output_tokens, r.cached_input_tokens, r.cache_write_tokens, r.cost_usd,
-          r.latency_ms, r.ttft_ms, r.outcome, r.started_at
-        FROM jsonb_to_recordset(${JSON.stringify(rows)}::jsonb) AS r(tenant_id uuid,
-          workflow_id uuid, provider text, model text, model_id text, attempt integer,
-          input_tokens integer, output_tokens integer, cached_input_tokens integer,
-          cache_write_tokens integer, cost_usd numeric, latency_ms integer, ttft_ms integer,
-          outcome text, started_at timestamptz)`.execute(db);
+      await insertLlmCalls(sql`${JSON.stringify(rows)}::jsonb`).execute(db);
     },
 
     /**
@@ -71,4 +60,27 @@ export function llmCallsRepository(db: DbOrTx) {
         .execute();
     },
   };
+}
+
+/**
+ * The INSERT of ledger rows read from `records` (a jsonb array of
+ * NewLlmCallRow), each joined with the row of `from` when given: a run's
+ * statement writes its workflow's rows only if it writes the workflow
+ * (store/event-statement-parts.ts, usageWrittenFrom).
+ */
+export function insertLlmCalls(
+  records: RawBuilder<unknown>,
+  from?: RawBuilder<unknown>,
+): RawBuilder<unknown> {
+  return sql`INSERT INTO llm_calls (tenant_id, workflow_id, provider, model, model_id, attempt,
+      input_tokens, output_tokens, cached_input_tokens, cache_write_tokens, cost_usd,
+      latency_ms, ttft_ms, outcome, started_at)
+    SELECT r.tenant_id, r.workflow_id, r.provider, r.model, r.model_id, r.attempt,
+      r.input_tokens, r.output_tokens, r.cached_input_tokens, r.cache_write_tokens, r.cost_usd,
+      r.latency_ms, r.ttft_ms, r.outcome, r.started_at
+    FROM ${from ? sql`${from}, ` : sql``}jsonb_to_recordset(${records}) AS r(tenant_id uuid,
+      workflow_id uuid, provider text, model text, model_id text, attempt integer,
+      input_tokens integer, output_tokens integer, cached_input_tokens integer,
+      cache_write_tokens integer, cost_usd numeric, latency_ms integer, ttft_ms integer,
+      outcome text, started_at timestamptz)`;
 }

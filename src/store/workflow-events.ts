@@ -5,9 +5,10 @@ import {
   encodeEvents,
   eventsAfter,
   turnsWritten,
+  usageWritten,
 } from './event-statement-parts.js';
 import { refusalOf } from './held-lease.js';
-import type { WorkflowEventRow } from './schema.js';
+import type { NewLlmCallRow, WorkflowEventRow } from './schema.js';
 
 export interface NewEventRow {
   type: string;
@@ -123,6 +124,8 @@ export function workflowEventsRepository(db: DbOrTx) {
       tenantId: string;
       events: NewEventRow[];
       writes?: TurnRow[];
+      /** The usage ledger's rows of the workflow's calls, written with them (usageWritten). */
+      usageRows?: NewLlmCallRow[];
       /** Token text streamed among these events: carried by their NOTIFY (see eventsAfter). */
       tokens?: TokensAmongEvents;
       /** NOTIFY origin: the replica that appends, which skips its own echo. */
@@ -133,6 +136,7 @@ export function workflowEventsRepository(db: DbOrTx) {
     }): Promise<{ rows: WorkflowEventRow[]; lastSeq: number }> {
       const count = input.events.length;
       const writes = input.writes ?? [];
+      const usage = input.usageRows ?? [];
       if (count === 0 && writes.length === 0) {
         throw new Error('appendNotified needs an event or a write');
       }
@@ -144,7 +148,7 @@ export function workflowEventsRepository(db: DbOrTx) {
         if (input.tokens) throw new Error('token text travels in the NOTIFY of events');
         const written = await sql<{ last_seq: number }>`
           WITH source AS (SELECT id, tenant_id, last_seq FROM workflows WHERE ${unfinished}),
-          ${sql.join(turnsWritten(writes, 'source'), sql`, `)}
+          ${sql.join([...turnsWritten(writes, 'source'), ...usageWritten(usage, 'source')], sql`, `)}
           SELECT source.last_seq FROM source ${commitMode}`.execute(db);
         const found = written.rows[0];
         if (!found) return throwWhyNotAppended(db, input);
@@ -156,7 +160,14 @@ export function workflowEventsRepository(db: DbOrTx) {
           UPDATE workflows SET last_seq = last_seq + ${count}, updated_at = now()
           WHERE ${unfinished}
           RETURNING id, tenant_id, last_seq
-        ), ${sql.join([...turnsWritten(writes, 'bumped'), eventsAfter('bumped', { ...input, encoded })], sql`, `)}
+        ), ${sql.join(
+          [
+            ...turnsWritten(writes, 'bumped'),
+            ...usageWritten(usage, 'bumped'),
+            eventsAfter('bumped', { ...input, encoded }),
+          ],
+          sql`, `,
+        )}
         SELECT bumped.last_seq FROM bumped, notified ${commitMode}`.execute(db);
       const bumped = result.rows[0];
       if (!bumped) return throwWhyNotAppended(db, input);

@@ -1,6 +1,8 @@
 import type { Logger } from 'pino';
 import { AppError } from '../errors.js';
+import type { WorkflowUsageRows } from '../llm/usage-ledger.js';
 import type { Db } from '../store/database.js';
+import type { NewLlmCallRow } from '../store/schema.js';
 import { type TokensAmongEvents, workflowEventsRepository } from '../store/workflow-events.js';
 import { EarlyStartSuperseded } from '../workflows/early-start.js';
 import { toEvent } from '../workflows/rows.js';
@@ -50,12 +52,11 @@ export interface UnitWriterOptions {
    */
   created?: Promise<void>;
   /**
-   * What must be committed before each of the workflow's statements, when
-   * there is some: a run's, the usage ledger's queued rows of its model
-   * calls (UsageLedger's `writtenFirst`), which a crash would lose after
-   * the events counting their usage committed. Never rejects.
+   * A run's: the usage ledger's rows of the workflow's model calls, which
+   * each statement writes with its events (UsageLedger's `rowsOf`), so
+   * that the events counting a call's usage never commit without its row.
    */
-  writtenFirst?: () => Promise<void> | undefined;
+  ledgerRows?: WorkflowUsageRows;
 }
 
 /**
@@ -85,6 +86,7 @@ export function createUnitWriter(options: UnitWriterOptions) {
     // Without an event or a transition there is no NOTIFY to carry the text.
     const inline = tokens && (events.length > 0 || statement) ? tokens : undefined;
     const between = inline && { text: inline.text, afterEvents: inline.afterEvents };
+    let usageRows: NewLlmCallRow[] = [];
     try {
       if (failed) throw failed.error;
       if (created) {
@@ -93,12 +95,14 @@ export function createUnitWriter(options: UnitWriterOptions) {
       }
       if (tokens && !inline) await publishTokens(tokens);
       if (!statement && items.length === 0) return;
-      const first = options.writtenFirst?.();
-      if (first) await first;
+      const flushing = options.ledgerRows?.flushing();
+      if (flushing) await flushing;
+      usageRows = options.ledgerRows?.take() ?? [];
       const committed = statement
         ? await statement.run({
             events,
             writes: [...writesOf(items), ...writesOf(after)],
+            usageRows,
             tokens: between,
             eventsAfter,
           })
@@ -108,6 +112,7 @@ export function createUnitWriter(options: UnitWriterOptions) {
               tenantId,
               events,
               writes: writesOf(items),
+              usageRows,
               tokens: between,
               origin: options.origin,
               ...(options.heldBy ? { heldBy: options.heldBy } : {}),
@@ -121,6 +126,8 @@ export function createUnitWriter(options: UnitWriterOptions) {
       inline?.waiter?.resolve();
       statement?.waiter.resolve(committed.slice(events.length, ownEnd));
     } catch (error) {
+      // Not written with the workflow's: the ledger's flush writes them.
+      if (usageRows.length > 0) options.ledgerRows?.giveBack(usageRows);
       for (const item of [...items, ...after]) item.waiter?.reject(error);
       tokens?.waiter?.reject(error);
       // The statement's caller is told; what it took along is lost with it.

@@ -1,3 +1,4 @@
+import type { NewLlmCallRow } from '../store/schema.js';
 import type { NewEventRow, TokensAmongEvents, TurnRow } from '../store/workflow-events.js';
 import type { WorkflowEvent } from '../workflows/types.js';
 
@@ -32,6 +33,8 @@ export interface Merged {
   /** Queued before the statement: written ahead of its own events. */
   events: NewEventRow[];
   writes: TurnRow[];
+  /** The usage ledger's rows of the workflow's calls (UnitWriterOptions' `ledgerRows`). */
+  usageRows: NewLlmCallRow[];
   tokens: TokensAmongEvents | undefined;
   /** Queued after a deferrable statement: written after its own events. */
   eventsAfter: NewEventRow[];

@@ -8,6 +8,7 @@ import {
   insertTurns,
   turnRowsJson,
 } from '../store/event-statement-parts.js';
+import { insertLlmCalls } from '../store/llm-calls.js';
 import { PLANNED_EACH_RUN } from '../store/prepared-statements.js';
 import type { WorkflowRow } from '../store/schema.js';
 import { createStatementBatches, type StatementBatches } from '../store/statement-batches.js';
@@ -20,10 +21,10 @@ import type { SeqTransitionResult, TransitionInput, TransitionResult } from './t
  * The transitions runs make, in batches (store/statement-batches.ts: group
  * commit). bench/simple-path at 32 found a median of 15 transitions in
  * flight when one more came. Each transition in a batch is still all or
- * nothing: its row, turns, events and NOTIFY are written together or not
- * at all. One refused (its status no longer allows it) is left out of the
- * batch's result alone and takes transitionWorkflow's locked path, as it
- * would alone.
+ * nothing: its row, turns, usage ledger rows, events and NOTIFY are
+ * written together or not at all. One refused (its status no longer allows
+ * it) is left out of the batch's result alone and takes
+ * transitionWorkflow's locked path, as it would alone.
  */
 
 export type TransitionBatches = StatementBatches<
@@ -119,16 +120,17 @@ async function writeBatch(
         from_statuses text[], kind text, result jsonb, error jsonb,
         input_tokens bigint, output_tokens bigint, cached_input_tokens bigint, cost_usd numeric,
         pauses boolean, starts boolean, finishes boolean, clears_lease boolean, at timestamptz,
-        count integer, events jsonb, turns jsonb, origin text, tokens text, tokens_after integer,
-        held_by text)
+        count integer, events jsonb, turns jsonb, usage jsonb, origin text, tokens text,
+        tokens_after integer, held_by text)
       WHERE w.id = ANY(${batch.map((input) => input.workflowId)}::uuid[])
         AND w.tenant_id = ${tenantId} AND w.id = i.id AND w.status = ANY(i.from_statuses)
         AND (i.held_by IS NULL OR w.lease_owner = i.held_by)
       -- The row as updated, and what the writes below need of the input,
       -- so that they read this CTE alone.
       RETURNING w AS workflow, w.id, w.tenant_id, w.last_seq, i.n, i.count, i.at,
-        i.events, i.turns, i.origin, i.tokens, i.tokens_after
+        i.events, i.turns, i.usage, i.origin, i.tokens, i.tokens_after
     ), turns AS (${insertTurns(changed, sql`changed.turns`)}
+    ), usage_written AS (${insertLlmCalls(sql`changed.usage`, changed)}
     ), inserted AS (${insertEvents({
       from: changed,
       records: sql`changed.events`,
@@ -195,5 +197,7 @@ function batchItem(n: number, input: TransitionInput, at: Date, eventsJson: stri
     tokens_after: input.tokens?.afterEvents ?? null,
     held_by: heldBy(input) ?? null,
   });
-  return `${head.slice(0, -1)},"events":${eventsJson},"turns":${turnRowsJson(input.turnRows ?? [])}}`;
+  const turns = turnRowsJson(input.turnRows ?? []);
+  const usage = JSON.stringify(input.usageRows ?? []);
+  return `${head.slice(0, -1)},"events":${eventsJson},"turns":${turns},"usage":${usage}}`;
 }

@@ -6,6 +6,7 @@ import {
   eventsAfterFrom,
   turnRowsJson,
   turnsWrittenFrom,
+  usageWrittenFrom,
 } from '../store/event-statement-parts.js';
 import { type Slots, statementsByShape } from '../store/fixed-statement.js';
 import {
@@ -44,6 +45,8 @@ export interface TransitionShape {
   expectedVersion: boolean;
   fromAwaiting: boolean;
   turns: boolean;
+  /** Writes usage ledger rows (TransitionInput's `usageRows`). */
+  usage: boolean;
   /** A `failed` or `cancelled` end: the stage attempts still running fail with it. */
   endsAttempts: boolean;
   tokens: boolean;
@@ -83,6 +86,8 @@ export interface TransitionValues extends Record<string, unknown> {
   fromAwaiting: AwaitingReason[] | undefined;
   /** turnRowsJson's text */
   turns: string | undefined;
+  /** The usage ledger rows, as JSON */
+  usage: string | undefined;
   /** endedAttemptError's, as JSON */
   attemptsError: string | undefined;
   /** encodeEvents' JSON, with their count (their time is `now`) */
@@ -108,6 +113,7 @@ export function shapeOf(input: TransitionInput, effects: Effects): TransitionSha
     expectedVersion: input.expectedVersion !== undefined,
     fromAwaiting: input.fromAwaiting !== undefined,
     turns: (input.turnRows?.length ?? 0) > 0,
+    usage: (input.usageRows?.length ?? 0) > 0,
     endsAttempts: input.to === 'failed' || input.to === 'cancelled',
     tokens: input.tokens !== undefined,
     durable: input.durable !== false,
@@ -146,6 +152,7 @@ export function valuesOf(
     expectedVersion: input.expectedVersion,
     fromAwaiting: input.fromAwaiting && [...input.fromAwaiting],
     turns: input.turnRows?.length ? turnRowsJson(input.turnRows) : undefined,
+    usage: input.usageRows?.length ? JSON.stringify(input.usageRows) : undefined,
     attemptsError:
       input.to === 'failed' || input.to === 'cancelled'
         ? JSON.stringify(endedAttemptError(input.to))
@@ -183,6 +190,7 @@ export const transitionStatements = statementsByShape<
       shape.expectedVersion,
       shape.fromAwaiting,
       shape.turns,
+      shape.usage,
       shape.endsAttempts,
       shape.tokens,
       shape.durable,
@@ -230,6 +238,7 @@ export function transitionStatement(
     ), ${sql.join(
       [
         ...(shape.turns ? [turnsWrittenFrom('changed', v.turns)] : []),
+        ...(shape.usage ? [usageWrittenFrom('changed', v.usage)] : []),
         ...(extra?.alsoInStatement ?? []),
         ...(shape.endsAttempts ? [failStartedAttemptsAfterTransition(v.attemptsError)] : []),
         eventsAfterFrom('changed', {

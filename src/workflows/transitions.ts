@@ -3,7 +3,7 @@ import { conflict, notFound } from '../errors.js';
 import type { Db, DbOrTx } from '../store/database.js';
 import { encodeEvents } from '../store/event-statement-parts.js';
 import { parametersOf } from '../store/fixed-statement.js';
-import type { Database, WorkflowRow } from '../store/schema.js';
+import type { Database, NewLlmCallRow, WorkflowRow } from '../store/schema.js';
 import { endpointsOf, type TenantEndpoints } from '../store/tenant-endpoints.js';
 import {
   type NewEventRow,
@@ -61,6 +61,8 @@ export interface TransitionInput {
   events: NewEventRow[];
   /** Tool-loop turns written in the transition's statement (see TurnRow). */
   turnRows?: TurnRow[];
+  /** The usage ledger's rows of the workflow's calls, written in the transition's statement. */
+  usageRows?: NewLlmCallRow[];
   /**
    * Events read under the row lock once the checks passed, written before
    * `events` (the `failed` ends of the calls a cancel leaves open): what

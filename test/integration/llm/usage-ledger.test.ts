@@ -97,37 +97,82 @@ describe('usage ledger', () => {
     await ledger.close();
   });
 
-  it("writtenFirst: nothing to wait for without the workflow's rows queued; else it writes them now, without waiting for the flush interval", async () => {
+  it("rowsOf(workflow).take: the workflow's queued rows leave the queue for its run's statement, which the flush then never writes; the others stay", async () => {
     const ledger = createUsageLedger({ db: handle.db, log, flushIntervalMs: 60_000 });
     const workflowId = crypto.randomUUID();
     const other = crypto.randomUUID();
-    expect(ledger.writtenFirst(workflowId)).toBeUndefined();
+    const rows = ledger.rowsOf(workflowId);
+    expect(rows.take()).toEqual([]);
     ledger.record(attempt(1, other));
-    expect(ledger.writtenFirst(workflowId)).toBeUndefined();
     ledger.record(attempt(1, workflowId));
     ledger.record(attempt(2, workflowId));
-    await ledger.writtenFirst(workflowId);
-    expect(await countRows(workflowId)).toBe(2);
-    // Written: nothing more to wait for.
-    expect(ledger.writtenFirst(workflowId)).toBeUndefined();
-    expect(ledger.writtenFirst(other)).toBeUndefined();
+    const taken = rows.take();
+    expect(taken.map((row) => [row.workflow_id, row.attempt])).toEqual([
+      [workflowId, 1],
+      [workflowId, 2],
+    ]);
+    expect(rows.take()).toEqual([]);
+    expect(ledger.pending()).toBe(1);
+    await ledger.flush();
+    expect([await countRows(workflowId), await countRows(other)]).toEqual([0, 1]);
     await ledger.close();
   });
 
-  it('writtenFirst resolves when the write fails, the rows staying queued for a later flush', async () => {
+  it('giveBack: rows taken for a statement that failed are queued again, and the flush writes them', async () => {
     const ledger = createUsageLedger({ db: handle.db, log, flushIntervalMs: 60_000 });
+    const workflowId = crypto.randomUUID();
+    const rows = ledger.rowsOf(workflowId);
+    ledger.record(attempt(1, workflowId));
+    rows.giveBack(rows.take());
+    expect(ledger.pending()).toBe(1);
+    await ledger.close();
+    expect(await countRows(workflowId)).toBe(1);
+  });
+
+  it("flushing: while a flush writes some of the workflow's rows, its statement waits for that write, which take cannot take them from; another workflow's does not", async () => {
+    const ledger = createUsageLedger({ db: handle.db, log, flushIntervalMs: 60_000 });
+    const workflowId = crypto.randomUUID();
+    const other = ledger.rowsOf(crypto.randomUUID());
+    const rows = ledger.rowsOf(workflowId);
+    expect(rows.flushing()).toBeUndefined();
+    const lock = await handle.pool.connect();
+    try {
+      await lock.query('BEGIN');
+      await lock.query('LOCK TABLE llm_calls IN SHARE MODE');
+      ledger.record(attempt(1, workflowId));
+      const flushed = ledger.flush();
+      const writing = rows.flushing();
+      expect(writing).toBeDefined();
+      expect(other.flushing()).toBeUndefined();
+      expect(rows.take()).toEqual([]);
+      await lock.query('ROLLBACK');
+      await writing;
+      expect(await countRows(workflowId)).toBe(1);
+      await flushed;
+      expect(rows.flushing()).toBeUndefined();
+    } finally {
+      lock.release();
+    }
+    await ledger.close();
+  });
+
+  it('a write that fails leaves the batch queued, in front, for the next flush', async () => {
+    const ledger = createUsageLedger({ db: handle.db, log, flushIntervalMs: 60_000, maxBatch: 2 });
     const workflowId = crypto.randomUUID();
     await handle.pool.query('ALTER TABLE llm_calls RENAME TO llm_calls_away');
     try {
-      ledger.record(attempt(1, workflowId));
-      await ledger.writtenFirst(workflowId);
-      expect(ledger.pending()).toBe(1);
+      for (let n = 1; n <= 3; n++) ledger.record(attempt(n, workflowId));
+      await ledger.flush();
+      expect(ledger.pending()).toBe(3);
     } finally {
       await handle.pool.query('ALTER TABLE llm_calls_away RENAME TO llm_calls');
     }
-    await ledger.writtenFirst(workflowId);
-    expect(await countRows(workflowId)).toBe(1);
     await ledger.close();
+    const { rows } = await handle.pool.query(
+      'SELECT attempt FROM llm_calls WHERE workflow_id = $1 ORDER BY id',
+      [workflowId],
+    );
+    expect(rows.map((row) => row.attempt)).toEqual([1, 2, 3]);
   });
 
   it('writes in batches of maxBatch rows', async () => {
