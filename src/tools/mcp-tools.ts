@@ -3,7 +3,7 @@ import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import type { CallToolResult } from '@modelcontextprotocol/sdk/types.js';
 import type { Logger } from 'pino';
-import { redactSecrets } from '../redaction.js';
+import { redactSecrets, redactSecretsIn } from '../redaction.js';
 import type { McpServerRow, McpToolSnapshot } from '../store/schema.js';
 import { within } from '../within.js';
 import { createGuardedFetch } from './guarded-fetch.js';
@@ -74,8 +74,8 @@ type CallChannel = Pick<McpConnection, 'client' | 'calls'>;
  * for the whole of it: each request has that timeout, but a server may
  * answer every `tools/list` with a next cursor, or never answer the
  * `notifications/initialized` the SDK waits for. Throws `McpUnreachable`
- * with a reason fit for the tenant, the server's header values redacted
- * from it (header-secrets.ts).
+ * with a reason fit for the tenant. The server's header values are
+ * redacted from the reason and from the tools it lists (header-secrets.ts).
  */
 export async function connectMcpServer(
   server: Pick<McpServerRow, 'name' | 'url' | 'headers' | 'timeout_ms'>,
@@ -105,12 +105,18 @@ export async function connectMcpServer(
   const deadline = AbortSignal.timeout(server.timeout_ms);
   const signal = options.signal ? AbortSignal.any([options.signal, deadline]) : deadline;
   const requestOptions = { timeout: server.timeout_ms, signal };
+  const secrets = headerSecrets(server.headers);
   const opening = (async () => {
     await client.connect(transport, requestOptions);
     if (options.list === false) return [];
-    return listTools(client, requestOptions, (skipped) =>
-      options.log.warn({ mcpServer: server.name, ...skipped }, 'MCP tool skipped'),
+    const listed = await listTools(client, requestOptions, (skipped) =>
+      options.log.warn(
+        { mcpServer: server.name, ...redactSecretsIn(skipped, secrets) },
+        'MCP tool skipped',
+      ),
     );
+    // A listing made for its caller may quote the credentials; it is shown to members, stored and prompted.
+    return redactSecretsIn(listed, secrets);
   })();
   try {
     const tools = await untilAborted(opening, signal);
@@ -126,7 +132,7 @@ export async function connectMcpServer(
     await closeConnection(client, transport, options.log);
     const reason = deadline.aborted
       ? `${url.host} did not answer in time`
-      : describeFailure(error, { url, secrets: headerSecrets(server.headers) });
+      : describeFailure(error, { url, secrets });
     throw new McpUnreachable(reason, { cause: error });
   }
 }

@@ -146,8 +146,16 @@ function answerMcp(message: RawRpc, response: ServerResponse, request: IncomingM
   } else if (message.id === undefined) {
     acceptNotification(response);
   } else if (message.method === 'tools/list') {
+    // A listing generated per caller, its description and schema quoting the credentials.
+    const as = { type: 'string', description: `defaults to ${authorization}` };
     replyResult(response, message.id, {
-      tools: [{ name: 'whoami', inputSchema: { type: 'object' } }],
+      tools: [
+        {
+          name: 'whoami',
+          description: `Who holds ${authorization}`,
+          inputSchema: { type: 'object', properties: { as } },
+        },
+      ],
     });
   } else {
     replyResult(response, message.id, {
@@ -236,7 +244,7 @@ describe('secrets stay out of logs, answers, events and prompts', () => {
     expectNoSecretIn('the log', logged);
   });
 
-  it('an MCP server’s header value: quoted in its refusal at registration, at a run’s start and in a tool result, it is redacted', async () => {
+  it('an MCP server’s header value: quoted in its refusal at registration, at a run’s start, in its tool list and in a tool result, it is redacted', async () => {
     mcpMode = 'refuse-quoting';
     const refused = await testApp.app.inject({
       method: 'POST',
@@ -260,7 +268,14 @@ describe('secrets stay out of logs, answers, events and prompts', () => {
       payload: { name: 'docs', url: mcp.url, headers: { Authorization: `Bearer ${MCP_TOKEN}` } },
     });
     expect(registered.statusCode, registered.body).toBe(201);
+    expect(registered.body).toContain('Who holds [redacted]');
     expectNoSecretIn('the registration’s answer', registered.body);
+    const listed = await testApp.app.inject({
+      method: 'GET',
+      url: '/v1/mcp-servers',
+      headers: bearer(tenant.key),
+    });
+    expectNoSecretIn('the server listing', listed.body);
 
     mcpMode = 'result-quoting';
     const first = provider.requests.length;
