@@ -1,18 +1,21 @@
 import type { Config } from './config.js';
 import { NO_KEY_NEEDED, providerKeyOf, resolveCatalogue } from './llm/model-settings.js';
-import { MIN_SECRET_CHARS, redactSecrets } from './redaction.js';
+import { MIN_SECRET_CHARS, REDACTED, redactSecrets } from './redaction.js';
+import { replaceApiKeys } from './tenancy/api-key-secret.js';
 
 /**
  * Secret values the process knows, replaced in every log line: the defence
  * behind the logger's redaction by key path, for a value quoted inside
  * other text (a provider's "Incorrect API key provided: sk-…", an error
- * naming a database URL with its password), which no path names.
+ * naming a database URL with its password), which no path names. API keys,
+ * which the process never holds in clear, are replaced by their shape (a
+ * client that put one in a URL's query has it in the request log).
  */
 
 export interface LogSecrets {
   /** Replaces `value` from now on too: one learnt after the logger was made (the embedded PostgreSQL's password). Short ones are ignored. */
   add(value: string | undefined): void;
-  /** `line`, a serialized log line, with every known value replaced by `[redacted]`. */
+  /** `line`, a serialized log line, with every known value and every API key replaced by `[redacted]`. */
   scrub(line: string): string;
 }
 
@@ -27,7 +30,7 @@ export function createLogSecrets(values: Iterable<string | undefined> = []): Log
       const added = new Set([...forms, ...formsInJson(value)]);
       forms = [...added].sort((a, b) => b.length - a.length);
     },
-    scrub: (line) => redactSecrets(line, forms),
+    scrub: (line) => replaceApiKeys(redactSecrets(line, forms), REDACTED),
   };
   for (const value of values) secrets.add(value);
   return secrets;

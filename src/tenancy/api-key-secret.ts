@@ -31,3 +31,14 @@ export function hashApiKey(secret: string): Buffer {
 export function looksLikeApiKey(secret: string): boolean {
   return /^wmk_[A-Za-z0-9_-]{43}$/.test(secret);
 }
+
+/**
+ * `text` (a log line, a URL a client put a key in) with each API key in it
+ * replaced by `replacement`: found by its shape, so keys issued after the
+ * text's writer was made are found too. A longer run of key characters is
+ * not a key, and a listing's prefix (`wmk_` and 8) is too short to be one.
+ */
+export function replaceApiKeys(text: string, replacement: string): string {
+  if (!text.includes(KEY_PREFIX)) return text;
+  return text.replace(/(?<![\w-])wmk_[\w-]{43}(?![\w-])/g, replacement);
+}

@@ -317,6 +317,21 @@ describe('secrets stay out of logs, answers, events and prompts', () => {
     expect(logged).not.toContain(token);
   });
 
+  it('an API key a client put in a URL (EventSource sends no header) is redacted from the request log, under any parameter name', async () => {
+    const { id } = await runToEnd('Key in a URL', { kind: 'reply', text: 'Answered.' });
+    for (const url of [
+      `/v1/workflows/${id}/events?api_key=${tenant.key}`,
+      `/v1/me?access_token=${tenant.key}&after=1`,
+      `/v1/workflows/${id}/events?key%3D=${encodeURIComponent(tenant.key)}`,
+    ]) {
+      const response = await testApp.app.inject({ method: 'GET', url });
+      // The key authenticates only in its header.
+      expect(response.statusCode, url).toBe(401);
+    }
+    expect(logged).toContain('api_key=[redacted]');
+    expect(logged).not.toContain(tenant.key);
+  });
+
   it('a body that is not JSON: its 400 and the log line for it do not quote the body', async () => {
     const response = await testApp.app.inject({
       method: 'POST',

@@ -4,6 +4,7 @@ import { loadConfig } from '../../src/config.js';
 import { configuredSecrets, createLogSecrets, urlPasswords } from '../../src/log-secrets.js';
 import { createLogger } from '../../src/logger.js';
 import { MIN_SECRET_CHARS } from '../../src/redaction.js';
+import { generateApiKey } from '../../src/tenancy/api-key-secret.js';
 
 /** A line as pino writes it: JSON, `text` inside a string. */
 function lineWith(text: string): string {
@@ -45,6 +46,16 @@ describe('createLogSecrets: scrub', () => {
   it('a value holding another is replaced whole, whichever was given first', () => {
     const secrets = createLogSecrets(['abcdefgh', 'abcdefgh-and-more']);
     expect(secrets.scrub(lineWith('abcdefgh-and-more'))).toBe(lineWith('[redacted]'));
+  });
+
+  it('an API key, known or not, by its shape; not the prefix a listing shows, nor a longer token', () => {
+    const key = generateApiKey();
+    const line = lineWith(
+      `GET /v1/me?api_key=${key.secret}&x=1 prefix ${key.prefix} longer ${key.secret}A`,
+    );
+    expect(JSON.parse(createLogSecrets().scrub(line))).toMatchObject({
+      msg: `GET /v1/me?api_key=[redacted]&x=1 prefix ${key.prefix} longer ${key.secret}A`,
+    });
   });
 
   it('a value added later is replaced from then on', () => {
