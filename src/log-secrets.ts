@@ -71,8 +71,8 @@ export function configuredSecrets(config: Config, env: NodeJS.ProcessEnv): strin
 
 /**
  * The password of a postgres URL as written in it (percent-encoded, as an
- * error quoting the URL shows it) and as sent (decoded), and the one of a
- * `?password=` parameter, which the driver reads too.
+ * error quoting the URL shows it) and as sent (decoded), and so the one of
+ * a `?password=` parameter, which the driver reads too.
  */
 export function urlPasswords(url: string | undefined): string[] {
   if (url === undefined) return [];
@@ -83,8 +83,25 @@ export function urlPasswords(url: string | undefined): string[] {
     return [];
   }
   const written = parsed.password;
-  const passwords = [written, safeDecode(written), parsed.searchParams.get('password') ?? ''];
+  const passwords = [written, safeDecode(written), ...queryPasswords(url)];
   return [...new Set(passwords)].filter((password) => password !== '');
+}
+
+/**
+ * The values of the `password` parameters of `url`, as written in its query
+ * and as the driver reads them (URLSearchParams: escapes decoded, `+` a
+ * space).
+ */
+function queryPasswords(url: string): string[] {
+  const start = url.indexOf('?');
+  if (start === -1) return [];
+  const query = url.slice(start + 1).split('#')[0] ?? '';
+  return query.split('&').flatMap((param) => {
+    const equals = param.indexOf('=');
+    const [read] = new URLSearchParams(param);
+    if (equals === -1 || read?.[0] !== 'password') return [];
+    return [param.slice(equals + 1), read[1]];
+  });
 }
 
 /** `text` percent-decoded, as written when it is not valid percent-encoding. */

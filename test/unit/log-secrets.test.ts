@@ -145,6 +145,13 @@ describe('urlPasswords', () => {
   it('as written and decoded, a ?password= too; none for a URL without one or one that does not parse', () => {
     expect(urlPasswords('postgres://u:a%2Fb%25c@h/d')).toEqual(['a%2Fb%25c', 'a/b%c']);
     expect(urlPasswords('postgres://u:plain@h/d?password=other')).toEqual(['plain', 'other']);
+    // A parameter's too, as written and as the driver reads it (URLSearchParams: `+` is a space).
+    expect(urlPasswords('postgres://u@h/d?sslmode=off&password=p%40ss+word%2B1')).toEqual([
+      'p%40ss+word%2B1',
+      'p@ss word+1',
+    ]);
+    // A parameter without a value names no password: the word itself is not one.
+    expect(urlPasswords('postgres://u@h/d?password&x=1')).toEqual([]);
     expect(urlPasswords('postgres://u@h/d')).toEqual([]);
     expect(urlPasswords('not a url')).toEqual([]);
     expect(urlPasswords(undefined)).toEqual([]);
