@@ -152,6 +152,8 @@ function answerMcp(message: RawRpc, response: ServerResponse, request: IncomingM
           description: `Who holds ${authorization}`,
           inputSchema: { type: 'object', properties: { as } },
         },
+        // Refused by the protocol's schema: skipped, named in the log.
+        { name: `for ${authorization}`, inputSchema: { type: 'string' } },
       ],
     });
   } else {
