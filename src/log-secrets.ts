@@ -70,9 +70,10 @@ export function configuredSecrets(config: Config, env: NodeJS.ProcessEnv): strin
 }
 
 /**
- * The password of a postgres URL as written in it (percent-encoded, as an
- * error quoting the URL shows it) and as sent (decoded), and so the one of
- * a `?password=` parameter, which the driver reads too.
+ * The password of a postgres URL, in its user part or a `?password=`
+ * parameter (which the driver reads too), as written in it
+ * (percent-encoded, as an error quoting the URL shows it) and as sent
+ * (decoded).
  */
 export function urlPasswords(url: string | undefined): string[] {
   if (url === undefined) return [];
