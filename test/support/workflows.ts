@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { afterAll, beforeAll, expect } from 'vitest';
-import { workflowsRepository } from '../../src/store/workflows.js';
+import { claimExpiredLeases, workflowsRepository } from '../../src/store/workflows.js';
 import { bearer, startTestApp, type TestApp } from './app.js';
 
 /** Helpers for tests that drive workflows through the HTTP API of a test app. */
@@ -195,6 +195,24 @@ export async function expireLease(testApp: TestApp, id: string): Promise<void> {
     `UPDATE workflows SET lease_expires_at = now() - interval '1 second' WHERE id = $1`,
     [id],
   );
+}
+
+/**
+ * A sweep by `owner`, a replica that runs nothing (the claim alone), takes
+ * the workflow over once its lease has expired. A sweep skips a row that a
+ * write of the stalled run (an event it appends) holds locked at that
+ * moment, so it is repeated, as the next sweep would, until it takes it.
+ */
+export async function claimAs(testApp: TestApp, id: string, owner: string): Promise<void> {
+  await waitFor(async () => {
+    const claimed = await claimExpiredLeases(testApp.services.database.db, {
+      owner,
+      leaseMs: 60_000,
+      unclaimedGraceMs: 60_000,
+      limit: 10,
+    });
+    return claimed.some((row) => row.id === id) || undefined;
+  }, `a claim of ${id} by ${owner}`);
 }
 
 /** Resolves once the workflow has stored an event of `type` at `step` (an `llm_call` at `a/turn-1`). */

@@ -1,10 +1,10 @@
 import { describe, expect, it } from 'vitest';
 import { loadPipelineRows } from '../../../src/store/pipeline-rows.js';
-import { claimExpiredLeases } from '../../../src/store/workflows.js';
 import { planReply, stage } from '../../support/pipeline-http.js';
 import { hangingReply } from '../../support/replica-cluster.js';
 import { answer, useToolLoopHarness } from '../../support/tool-loop-harness.js';
 import {
+  claimAs,
   eventStored,
   expireLease,
   openWork,
@@ -46,13 +46,7 @@ async function stalledInStageA(input: string, owner: string) {
   await stageA.started;
   await eventStored(h.testApp, id, { type: 'llm_call', step: 'a/turn-1' });
   await expireLease(h.testApp, id);
-  const claimed = await claimExpiredLeases(h.testApp.services.database.db, {
-    owner,
-    leaseMs: 60_000,
-    unclaimedGraceMs: 60_000,
-    limit: 10,
-  });
-  expect(claimed.map((row) => row.id)).toContain(id);
+  await claimAs(h.testApp, id, owner);
   expect(await attemptsOf(id)).toEqual(['a/1:started']);
   return { id, release: stageA.release };
 }

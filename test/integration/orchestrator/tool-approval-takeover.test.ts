@@ -2,7 +2,6 @@ import { describe, expect, it, vi } from 'vitest';
 import type { TurnState } from '../../../src/orchestrator/tool-loop/state.js';
 import { turnWrite } from '../../../src/orchestrator/tool-loop/turns-repository.js';
 import { workflowEventsRepository } from '../../../src/store/workflow-events.js';
-import { claimExpiredLeases } from '../../../src/store/workflows.js';
 import { pausedForApproval, turnRows } from '../../support/approvals.js';
 import { pipelineRequests } from '../../support/pipeline-http.js';
 import {
@@ -13,6 +12,7 @@ import {
   useToolLoopHarness,
 } from '../../support/tool-loop-harness.js';
 import {
+  claimAs,
   DEAD_RUN,
   expireLease,
   handOver,
@@ -57,13 +57,7 @@ describe.each(['gpt', 'claude'])('a crash after an approval on %s', (model) => {
     await held.called;
     await expireLease(h.testApp, id);
     // Claimed by a runner that dies at once: nothing of it runs.
-    const claimed = await claimExpiredLeases(h.testApp.services.database.db, {
-      owner: DEAD_RUN,
-      leaseMs: 60_000,
-      unclaimedGraceMs: 60_000,
-      limit: 10,
-    });
-    expect(claimed.map((row) => row.id)).toContain(id);
+    await claimAs(h.testApp, id, DEAD_RUN);
     // The stalled run gets the tool's answer, but may no longer write it.
     held.release();
     await runStopped(h.testApp, id);
