@@ -108,7 +108,7 @@ export function createMcpServersService(options: {
         );
       }
       // Listed just now: this replica's next runs need not list them again.
-      options.toolLists?.remember(row.id, tools);
+      options.toolLists?.remember(row, tools);
       options.onChanged(tenantId);
       return toInfo(row);
     },

@@ -149,10 +149,10 @@ export async function connectMcpTools(
 ): Promise<McpToolset> {
   const settled = await Promise.allSettled(
     servers.map(async (server): Promise<ServerTools> => {
-      const remembered = options.lists?.fresh(server.id);
+      const remembered = options.lists?.fresh(server);
       if (remembered) return { tools: remembered, ...lazyConnection(server, options) };
       const connection = await connectMcpServer(server, options);
-      options.lists?.remember(server.id, connection.tools);
+      options.lists?.remember(server, connection.tools);
       return {
         tools: connection.tools,
         channel: async () => connection,
