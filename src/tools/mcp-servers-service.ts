@@ -73,6 +73,11 @@ export function createMcpServersService(options: {
   toolLists?: McpToolLists;
 }) {
   const { db, policy, log } = options;
+  async function get(tenantId: string, id: string): Promise<McpServerInfo> {
+    const row = await tenantEndpointsRepository(db, 'mcp_servers').findById(tenantId, id);
+    if (!row) throw notFound('MCP server');
+    return toInfo(row);
+  }
   return {
     async create(tenantId: string, input: NewMcpServer): Promise<McpServerInfo> {
       const url = checkDestination(input.url, policy);
@@ -118,6 +123,8 @@ export function createMcpServersService(options: {
         toInfo,
       );
     },
+
+    get,
 
     async delete(tenantId: string, id: string): Promise<void> {
       if (!(await tenantEndpointsRepository(db, 'mcp_servers').delete(tenantId, id)))

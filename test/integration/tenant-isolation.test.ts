@@ -78,6 +78,7 @@ describe('tenant B on tenant A’s ids', () => {
       }
       await f.expectUnknown(key, 'GET', (x) => `/v1/sessions/${x}?after=0&limit=5`, a.sessionId);
       await f.expectUnknown(key, 'GET', (x) => `/v1/tools/${x}`, a.toolId);
+      await f.expectUnknown(key, 'GET', (x) => `/v1/mcp-servers/${x}`, a.mcpServerId);
     }
     // Admin routes: a member key of B gets 403 whatever the id, so only B's admin key asks.
     await f.expectUnknown(b.key, 'DELETE', (x) => `/v1/tools/${x}`, a.toolId);

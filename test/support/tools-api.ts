@@ -52,3 +52,34 @@ export function toolsApiHelpers(context: () => ToolsApiContext) {
 
   return { toolBody, createTool };
 }
+
+/** An answer over a real socket: its status, content type, text and parsed JSON body. */
+export interface JsonReply {
+  status: number;
+  contentType: string | null;
+  text: string;
+  // biome-ignore lint/suspicious/noExplicitAny: assertions on the JSON bodies are the type check.
+  json: any;
+}
+
+/** A request over a real socket to an app listening at `base` (listenLocally); `body` is sent as JSON. */
+export async function callJson(
+  base: string,
+  request: { key: string; method: string; path: string; body?: unknown },
+): Promise<JsonReply> {
+  const response = await fetch(`${base}${request.path}`, {
+    method: request.method,
+    headers: {
+      ...bearer(request.key),
+      ...(request.body === undefined ? {} : { 'content-type': 'application/json' }),
+    },
+    ...(request.body === undefined ? {} : { body: JSON.stringify(request.body) }),
+  });
+  const text = await response.text();
+  return {
+    status: response.status,
+    contentType: response.headers.get('content-type'),
+    text,
+    json: text ? JSON.parse(text) : undefined,
+  };
+}

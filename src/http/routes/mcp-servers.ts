@@ -142,6 +142,23 @@ export const mcpServerRoutes: FastifyPluginAsyncZod<{ mcpServers: McpServersServ
     },
   );
 
+  app.get(
+    '/mcp-servers/:id',
+    {
+      schema: {
+        tags: ['tools'],
+        summary: 'Get one MCP server of the caller’s tenant',
+        description: 'As in the listing: its tools as stored, no connection is made.',
+        params: idParamsSchema,
+        response: { 200: mcpServerSchema, ...problemResponses(400, 401, 403, 404, 429) },
+      },
+    },
+    async (request) => {
+      const { tenant } = principalOf(request);
+      return toWire(await mcpServers.get(tenant.id, request.params.id));
+    },
+  );
+
   app.delete(
     '/mcp-servers/:id',
     {
