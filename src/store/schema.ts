@@ -129,14 +129,14 @@ export interface HttpToolsTable {
   name: string;
   description: string;
   /** A JSON Schema object; written as a JSON string. */
-  parameters: ColumnType<Record<string, unknown>, string, never>;
+  parameters: ColumnType<Record<string, unknown>, string, string>;
   url: string;
   /** Header name -> value. The values are secrets: never returned by the API. */
-  headers: ColumnType<Record<string, string>, string, never>;
+  headers: ColumnType<Record<string, string>, string, string>;
   timeout_ms: number;
   sequential: boolean;
   /** Each call waits for the user's approval (migration 0022). */
-  requires_approval: ColumnType<boolean, boolean | undefined, never>;
+  requires_approval: ColumnType<boolean, boolean | undefined, boolean>;
   created_at: ColumnType<Date, never, never>;
 }
 
@@ -146,12 +146,12 @@ export interface McpServersTable {
   name: string;
   url: string;
   /** Header name -> value. The values are secrets: never returned by the API. */
-  headers: ColumnType<Record<string, string>, string, never>;
+  headers: ColumnType<Record<string, string>, string, string>;
   timeout_ms: number;
-  /** The tools listed at registration; written as a JSON string. */
-  tools: ColumnType<McpToolSnapshot[], string, never>;
+  /** The tools listed at registration, or when a change of its URL or headers listed them again; written as a JSON string. */
+  tools: ColumnType<McpToolSnapshot[], string, string>;
   /** Each call of any of its tools waits for the user's approval (migration 0022). */
-  requires_approval: ColumnType<boolean, boolean | undefined, never>;
+  requires_approval: ColumnType<boolean, boolean | undefined, boolean>;
   created_at: ColumnType<Date, never, never>;
 }
 

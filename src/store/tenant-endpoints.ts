@@ -1,9 +1,19 @@
-import { type Insertable, type RawBuilder, type Selectable, sql } from 'kysely';
+import { type Insertable, type RawBuilder, type Selectable, sql, type Updateable } from 'kysely';
 import type { DbOrTx } from './database.js';
 import type { Database, HttpToolRow, McpServerRow } from './schema.js';
 
 /** The tables of what a tenant registers by name: HTTP tools and MCP servers. */
 export type EndpointTable = 'http_tools' | 'mcp_servers';
+
+/**
+ * What a change may set: not the id and tenant, which name the row, nor
+ * the name, which workflows name their tools by (a workflow's `tools`, a
+ * plan's stages, the calls in its conversation).
+ */
+export type EndpointChanges<T extends EndpointTable> = Omit<
+  Updateable<Database[T]>,
+  'id' | 'tenant_id' | 'name' | 'created_at'
+>;
 
 /**
  * A tenant's registered endpoints of one kind (HTTP tools, MCP servers):
@@ -46,6 +56,27 @@ export function tenantEndpointsRepository<T extends EndpointTable>(db: DbOrTx, t
         .where('id', '=', id)
         .executeTakeFirst();
       return found as Row | undefined;
+    },
+
+    /**
+     * Sets `changes` on the tenant's row in one statement (the last of two
+     * racing changes wins, field by field); undefined when it has no such
+     * row. The row trigger of migration 0014 bumps the tenant's
+     * endpoints_version with it.
+     */
+    async update(
+      tenantId: string,
+      id: string,
+      changes: EndpointChanges<T>,
+    ): Promise<Row | undefined> {
+      const updated = await db
+        .updateTable(from)
+        .set(changes as Updateable<Database['http_tools']>)
+        .where('tenant_id', '=', tenantId)
+        .where('id', '=', id)
+        .returningAll()
+        .executeTakeFirst();
+      return updated as Row | undefined;
     },
 
     /** True when a row was deleted. */

@@ -4,7 +4,7 @@ import type { Logger } from 'pino';
 import { badRequest, conflict, notFound } from '../errors.js';
 import type { Db } from '../store/database.js';
 import type { HttpToolRow } from '../store/schema.js';
-import { tenantEndpointsRepository } from '../store/tenant-endpoints.js';
+import { type EndpointChanges, tenantEndpointsRepository } from '../store/tenant-endpoints.js';
 import { type HttpToolPolicy, isHostAllowed, toHttpTool } from './http-tool.js';
 import {
   InvalidParametersSchema,
@@ -16,9 +16,9 @@ import { BUILTIN_TOOL_NAMES } from './registry.js';
 import type { Tool } from './types.js';
 
 /**
- * HTTP tools of a tenant: registration (checked against the host policy
- * and the built-ins' names), listing without secrets, and the `Tool`s the
- * registry offers a workflow of that tenant.
+ * HTTP tools of a tenant: registration and changes (checked against the
+ * host policy and the built-ins' names), listing without secrets, and the
+ * `Tool`s the registry offers a workflow of that tenant.
  */
 
 export interface NewHttpTool {
@@ -32,6 +32,13 @@ export interface NewHttpTool {
   sequential: boolean;
   requiresApproval: boolean;
 }
+
+/**
+ * A change of an HTTP tool: the fields given, each checked as at
+ * registration; `headers` replaces them all. Not its name, which workflows
+ * name it by.
+ */
+export type HttpToolChanges = Partial<Omit<NewHttpTool, 'name'>>;
 
 /** An HTTP tool as the API shows it: header names only. */
 export interface HttpToolInfo {
@@ -51,10 +58,15 @@ export function createHttpToolsService(options: {
   db: Db;
   policy: HttpToolPolicy;
   log: Logger;
-  /** Told once one of a tenant's tools was registered or removed (see workflows/early-start.ts). */
+  /** Told once one of a tenant's tools was registered, changed or removed (see workflows/early-start.ts). */
   onChanged: (tenantId: string) => void;
 }) {
   const { db, policy } = options;
+  async function get(tenantId: string, id: string): Promise<HttpToolInfo> {
+    const row = await tenantEndpointsRepository(db, 'http_tools').findById(tenantId, id);
+    if (!row) throw notFound('Tool');
+    return toInfo(row);
+  }
   return {
     async create(tenantId: string, input: NewHttpTool): Promise<HttpToolInfo> {
       if ((BUILTIN_TOOL_NAMES as readonly string[]).includes(input.name)) {
@@ -87,9 +99,32 @@ export function createHttpToolsService(options: {
       return (await tenantEndpointsRepository(db, 'http_tools').listByTenant(tenantId)).map(toInfo);
     },
 
-    async get(tenantId: string, id: string): Promise<HttpToolInfo> {
-      const row = await tenantEndpointsRepository(db, 'http_tools').findById(tenantId, id);
+    get,
+
+    /**
+     * Sets the fields `changes` gives (none: the tool as it is, nothing
+     * written). Runs see the change from their next start or resume: the
+     * write bumps the tenant's endpoints_version (migration 0014).
+     */
+    async update(tenantId: string, id: string, changes: HttpToolChanges): Promise<HttpToolInfo> {
+      if (changes.parameters !== undefined) checkParameters(changes.parameters);
+      const columns: EndpointChanges<'http_tools'> = {
+        ...(changes.description !== undefined && { description: changes.description }),
+        ...(changes.parameters !== undefined && {
+          parameters: JSON.stringify(changes.parameters),
+        }),
+        ...(changes.url !== undefined && { url: checkDestination(changes.url, policy).href }),
+        ...(changes.headers !== undefined && { headers: JSON.stringify(changes.headers) }),
+        ...(changes.timeoutMs !== undefined && { timeout_ms: changes.timeoutMs }),
+        ...(changes.sequential !== undefined && { sequential: changes.sequential }),
+        ...(changes.requiresApproval !== undefined && {
+          requires_approval: changes.requiresApproval,
+        }),
+      };
+      if (Object.keys(columns).length === 0) return get(tenantId, id);
+      const row = await tenantEndpointsRepository(db, 'http_tools').update(tenantId, id, columns);
       if (!row) throw notFound('Tool');
+      options.onChanged(tenantId);
       return toInfo(row);
     },
 

@@ -2,8 +2,8 @@ import { randomUUID } from 'node:crypto';
 import type { Logger } from 'pino';
 import { badRequest, conflict, notFound } from '../errors.js';
 import type { Db } from '../store/database.js';
-import type { McpServerRow } from '../store/schema.js';
-import { tenantEndpointsRepository } from '../store/tenant-endpoints.js';
+import type { McpServerRow, McpToolSnapshot } from '../store/schema.js';
+import { type EndpointChanges, tenantEndpointsRepository } from '../store/tenant-endpoints.js';
 import type { HttpToolPolicy } from './http-tool.js';
 import { checkDestination } from './http-tools-service.js';
 import type { JsonSchemaObject } from './json-schema-parameters.js';
@@ -18,12 +18,12 @@ import {
 } from './mcp-tools.js';
 
 /**
- * MCP servers of a tenant: registration (the URL checked like an HTTP
- * tool's, then one connection to list the tools), listing without
- * secrets, and the connected `Tool`s of one workflow run.
+ * MCP servers of a tenant: registration and changes (the URL checked
+ * like an HTTP tool's, then one connection to list the tools), listing
+ * without secrets, and the connected `Tool`s of one workflow run.
  *
- * The listing shows the tools as listed at registration, stored with the
- * server: listing the servers must not depend on every server being up,
+ * The listing shows the tools as listed at registration (or at the last
+ * change of the URL or headers), stored with the server: listing the servers must not depend on every server being up,
  * nor cost a connection to each. Workflows list the tools live, so a
  * server that changed its tools since is seen as it is now (with
  * MCP_TOOLS_CACHE_MS, as a run on this replica listed them within that
@@ -39,6 +39,13 @@ export interface NewMcpServer {
   /** Every call of any of its tools waits for the user's approval. */
   requiresApproval: boolean;
 }
+
+/**
+ * A change of an MCP server: the fields given, each checked as at
+ * registration; `headers` replaces them all. Not its name, the prefix of
+ * its tools' names, which workflows name them by.
+ */
+export type McpServerChanges = Partial<Omit<NewMcpServer, 'name'>>;
 
 export interface McpServerToolInfo {
   /** The server's own name for the tool. */
@@ -58,7 +65,7 @@ export interface McpServerInfo {
   headerNames: string[];
   timeoutMs: number;
   requiresApproval: boolean;
-  /** As listed at registration. */
+  /** As listed at registration, or at the last change of its URL or headers. */
   tools: McpServerToolInfo[];
   createdAt: Date;
 }
@@ -67,7 +74,7 @@ export function createMcpServersService(options: {
   db: Db;
   policy: HttpToolPolicy;
   log: Logger;
-  /** Told once one of a tenant's MCP servers was registered or removed (see workflows/early-start.ts). */
+  /** Told once one of a tenant's MCP servers was registered, changed or removed (see workflows/early-start.ts). */
   onChanged: (tenantId: string) => void;
   /** Servers' tools as runs on this replica listed them (MCP_TOOLS_CACHE_MS); listed by every run when unset. */
   toolLists?: McpToolLists;
@@ -80,22 +87,9 @@ export function createMcpServersService(options: {
   }
   return {
     async create(tenantId: string, input: NewMcpServer): Promise<McpServerInfo> {
-      const url = checkDestination(input.url, policy);
-      const server = { name: input.name, url: url.href, headers: input.headers };
-      let tools: McpServerRow['tools'];
-      try {
-        const connection = await connectMcpServer(
-          { ...server, timeout_ms: input.timeoutMs },
-          { policy, log },
-        );
-        tools = connection.tools;
-        await connection.close();
-      } catch (error) {
-        if (!(error instanceof McpUnreachable)) throw error;
-        throw badRequest('mcp_unreachable', `The MCP server could not be used: ${error.message}`, [
-          { field: 'body.url', message: error.message },
-        ]);
-      }
+      const url = checkDestination(input.url, policy).href;
+      const server = { name: input.name, url, headers: input.headers, timeout_ms: input.timeoutMs };
+      const tools = await listToolsOf(server, { policy, log, field: 'body.url' });
       const row = await tenantEndpointsRepository(db, 'mcp_servers').insert({
         id: randomUUID(),
         tenant_id: tenantId,
@@ -126,6 +120,55 @@ export function createMcpServersService(options: {
 
     get,
 
+    /**
+     * Sets the fields `changes` gives (none: the server as it is, nothing
+     * written). A change naming `url` or `headers` connects with the
+     * server's new URL, headers and timeout and lists its tools, as a
+     * registration does, and writes URL, headers and tools together: the
+     * last of two racing changes wins, and the stored tools are always
+     * those the stored URL and headers listed. Runs see the change from
+     * their next start or resume (the write bumps the tenant's
+     * endpoints_version, migration 0014; a list this or another replica
+     * remembers is for the old URL and headers, so not used).
+     */
+    async update(tenantId: string, id: string, changes: McpServerChanges): Promise<McpServerInfo> {
+      const url =
+        changes.url === undefined ? undefined : checkDestination(changes.url, policy).href;
+      const repository = tenantEndpointsRepository(db, 'mcp_servers');
+      let relisted: EndpointChanges<'mcp_servers'> = {};
+      if (url !== undefined || changes.headers !== undefined) {
+        const current = await repository.findById(tenantId, id);
+        if (!current) throw notFound('MCP server');
+        const server = {
+          name: current.name,
+          url: url ?? current.url,
+          headers: changes.headers ?? current.headers,
+          timeout_ms: changes.timeoutMs ?? current.timeout_ms,
+        };
+        const field = url === undefined ? 'body.headers' : 'body.url';
+        const tools = await listToolsOf(server, { policy, log, field });
+        relisted = {
+          url: server.url,
+          headers: JSON.stringify(server.headers),
+          tools: JSON.stringify(tools),
+        };
+      }
+      const columns: EndpointChanges<'mcp_servers'> = {
+        ...relisted,
+        ...(changes.timeoutMs !== undefined && { timeout_ms: changes.timeoutMs }),
+        ...(changes.requiresApproval !== undefined && {
+          requires_approval: changes.requiresApproval,
+        }),
+      };
+      if (Object.keys(columns).length === 0) return get(tenantId, id);
+      const row = await repository.update(tenantId, id, columns);
+      if (!row) throw notFound('MCP server');
+      // Listed just now, from what the row now holds: this replica's next runs need not list them again.
+      if (relisted.tools !== undefined) options.toolLists?.remember(row, row.tools);
+      options.onChanged(tenantId);
+      return toInfo(row);
+    },
+
     async delete(tenantId: string, id: string): Promise<void> {
       if (!(await tenantEndpointsRepository(db, 'mcp_servers').delete(tenantId, id)))
         throw notFound('MCP server');
@@ -149,6 +192,27 @@ export function createMcpServersService(options: {
 }
 
 export type McpServersService = ReturnType<typeof createMcpServersService>;
+
+/**
+ * Connects to a server being registered or changed and lists its tools;
+ * one that cannot be used is a 400 `mcp_unreachable` with the reason,
+ * naming `field`.
+ */
+async function listToolsOf(
+  server: Pick<McpServerRow, 'name' | 'url' | 'headers' | 'timeout_ms'>,
+  options: { policy: HttpToolPolicy; log: Logger; field: string },
+): Promise<McpToolSnapshot[]> {
+  try {
+    const connection = await connectMcpServer(server, { policy: options.policy, log: options.log });
+    await connection.close();
+    return connection.tools;
+  } catch (error) {
+    if (!(error instanceof McpUnreachable)) throw error;
+    throw badRequest('mcp_unreachable', `The MCP server could not be used: ${error.message}`, [
+      { field: options.field, message: error.message },
+    ]);
+  }
+}
 
 function toInfo(row: McpServerRow): McpServerInfo {
   return {

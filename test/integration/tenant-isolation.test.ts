@@ -83,6 +83,13 @@ describe('tenant B on tenant A’s ids', () => {
     // Admin routes: a member key of B gets 403 whatever the id, so only B's admin key asks.
     await f.expectUnknown(b.key, 'DELETE', (x) => `/v1/tools/${x}`, a.toolId);
     await f.expectUnknown(b.key, 'DELETE', (x) => `/v1/mcp-servers/${x}`, a.mcpServerId);
+    for (const body of [{ requiresApproval: true, description: 'taken' }, { headers: {} }, {}]) {
+      await f.expectUnknown(b.key, 'PATCH', (x) => `/v1/tools/${x}`, a.toolId, body);
+    }
+    // With headers, the server's row is read before any connection: found, it would be listed again.
+    for (const body of [{ requiresApproval: true, timeoutMs: 500 }, { headers: {} }, {}]) {
+      await f.expectUnknown(b.key, 'PATCH', (x) => `/v1/mcp-servers/${x}`, a.mcpServerId, body);
+    }
     await f.expectUnknown(b.key, 'GET', (x) => `/v1/api-keys/${x}`, a.memberKeyId);
     await f.expectUnknown(b.key, 'DELETE', (x) => `/v1/api-keys/${x}`, a.memberKeyId);
 
@@ -92,11 +99,19 @@ describe('tenant B on tenant A’s ids', () => {
   it('a member key of B gets the same 403 on an admin route whatever the id names', async () => {
     const a = f.a();
     const b = f.b();
-    for (const path of [`/v1/tools/${a.toolId}`, `/v1/api-keys/${a.memberKeyId}`]) {
-      const onA = await f.call(b.memberKey, 'DELETE', path);
-      const onNone = await f.call(b.memberKey, 'DELETE', path.replace(/[^/]+$/, randomUUID()));
+    const adminRoutes: [string, string, unknown?][] = [
+      ['DELETE', `/v1/tools/${a.toolId}`],
+      ['DELETE', `/v1/api-keys/${a.memberKeyId}`],
+      ['PATCH', `/v1/tools/${a.toolId}`, { requiresApproval: true }],
+      ['PATCH', `/v1/mcp-servers/${a.mcpServerId}`, { requiresApproval: true }],
+    ];
+    for (const [method, path, body] of adminRoutes) {
+      const onA = await f.call(b.memberKey, method, path, { body });
+      const onNone = await f.call(b.memberKey, method, path.replace(/[^/]+$/, randomUUID()), {
+        body,
+      });
       expect(onA.status).toBe(403);
-      expectSameProblem(onA, onNone, path);
+      expectSameProblem(onA, onNone, `${method} ${path}`);
     }
   });
 

@@ -176,3 +176,98 @@ describe('allowed hosts and private addresses at registration', () => {
     expect((await createTool(toolBody({ url }))).statusCode).toBe(201);
   });
 });
+
+describe('validation of a change (PATCH /v1/tools/:id): as at registration, and nothing is changed', () => {
+  /**
+   * Registers a tool at `url` on `app` (allowed by its settings), asks there
+   * for `changes`, expects a 400 and the tool unchanged; returns the problem.
+   */
+  async function refusedChange(
+    changes: Record<string, unknown>,
+    options: { app?: TestApp; url?: string } = {},
+  ) {
+    const app = options.app ?? testApp;
+    const url = options.url ?? `${server.origin}/weather`;
+    const tool = (await createTool(toolBody({ url }), { app })).json();
+    const inject = (method: 'PATCH' | 'GET', payload?: Record<string, unknown>) =>
+      app.app.inject({
+        method,
+        url: `/v1/tools/${tool.id}`,
+        headers: { authorization: `Bearer ${adminKey}` },
+        ...(payload === undefined ? {} : { payload }),
+      });
+    const refused = await inject('PATCH', changes);
+    expect(refused.statusCode, refused.body).toBe(400);
+    expect((await inject('GET')).json()).toEqual(tool);
+    return refused.json();
+  }
+
+  it.each([
+    ['a name (workflows name their tools by it)', { name: 'renamed' }, 'validation_failed', 'body'],
+    ['an empty description', { description: '  ' }, 'validation_failed', 'body.description'],
+    [
+      'parameters that are not an object schema',
+      { parameters: { type: 'string' } },
+      'invalid_parameters_schema',
+      'body.parameters',
+    ],
+    [
+      'parameters with an unknown type',
+      { parameters: { type: 'object', properties: { a: { type: 'strin' } } } },
+      'invalid_parameters_schema',
+      'body.parameters',
+    ],
+    [
+      'a url that is not http',
+      { url: 'ftp://tools.example.com/x' },
+      'validation_failed',
+      'body.url',
+    ],
+    [
+      'a url with credentials',
+      { url: 'https://user:pw@tools.example.com/x' },
+      'invalid_url',
+      'body.url',
+    ],
+    [
+      'a header the service sets',
+      { headers: { 'Idempotency-Key': 'x' } },
+      'validation_failed',
+      'body.headers',
+    ],
+    [
+      'a header value with a line break',
+      { headers: { 'X-Bad': 'a\r\nInjected: yes' } },
+      'validation_failed',
+      'body.headers.X-Bad',
+    ],
+    ['a timeout under 100 ms', { timeoutMs: 99 }, 'validation_failed', 'body.timeoutMs'],
+    ['null for a field', { description: null }, 'validation_failed', 'body.description'],
+    ['an unknown field', { method: 'GET' }, 'validation_failed', 'body'],
+  ])('%s is a 400 %s', async (_what, changes, code, field) => {
+    const problem = await refusedChange(changes);
+    expect(problem.code).toBe(code);
+    expect(problem.errors.map((error: { field: string }) => error.field)).toContain(field);
+  });
+
+  it('a url whose host is not allowed is a 400 host_not_allowed', async () => {
+    const problem = await refusedChange(
+      { url: 'https://example.com.evil.com/x' },
+      { app: allowlisted, url: 'https://api.example.com/x' },
+    );
+    expect(problem).toMatchObject({ code: 'host_not_allowed', errors: [{ field: 'body.url' }] });
+  });
+
+  it.each([
+    'http://127.0.0.1:9000/x',
+    'http://169.254.169.254/latest/meta-data',
+    'http://[::1]:9000/x',
+    'http://localhost:9000/x',
+  ])('%s is a 400 private_address unless HTTP_TOOLS_ALLOW_PRIVATE is set', async (url) => {
+    const problem = await refusedChange(
+      { url },
+      { app: strict, url: 'https://tools.example.com/x' },
+    );
+    expect(problem).toMatchObject({ code: 'private_address', errors: [{ field: 'body.url' }] });
+  });
+});

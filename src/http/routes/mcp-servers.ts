@@ -24,6 +24,27 @@ const RESERVED_HEADERS = new Set([
   'last-event-id',
 ]);
 
+/** The fields of a server that a change may set too: all but its name, without the defaults of a new server. */
+const serverFields = {
+  url: z
+    .url({ protocol: /^https?$/, error: 'must be an http or https URL' })
+    .max(2048)
+    .describe('The server’s streamable HTTP endpoint, e.g. https://mcp.example.com/mcp'),
+  headers: storedHeadersSchema(RESERVED_HEADERS),
+  timeoutMs: z
+    .number()
+    .int()
+    .min(100)
+    .max(120_000)
+    .describe('For connecting, listing the tools, and each tool call'),
+  requiresApproval: z.boolean(),
+};
+
+const HEADERS_DESCRIPTION =
+  'Sent with every request, e.g. Authorization. Values are secrets: never shown again';
+const APPROVAL_DESCRIPTION =
+  'Each call of any of its tools waits for the user’s approval (`POST /v1/workflows/{id}/approve`); its tools are not offered to pipeline stages';
+
 const createMcpServerBody = z
   .object({
     name: z
@@ -37,29 +58,22 @@ const createMcpServerBody = z
         'a lower-case letter, then lower-case letters and digits, single _ between them, at most 32 characters',
       )
       .describe('Unique in the tenant; the prefix of its tools’ names (`<name>__<tool>`)'),
-    url: z
-      .url({ protocol: /^https?$/, error: 'must be an http or https URL' })
-      .max(2048)
-      .describe('The server’s streamable HTTP endpoint, e.g. https://mcp.example.com/mcp'),
-    headers: storedHeadersSchema(RESERVED_HEADERS)
-      .default({})
-      .describe(
-        'Sent with every request, e.g. Authorization. Values are secrets: never shown again',
-      ),
-    timeoutMs: z
-      .number()
-      .int()
-      .min(100)
-      .max(120_000)
-      .default(30_000)
-      .describe('For connecting, listing the tools, and each tool call'),
-    requiresApproval: z
-      .boolean()
-      .default(false)
-      .describe(
-        'Each call of any of its tools waits for the user’s approval (`POST /v1/workflows/{id}/approve`); its tools are not offered to pipeline stages',
-      ),
+    ...serverFields,
+    headers: serverFields.headers.default({}).describe(HEADERS_DESCRIPTION),
+    timeoutMs: serverFields.timeoutMs.default(30_000),
+    requiresApproval: serverFields.requiresApproval.default(false).describe(APPROVAL_DESCRIPTION),
   })
+  .strict();
+
+const updateMcpServerBody = z
+  .object({
+    ...serverFields,
+    headers: serverFields.headers.describe(
+      `${HEADERS_DESCRIPTION}. Replaces all of them ({} removes them)`,
+    ),
+    requiresApproval: serverFields.requiresApproval.describe(APPROVAL_DESCRIPTION),
+  })
+  .partial()
   .strict();
 
 const mcpServerToolSchema = z.object({
@@ -85,7 +99,9 @@ const mcpServerSchema = z
     requiresApproval: z.boolean(),
     tools: z
       .array(mcpServerToolSchema)
-      .describe('As the server listed them at registration; workflows list them live'),
+      .describe(
+        'As the server listed them at registration or at the last change of its URL or headers; workflows list them live',
+      ),
     createdAt: z.iso.datetime(),
   })
   .meta({ id: 'McpServer' });
@@ -156,6 +172,33 @@ export const mcpServerRoutes: FastifyPluginAsyncZod<{ mcpServers: McpServersServ
     async (request) => {
       const { tenant } = principalOf(request);
       return toWire(await mcpServers.get(tenant.id, request.params.id));
+    },
+  );
+
+  app.patch(
+    '/mcp-servers/:id',
+    {
+      config: { scope: 'admin' },
+      schema: {
+        tags: ['tools'],
+        summary: 'Change an MCP server; workflows see the change from their next start or resume',
+        description:
+          'A field left out keeps its value; `headers` replaces all of them. A new `url` is ' +
+          'checked as at registration (400 `host_not_allowed`, `private_address`). A change ' +
+          'naming `url` or `headers` connects to the server with them and lists its tools again ' +
+          '(400 `mcp_unreachable` with the reason, and nothing changed, when that fails); the ' +
+          'server’s `tools` are then the new list. The name cannot change: its tools are named ' +
+          'after it. Without a version to match, the last of two concurrent changes wins; URL, ' +
+          'headers and tools are written together. A call already waiting for approval still ' +
+          'waits for it.',
+        params: idParamsSchema,
+        body: updateMcpServerBody,
+        response: { 200: mcpServerSchema, ...problemResponses(400, 401, 403, 404, 413, 415, 429) },
+      },
+    },
+    async (request) => {
+      const { tenant } = principalOf(request);
+      return toWire(await mcpServers.update(tenant.id, request.params.id, request.body));
     },
   );
 

@@ -43,36 +43,54 @@ const parametersSchema = z
 
 const headersSchema = storedHeadersSchema(RESERVED_HEADERS);
 
+/** The fields of a tool that a change may set too: all but its name, without the defaults of a new tool. */
+const toolFields = {
+  description: z
+    .string()
+    .trim()
+    .min(1)
+    .max(4000)
+    .refine(hasNoNul, NO_NUL_MESSAGE)
+    .describe('What the tool does and when to use it, for the model'),
+  parameters: parametersSchema.refine(hasNoNulInJson, NO_NUL_MESSAGE),
+  url: z
+    .url({ protocol: /^https?$/, error: 'must be an http or https URL' })
+    .max(2048)
+    .describe('Called with POST and the arguments as a JSON body'),
+  headers: headersSchema,
+  timeoutMs: z.number().int().min(100).max(120_000),
+  sequential: z.boolean(),
+  requiresApproval: z.boolean(),
+};
+
+const HEADERS_DESCRIPTION =
+  'Sent with every call, e.g. Authorization. Values are secrets: never shown again';
+const SEQUENTIAL_DESCRIPTION =
+  'Run one at a time, never alongside other tool calls of the same turn';
+const APPROVAL_DESCRIPTION =
+  'Each call waits for the user’s approval (`POST /v1/workflows/{id}/approve`); not offered to pipeline stages';
+
 const createToolBody = z
   .object({
     name: toolNameSchema.describe('What the model calls the tool; unique in the tenant'),
-    description: z
-      .string()
-      .trim()
-      .min(1)
-      .max(4000)
-      .refine(hasNoNul, NO_NUL_MESSAGE)
-      .describe('What the tool does and when to use it, for the model'),
-    parameters: parametersSchema.refine(hasNoNulInJson, NO_NUL_MESSAGE),
-    url: z
-      .url({ protocol: /^https?$/, error: 'must be an http or https URL' })
-      .max(2048)
-      .describe('Called with POST and the arguments as a JSON body'),
-    headers: headersSchema
-      .default({})
-      .describe('Sent with every call, e.g. Authorization. Values are secrets: never shown again'),
-    timeoutMs: z.number().int().min(100).max(120_000).default(15_000),
-    sequential: z
-      .boolean()
-      .default(false)
-      .describe('Run one at a time, never alongside other tool calls of the same turn'),
-    requiresApproval: z
-      .boolean()
-      .default(false)
-      .describe(
-        'Each call waits for the user’s approval (`POST /v1/workflows/{id}/approve`); not offered to pipeline stages',
-      ),
+    ...toolFields,
+    headers: toolFields.headers.default({}).describe(HEADERS_DESCRIPTION),
+    timeoutMs: toolFields.timeoutMs.default(15_000),
+    sequential: toolFields.sequential.default(false).describe(SEQUENTIAL_DESCRIPTION),
+    requiresApproval: toolFields.requiresApproval.default(false).describe(APPROVAL_DESCRIPTION),
   })
+  .strict();
+
+const updateToolBody = z
+  .object({
+    ...toolFields,
+    headers: toolFields.headers.describe(
+      `${HEADERS_DESCRIPTION}. Replaces all of them ({} removes them)`,
+    ),
+    sequential: toolFields.sequential.describe(SEQUENTIAL_DESCRIPTION),
+    requiresApproval: toolFields.requiresApproval.describe(APPROVAL_DESCRIPTION),
+  })
+  .partial()
   .strict();
 
 const httpToolSchema = z
@@ -196,6 +214,30 @@ export const toolRoutes: FastifyPluginAsyncZod<{
     async (request) => {
       const { tenant } = principalOf(request);
       return httpToolToWire(await httpTools.get(tenant.id, request.params.id));
+    },
+  );
+
+  app.patch(
+    '/tools/:id',
+    {
+      config: { scope: 'admin' },
+      schema: {
+        tags: ['tools'],
+        summary: 'Change an HTTP tool; workflows see the change from their next start or resume',
+        description:
+          'A field left out keeps its value; `headers` replaces all of them. Each field is ' +
+          'checked as at registration (400 `host_not_allowed`, `private_address`, ' +
+          '`invalid_parameters_schema`). The name cannot change: workflows name their tools by ' +
+          'it. Without a version to match, the last of two concurrent changes wins, field by ' +
+          'field. A call already waiting for approval still waits for it.',
+        params: idParamsSchema,
+        body: updateToolBody,
+        response: { 200: httpToolSchema, ...problemResponses(400, 401, 403, 404, 413, 415, 429) },
+      },
+    },
+    async (request) => {
+      const { tenant } = principalOf(request);
+      return httpToolToWire(await httpTools.update(tenant.id, request.params.id, request.body));
     },
   );
 
