@@ -10,10 +10,12 @@ import type { AttemptRecord } from './router/types.js';
  * its run, in the run's next statement, with the events that count their
  * usage (`rowsOf`): one commit for both, no round trip of their own, and a
  * process that dies (a SIGKILL, a crash) loses both or neither, so the
- * workflow never counts a call the ledger lacks. What no run takes (calls
- * without a workflow, a run's last rows when it wrote nothing after them)
- * a background flush writes in batches (one INSERT per batch) every
- * `flushIntervalMs` or at `maxBatch` rows, and `close` at shutdown. A
+ * workflow never counts a call the ledger lacks. The rows of a workflow
+ * whose run is here are left to it until it releases them. What no run
+ * takes (calls without a workflow, what a run left when it released them,
+ * rows given back) a background flush writes in batches (one INSERT per
+ * batch) every `flushIntervalMs` or at `maxBatch` rows, and `close`, every
+ * row, at shutdown. A
  * failed write is retried on the next flush (rows stay queued, up to
  * `maxQueued`, beyond which the oldest are dropped and counted in the log
  * rather than growing memory forever).
@@ -38,6 +40,11 @@ export interface WorkflowUsageRows {
   take(): NewLlmCallRow[];
   /** Rows taken for a statement that failed: queued again, for the flush to write. */
   giveBack(rows: NewLlmCallRow[]): void;
+  /**
+   * The run is over: the flush writes the workflow's rows from now on
+   * (those of its calls after its last statement). Once; later calls do nothing.
+   */
+  release(): void;
 }
 
 export function createUsageLedger(options: UsageLedgerOptions) {
@@ -50,14 +57,17 @@ export function createUsageLedger(options: UsageLedgerOptions) {
   /** The batch a flush is writing, off the queue meanwhile, and when its write ends. */
   let writing: { rows: NewLlmCallRow[]; ended: Promise<void> } | undefined;
   let closed = false;
+  /** How many runs here write each workflow's rows (rowsOf, until released): the flush leaves those. */
+  const runs = new Map<string, number>();
   const timer = setInterval(() => void flush(), flushIntervalMs);
   timer.unref();
 
   async function flush(): Promise<void> {
     if (flushing) return flushing;
     flushing = (async () => {
-      while (queue.length > 0) {
-        const batch = queue.splice(0, maxBatch);
+      for (;;) {
+        const batch = nextBatch();
+        if (batch.length === 0) return;
         const written = writeBatch(batch);
         writing = { rows: batch, ended: written.then(() => undefined) };
         const unwritten = await written;
@@ -71,6 +81,19 @@ export function createUsageLedger(options: UsageLedgerOptions) {
       flushing = undefined;
     });
     return flushing;
+  }
+
+  /** Takes the next batch off the queue: up to maxBatch rows no run here writes (all, once closed). */
+  function nextBatch(): NewLlmCallRow[] {
+    if (closed || runs.size === 0) return queue.splice(0, maxBatch);
+    const batch: NewLlmCallRow[] = [];
+    const kept: NewLlmCallRow[] = [];
+    for (const row of queue) {
+      const run = row.workflow_id != null && runs.has(row.workflow_id);
+      (run || batch.length >= maxBatch ? kept : batch).push(row);
+    }
+    queue = kept;
+    return batch;
   }
 
   /** Writes the batch; resolves with the rows left unwritten (the write failed), never rejects. */
@@ -131,6 +154,8 @@ export function createUsageLedger(options: UsageLedgerOptions) {
     flush,
     rowsOf(workflowId: string): WorkflowUsageRows {
       const isOwn = (row: NewLlmCallRow) => row.workflow_id === workflowId;
+      runs.set(workflowId, (runs.get(workflowId) ?? 0) + 1);
+      let released = false;
       return {
         flushing: () => {
           const batch = writing;
@@ -144,6 +169,13 @@ export function createUsageLedger(options: UsageLedgerOptions) {
         },
         giveBack(rows) {
           queue.unshift(...rows);
+        },
+        release() {
+          if (released) return;
+          released = true;
+          const left = (runs.get(workflowId) ?? 1) - 1;
+          if (left > 0) runs.set(workflowId, left);
+          else runs.delete(workflowId);
         },
       };
     },

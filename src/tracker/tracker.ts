@@ -338,10 +338,14 @@ export function createWorkflowTracker<R extends Returning = 'workflow'>(
       });
     },
 
-    /** Drops unsent token chunks' timer (the run is over). */
+    /**
+     * The run is over: drops unsent token chunks' timer, and leaves the
+     * usage ledger's rows of calls it did not write to the ledger's flush.
+     */
     close(): void {
       clearTimeout(tokenTimer);
       tokenTimer = undefined;
+      options.ledgerRows?.release();
     },
   };
 }

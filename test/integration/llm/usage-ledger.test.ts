@@ -118,6 +118,36 @@ describe('usage ledger', () => {
     await ledger.close();
   });
 
+  it("the flush leaves a workflow's rows to its run here until the run releases them; then writes them, and rowsOf's release counts each run", async () => {
+    const ledger = createUsageLedger({ db: handle.db, log, flushIntervalMs: 60_000 });
+    const workflowId = crypto.randomUUID();
+    const other = crypto.randomUUID();
+    const first = ledger.rowsOf(workflowId);
+    const second = ledger.rowsOf(workflowId);
+    ledger.record(attempt(1, workflowId));
+    ledger.record(attempt(1, other));
+    await ledger.flush();
+    expect([await countRows(workflowId), await countRows(other)]).toEqual([0, 1]);
+    first.release();
+    first.release();
+    await ledger.flush();
+    expect(await countRows(workflowId)).toBe(0);
+    second.release();
+    await ledger.flush();
+    expect(await countRows(workflowId)).toBe(1);
+    expect(ledger.pending()).toBe(0);
+    await ledger.close();
+  });
+
+  it('close writes the rows of a workflow whose run is still here', async () => {
+    const ledger = createUsageLedger({ db: handle.db, log, flushIntervalMs: 60_000 });
+    const workflowId = crypto.randomUUID();
+    ledger.rowsOf(workflowId);
+    ledger.record(attempt(1, workflowId));
+    await ledger.close();
+    expect(await countRows(workflowId)).toBe(1);
+  });
+
   it('giveBack: rows taken for a statement that failed are queued again, and the flush writes them', async () => {
     const ledger = createUsageLedger({ db: handle.db, log, flushIntervalMs: 60_000 });
     const workflowId = crypto.randomUUID();
@@ -125,6 +155,9 @@ describe('usage ledger', () => {
     ledger.record(attempt(1, workflowId));
     rows.giveBack(rows.take());
     expect(ledger.pending()).toBe(1);
+    rows.release();
+    await ledger.flush();
+    expect(ledger.pending()).toBe(0);
     await ledger.close();
     expect(await countRows(workflowId)).toBe(1);
   });
@@ -133,14 +166,14 @@ describe('usage ledger', () => {
     const ledger = createUsageLedger({ db: handle.db, log, flushIntervalMs: 60_000 });
     const workflowId = crypto.randomUUID();
     const other = ledger.rowsOf(crypto.randomUUID());
-    const rows = ledger.rowsOf(workflowId);
-    expect(rows.flushing()).toBeUndefined();
     const lock = await handle.pool.connect();
     try {
       await lock.query('BEGIN');
       await lock.query('LOCK TABLE llm_calls IN SHARE MODE');
+      // Left by the workflow's previous run here, which released them to the flush.
       ledger.record(attempt(1, workflowId));
       const flushed = ledger.flush();
+      const rows = ledger.rowsOf(workflowId);
       const writing = rows.flushing();
       expect(writing).toBeDefined();
       expect(other.flushing()).toBeUndefined();
