@@ -9,7 +9,7 @@ import {
   replyResult,
   startRawMcpServer,
 } from '../support/raw-mcp-server.js';
-import { callJson } from '../support/tools-api.js';
+import { callJson, tenantKeys } from '../support/tools-api.js';
 
 /**
  * GET and PATCH /v1/mcp-servers/:id over real sockets. A change of the
@@ -46,14 +46,7 @@ beforeAll(async () => {
   for (const app of [testApp, strict, allowlisted]) {
     bases.set(app, (await listenLocally(app.app)).url);
   }
-  const created = await testApp.services.tenancy.bootstrap();
-  if (!created) throw new Error('bootstrap created nothing on an empty database');
-  adminKey = created.adminKey.secret;
-  tenantId = created.tenant.id;
-  memberKey = (
-    await testApp.services.tenancy.issueKey(tenantId, { name: 'member', scopes: ['member'] })
-  ).secret;
-  otherTenantKey = (await testApp.services.tenancy.createTenant({ name: 'other' })).adminKey.secret;
+  ({ adminKey, memberKey, otherTenantKey, tenantId } = await tenantKeys(testApp));
 });
 afterAll(async () => {
   await allowlisted?.close();

@@ -4,6 +4,7 @@ import { listTenantEndpoints } from '../../src/store/tenant-endpoints.js';
 import type { ToolContext } from '../../src/tools/types.js';
 import { bearer, startTestApp, startTestAppOn, type TestApp } from '../support/app.js';
 import { type McpTestServer, startMcpTestServer } from '../support/mcp-server.js';
+import { tenantKeys } from '../support/tools-api.js';
 
 /** The tenant's MCP tools as a workflow run gets them: its rows read as a run reads them. */
 async function mcpToolsOf(app: TestApp, tenantId: string) {
@@ -35,14 +36,7 @@ beforeAll(async () => {
     HTTP_TOOLS_ALLOWED_HOSTS: '*.example.com',
     HTTP_TOOLS_ALLOW_PRIVATE: 'true',
   });
-  const created = await testApp.services.tenancy.bootstrap();
-  if (!created) throw new Error('bootstrap created nothing on an empty database');
-  adminKey = created.adminKey.secret;
-  tenantId = created.tenant.id;
-  memberKey = (
-    await testApp.services.tenancy.issueKey(tenantId, { name: 'member', scopes: ['member'] })
-  ).secret;
-  otherTenantKey = (await testApp.services.tenancy.createTenant({ name: 'other' })).adminKey.secret;
+  ({ adminKey, memberKey, otherTenantKey, tenantId } = await tenantKeys(testApp));
 });
 afterAll(async () => {
   await allowlisted?.close();

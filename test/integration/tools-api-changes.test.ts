@@ -3,7 +3,7 @@ import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { listTenantEndpoints } from '../../src/store/tenant-endpoints.js';
 import { listenLocally, startTestApp, type TestApp } from '../support/app.js';
 import { startToolServer, type ToolServer } from '../support/tool-server.js';
-import { callJson, toolsApiHelpers } from '../support/tools-api.js';
+import { callJson, tenantKeys, toolsApiHelpers } from '../support/tools-api.js';
 
 /**
  * PATCH /v1/tools/:id over real sockets: each field changed alone, the
@@ -25,14 +25,7 @@ beforeAll(async () => {
   server = await startToolServer();
   testApp = await startTestApp({ HTTP_TOOLS_ALLOW_PRIVATE: 'true' });
   base = (await listenLocally(testApp.app)).url;
-  const created = await testApp.services.tenancy.bootstrap();
-  if (!created) throw new Error('bootstrap created nothing on an empty database');
-  adminKey = created.adminKey.secret;
-  tenantId = created.tenant.id;
-  memberKey = (
-    await testApp.services.tenancy.issueKey(tenantId, { name: 'member', scopes: ['member'] })
-  ).secret;
-  otherTenantKey = (await testApp.services.tenancy.createTenant({ name: 'other' })).adminKey.secret;
+  ({ adminKey, memberKey, otherTenantKey, tenantId } = await tenantKeys(testApp));
 });
 afterAll(async () => {
   await testApp?.close();

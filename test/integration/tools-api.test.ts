@@ -3,7 +3,7 @@ import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { listTenantEndpoints } from '../../src/store/tenant-endpoints.js';
 import { bearer, startTestApp, startTestAppOn, type TestApp } from '../support/app.js';
 import { startToolServer, type ToolServer } from '../support/tool-server.js';
-import { SECRET, toolsApiHelpers, weatherParameters } from '../support/tools-api.js';
+import { SECRET, tenantKeys, toolsApiHelpers, weatherParameters } from '../support/tools-api.js';
 
 /** The tenant's HTTP tools as a workflow run gets them: its rows read as a run reads them. */
 async function httpToolsOf(app: TestApp, tenantId: string) {
@@ -28,14 +28,7 @@ beforeAll(async () => {
   server = await startToolServer();
   testApp = await startTestApp({ HTTP_TOOLS_ALLOW_PRIVATE: 'true' });
   strict = await startTestAppOn(testApp.database);
-  const created = await testApp.services.tenancy.bootstrap();
-  if (!created) throw new Error('bootstrap created nothing on an empty database');
-  adminKey = created.adminKey.secret;
-  tenantId = created.tenant.id;
-  memberKey = (
-    await testApp.services.tenancy.issueKey(tenantId, { name: 'member', scopes: ['member'] })
-  ).secret;
-  otherTenantKey = (await testApp.services.tenancy.createTenant({ name: 'other' })).adminKey.secret;
+  ({ adminKey, memberKey, otherTenantKey, tenantId } = await tenantKeys(testApp));
 });
 afterAll(async () => {
   await strict?.close();

@@ -13,6 +13,27 @@ export const weatherParameters = {
   required: ['city'],
 };
 
+/**
+ * The keys of a tools API test: the bootstrap's tenant with its admin key
+ * and a member key of it, and another tenant's admin key.
+ */
+export async function tenantKeys(testApp: TestApp) {
+  const created = await testApp.services.tenancy.bootstrap();
+  if (!created) throw new Error('bootstrap created nothing on an empty database');
+  const tenantId = created.tenant.id;
+  const member = await testApp.services.tenancy.issueKey(tenantId, {
+    name: 'member',
+    scopes: ['member'],
+  });
+  const other = await testApp.services.tenancy.createTenant({ name: 'other' });
+  return {
+    tenantId,
+    adminKey: created.adminKey.secret,
+    memberKey: member.secret,
+    otherTenantKey: other.adminKey.secret,
+  };
+}
+
 export interface ToolsApiContext {
   testApp: TestApp;
   server: ToolServer;
