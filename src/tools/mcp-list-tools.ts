@@ -19,7 +19,12 @@ export async function listTools(
   const listed: McpToolSnapshot[] = [];
   let cursor: string | undefined;
   do {
-    const page = await listPage(client, cursor, requestOptions, skip);
+    // The SDK leaves an abort listener on the signal of each request it
+    // makes: each page gets a signal of its own, following the listing's,
+    // for a server answering many pages not to pile them up on one.
+    const { signal } = requestOptions;
+    const pageOptions = { ...requestOptions, signal: signal && AbortSignal.any([signal]) };
+    const page = await listPage(client, cursor, pageOptions, skip);
     for (const tool of page.tools) {
       listed.push({
         name: tool.name,

@@ -54,6 +54,32 @@ describe('connecting to a hostile MCP server', () => {
     expect(pages).toBe(MAX_LISTED_TOOLS + 1);
   });
 
+  it('pages of one listing leave no abort listeners piled on one signal (no MaxListenersExceededWarning)', async () => {
+    const warnings: string[] = [];
+    const onWarning = (warning: Error) => warnings.push(warning.name);
+    process.on('warning', onWarning);
+    try {
+      let pages = 0;
+      const connected = await connectTo((message, response) => {
+        if (message.method === 'initialize')
+          return replyResult(response, message.id, INITIALIZE_RESULT);
+        if (message.id === undefined) return acceptNotification(response);
+        pages += 1;
+        replyResult(response, message.id, {
+          tools: [{ name: `t${pages}`, inputSchema: { type: 'object' } }],
+          ...(pages < 20 ? { nextCursor: `page-${pages}` } : {}),
+        });
+      }, 60_000);
+      expect(connected.tools).toHaveLength(20);
+      await connected.close();
+      // Emitted on the next tick of the process.
+      await new Promise((resolve) => setImmediate(resolve));
+    } finally {
+      process.off('warning', onWarning);
+    }
+    expect(warnings).not.toContain('MaxListenersExceededWarning');
+  });
+
   it('a server that never answers the notifications/initialized POST fails at the timeout', async () => {
     const connecting = connectTo((message, response) => {
       if (message.method === 'initialize')
