@@ -1,7 +1,7 @@
 import type { Logger } from 'pino';
 import { createPeriodicTask } from '../periodic.js';
 import type { Db } from '../store/database.js';
-import { claimExpiredLeases, newLeaseOwner } from '../store/workflows.js';
+import { claimExpiredLeases, newLeaseOwner } from '../store/workflow-leases.js';
 import { toWorkflow } from '../workflows/rows.js';
 import type { Workflow } from '../workflows/types.js';
 

@@ -1,6 +1,6 @@
 import { AppError } from '../errors.js';
 import { isDatabaseUnavailable, isStatementGivenUp } from '../store/database.js';
-import { LeaseLostError } from '../store/workflows.js';
+import { LeaseLostError } from '../store/workflow-leases.js';
 import {
   endingsOfOpenWork,
   FAILED_AFTER_TAKEOVERS_WORK,

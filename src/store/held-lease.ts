@@ -2,7 +2,7 @@ import { sql } from 'kysely';
 import { type AppError, conflict } from '../errors.js';
 import type { DbOrTx } from './database.js';
 import type { WorkflowKey } from './pipelines.js';
-import { LeaseLostError } from './workflows.js';
+import { LeaseLostError } from './workflow-leases.js';
 
 /**
  * The lease condition of a run's writes besides its events and transitions

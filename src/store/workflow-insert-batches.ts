@@ -3,12 +3,8 @@ import type { Db } from './database.js';
 import { PLANNED_EACH_RUN } from './prepared-statements.js';
 import { createStatementBatches, type StatementBatches } from './statement-batches.js';
 import { tenantEndpointsVersion } from './tenant-endpoints.js';
-import {
-  type InsertedWorkflow,
-  leaseExpiry,
-  type NewWorkflowRow,
-  sessionStillThere,
-} from './workflows.js';
+import { leaseExpiry } from './workflow-leases.js';
+import { type InsertedWorkflow, type NewWorkflowRow, sessionStillThere } from './workflows.js';
 
 export type WorkflowInsertBatches = StatementBatches<NewWorkflowRow, InsertedWorkflow>;
 

@@ -15,7 +15,7 @@ import {
 } from '../store/pipeline-transition-writes.js';
 import type { WorkflowRow } from '../store/schema.js';
 import { type TenantEndpointsJson, tenantEndpointColumns } from '../store/tenant-endpoints.js';
-import { leaseExpiry } from '../store/workflows.js';
+import { leaseExpiry } from '../store/workflow-leases.js';
 import { statusesBefore, type transitionEffects } from './state-machine.js';
 import type { TransitionInput } from './transitions.js';
 import type { AwaitingReason, WorkflowKind, WorkflowStatus } from './types.js';

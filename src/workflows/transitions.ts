@@ -12,7 +12,8 @@ import {
   USAGE_EVENT_TYPES,
   workflowEventsRepository,
 } from '../store/workflow-events.js';
-import { LeaseLostError, type UsageIncrement } from '../store/workflows.js';
+import { LeaseLostError } from '../store/workflow-leases.js';
+import type { UsageIncrement } from '../store/workflows.js';
 import { toEvent, toWorkflow } from './rows.js';
 import { assertTransition, transitionEffects } from './state-machine.js';
 import {

@@ -1,7 +1,7 @@
 import { sql } from 'kysely';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { DatabaseHandle } from '../../src/store/database.js';
-import { claimExpiredLeases } from '../../src/store/workflows.js';
+import { claimExpiredLeases } from '../../src/store/workflow-leases.js';
 import { customAndGenericPlans, readsOf, statementOf } from '../support/query-plans.js';
 import { createTenantDatabase, type TenantDatabase } from '../support/tenant-database.js';
 

@@ -2,7 +2,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { toStoredPlan } from '../../src/orchestrator/pipeline/plan.js';
 import type { DbOrTx } from '../../src/store/database.js';
 import { loadPipelineRows } from '../../src/store/pipeline-rows.js';
-import { LeaseLostError } from '../../src/store/workflows.js';
+import { LeaseLostError } from '../../src/store/workflow-leases.js';
 import { lockWaiter } from '../support/database.js';
 import { pipelineFixtures, plan, RUN, type WorkflowKey } from '../support/pipeline-store.js';
 import { createTenantDatabase, type TenantDatabase } from '../support/tenant-database.js';

@@ -2,7 +2,7 @@ import { randomUUID } from 'node:crypto';
 import { sql } from 'kysely';
 import { describe, expect, it } from 'vitest';
 import { workflowEventsRepository } from '../../src/store/workflow-events.js';
-import { claimExpiredLeases } from '../../src/store/workflows.js';
+import { claimExpiredLeases } from '../../src/store/workflow-leases.js';
 import {
   createReplicaTransitionBatches,
   type TransitionInput,

@@ -1,7 +1,8 @@
 import { randomUUID } from 'node:crypto';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { claimExpiredLeases, workflowsRepository } from '../../src/store/workflows.js';
+import { claimExpiredLeases } from '../../src/store/workflow-leases.js';
+import { workflowsRepository } from '../../src/store/workflows.js';
 import { transitionWorkflow } from '../../src/workflows/transitions.js';
 import { startTestApp, type TestApp } from '../support/app.js';
 import {

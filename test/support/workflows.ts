@@ -1,7 +1,8 @@
 import { randomUUID } from 'node:crypto';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { afterAll, beforeAll, expect } from 'vitest';
-import { claimExpiredLeases, workflowsRepository } from '../../src/store/workflows.js';
+import { claimExpiredLeases } from '../../src/store/workflow-leases.js';
+import { workflowsRepository } from '../../src/store/workflows.js';
 import { bearer, startTestApp, type TestApp } from './app.js';
 
 /** Helpers for tests that drive workflows through the HTTP API of a test app. */

@@ -5,7 +5,8 @@ import { loadPipelineRows } from '../../../src/store/pipeline-rows.js';
 import { endedAttemptError } from '../../../src/store/pipeline-transition-writes.js';
 import { pipelinesRepository } from '../../../src/store/pipelines.js';
 import { workflowEventsRepository } from '../../../src/store/workflow-events.js';
-import { claimExpiredLeases, workflowsRepository } from '../../../src/store/workflows.js';
+import { claimExpiredLeases } from '../../../src/store/workflow-leases.js';
+import { workflowsRepository } from '../../../src/store/workflows.js';
 import { answer, useToolLoopHarness } from '../../support/tool-loop-harness.js';
 import {
   DEAD_RUN,
