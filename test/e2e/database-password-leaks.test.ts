@@ -7,7 +7,8 @@ import { freePort, waymarkProcesses } from '../support/process.js';
 /**
  * The database password stays out of what a start that fails writes: the
  * service's log (at trace) and its standard error. The service's other
- * secrets: test/integration/secret-leaks.test.ts.
+ * secrets: test/integration/secret-leaks.test.ts and
+ * test/integration/provider-key-leaks.test.ts.
  */
 
 describe('a start whose database refuses it', () => {

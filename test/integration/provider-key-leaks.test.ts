@@ -1,0 +1,100 @@
+import { describe, expect, it } from 'vitest';
+import { ConfigError, loadConfig } from '../../src/config.js';
+import { startTestAppOn } from '../support/app.js';
+import {
+  ANTHROPIC_KEY,
+  expectNoSecretIn,
+  OPENAI_KEY,
+  useLeakCheckApp,
+} from '../support/secret-leaks.js';
+import { startWorkflow, waitForStatus } from '../support/workflows.js';
+
+/**
+ * Provider keys never leave the process by the way of its output, where a
+ * provider or an operator hands them back: a provider's refusal quoting
+ * the key it was sent (OpenAI's 401 does) is in no log line (the
+ * production logger, at trace), no workflow and no event; a key pasted
+ * where the configuration wanted JSON is not quoted by its error. (The
+ * other secrets: secret-leaks.test.ts.)
+ */
+
+const h = useLeakCheckApp();
+
+/** OpenAI's error body, its message quoting what it likes (OpenAI's 401 quotes the key it was sent). */
+function openAiError(message: string) {
+  return {
+    error: { message, type: 'invalid_request_error', param: null, code: 'invalid_api_key' },
+  };
+}
+
+/** Anthropic's error body, its message quoting what it likes. */
+function anthropicError(message: string) {
+  return { type: 'error', error: { type: 'api_error', message } };
+}
+
+describe('provider keys stay out of logs, workflows, events and configuration errors', () => {
+  it('a provider’s refusal quoting the key it was sent, logged with the failed classification check: the log line has the message, not the key', async () => {
+    // A replica of its own: its 401s open circuits the other tests do not see.
+    const classifying = await startTestAppOn(
+      h.database,
+      // Claude has no fallback: the check's one attempt is the error logged.
+      { ...h.env, CLASSIFY_WITH_MODEL: 'true', CLASSIFY_MODEL: 'claude' },
+      h.productionLogger(h.env),
+    );
+    try {
+      h.provider.enqueue({
+        kind: 'error',
+        status: 401,
+        body: anthropicError(`invalid x-api-key: ${ANTHROPIC_KEY}`),
+      });
+      const id = await startWorkflow(classifying, h.tenant.key, { input: 'Hello?', mode: 'auto' });
+      await waitForStatus(classifying, h.tenant.key, id, ['completed', 'failed']);
+    } finally {
+      await classifying.close();
+    }
+    const line = h.logged
+      .split('\n')
+      .find((text) => text.includes('the classification model check failed'));
+    // In the message, the stack and the cause, each quoting the provider's JSON body.
+    expect(line?.split('invalid x-api-key: [redacted]').length).toBeGreaterThan(3);
+    expectNoSecretIn('the log', h.logged, [ANTHROPIC_KEY]);
+  });
+
+  it('provider keys: a 401 from OpenAI, a 500 from Anthropic, a reset connection (last: the 401 opens a circuit)', async () => {
+    // Each quotes the key it was sent, as OpenAI's 401 does.
+    const retried = await h.runToEnd(
+      'Hello',
+      {
+        kind: 'error',
+        status: 401,
+        body: openAiError(`Incorrect API key provided: ${OPENAI_KEY}.`),
+      },
+      { kind: 'error', status: 500, body: anthropicError(`upstream refused key ${ANTHROPIC_KEY}`) },
+    );
+    expect(retried.workflow.status).toBe('failed');
+    // The 401 opened OpenAI's circuit: this one goes to Anthropic alone.
+    const reset = await h.runToEnd('Hello again', { kind: 'reset' });
+    expect(reset.workflow.status).toBe('failed');
+    // The keys went where they belong, so their absence below means something.
+    expect(h.provider.requests.map((request) => request.headers.authorization)).toContain(
+      `Bearer ${OPENAI_KEY}`,
+    );
+    const keys = [OPENAI_KEY, ANTHROPIC_KEY];
+    expectNoSecretIn('the workflows and their events', JSON.stringify([retried, reset]), keys);
+    expectNoSecretIn('the log', h.logged, keys);
+  });
+
+  it('WAYMARK_MODELS that is not JSON (a key pasted in its place): the configuration error does not quote it', () => {
+    let thrown: unknown;
+    try {
+      loadConfig({ WAYMARK_MODELS: OPENAI_KEY });
+    } catch (error) {
+      thrown = error;
+    }
+    expect(thrown).toBeInstanceOf(ConfigError);
+    expect((thrown as ConfigError).message).toMatch(
+      /^invalid configuration:\n {2}WAYMARK_MODELS: /,
+    );
+    expect((thrown as ConfigError).message).not.toContain(OPENAI_KEY.slice(0, 9));
+  });
+});
