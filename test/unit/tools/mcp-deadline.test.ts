@@ -37,21 +37,28 @@ async function connectTo(script: RawMcpScript, timeoutMs: number) {
   );
 }
 
+/** A server listing one tool a page, with a next cursor on every page before the `last`. */
+function pagingServer(last: number): { script: RawMcpScript; pages: () => number } {
+  let pages = 0;
+  const script: RawMcpScript = (message, response) => {
+    if (message.method === 'initialize')
+      return replyResult(response, message.id, INITIALIZE_RESULT);
+    if (message.id === undefined) return acceptNotification(response);
+    pages += 1;
+    replyResult(response, message.id, {
+      tools: [{ name: `t${pages}`, inputSchema: { type: 'object' } }],
+      ...(pages < last ? { nextCursor: `page-${pages}` } : {}),
+    });
+  };
+  return { script, pages: () => pages };
+}
+
 describe('connecting to a hostile MCP server', () => {
   it('a tools/list that always answers a next cursor fails once past MAX_LISTED_TOOLS', async () => {
-    let pages = 0;
-    const connecting = connectTo((message, response) => {
-      if (message.method === 'initialize')
-        return replyResult(response, message.id, INITIALIZE_RESULT);
-      if (message.id === undefined) return acceptNotification(response);
-      pages += 1;
-      replyResult(response, message.id, {
-        tools: [{ name: `t${pages}`, inputSchema: { type: 'object' } }],
-        nextCursor: `page-${pages}`,
-      });
-    }, 60_000);
+    const paging = pagingServer(Number.POSITIVE_INFINITY);
+    const connecting = connectTo(paging.script, 60_000);
     await expect(connecting).rejects.toThrow(`it lists more than ${MAX_LISTED_TOOLS} tools`);
-    expect(pages).toBe(MAX_LISTED_TOOLS + 1);
+    expect(paging.pages()).toBe(MAX_LISTED_TOOLS + 1);
   });
 
   it('pages of one listing leave no abort listeners piled on one signal (no MaxListenersExceededWarning)', async () => {
@@ -59,17 +66,7 @@ describe('connecting to a hostile MCP server', () => {
     const onWarning = (warning: Error) => warnings.push(warning.name);
     process.on('warning', onWarning);
     try {
-      let pages = 0;
-      const connected = await connectTo((message, response) => {
-        if (message.method === 'initialize')
-          return replyResult(response, message.id, INITIALIZE_RESULT);
-        if (message.id === undefined) return acceptNotification(response);
-        pages += 1;
-        replyResult(response, message.id, {
-          tools: [{ name: `t${pages}`, inputSchema: { type: 'object' } }],
-          ...(pages < 20 ? { nextCursor: `page-${pages}` } : {}),
-        });
-      }, 60_000);
+      const connected = await connectTo(pagingServer(20).script, 60_000);
       expect(connected.tools).toHaveLength(20);
       await connected.close();
       // Emitted on the next tick of the process.
