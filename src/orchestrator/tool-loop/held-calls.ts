@@ -23,7 +23,7 @@ import type { HeldTurn, LoopRun, LoopStep } from './types.js';
  * results so far, `awaiting` that call, and the workflow pauses for it.
  * Once every held call has its result, the turn is persisted whole (the
  * rewrite of a turn that waited; store/event-statement-parts.ts) before
- * the next turn's calls run, as any turn. A crash before then loses the
+ * the next turn's calls run, as every turn is. A crash before then loses the
  * results of this run: the run taking over resolves the calls again from
  * the same decisions, so an approved call runs again (at-least-once) with
  * the same Idempotency-Key, and every call of the turn ends with exactly
