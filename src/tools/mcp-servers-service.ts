@@ -23,11 +23,11 @@ import {
  * without secrets, and the connected `Tool`s of one workflow run.
  *
  * The listing shows the tools as listed at registration (or at the last
- * change of the URL or headers), stored with the server: listing the servers must not depend on every server being up,
- * nor cost a connection to each. Workflows list the tools live, so a
- * server that changed its tools since is seen as it is now (with
- * MCP_TOOLS_CACHE_MS, as a run on this replica listed them within that
- * time).
+ * change of the URL or headers), stored with the server: listing the
+ * servers must not depend on every server being up, nor cost a connection
+ * to each. Workflows list the tools live, so a server that changed its
+ * tools since is seen as it is now (with MCP_TOOLS_CACHE_MS, as a run on
+ * this replica listed them within that time).
  */
 
 export interface NewMcpServer {
