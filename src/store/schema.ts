@@ -172,7 +172,7 @@ export interface SessionsTable {
   last_seq: Generated<number>;
   created_at: ColumnType<Date, never, never>;
   updated_at: ColumnType<Date, never, Date>;
-  /** Its last message's created_at, its creation while it has none; set by the append only (exchangeAppend). */
+  /** Its latest message's created_at, its creation while it has none; set by the append only (exchangeAppend). */
   last_activity_at: ColumnType<Date, never, never>;
 }
 

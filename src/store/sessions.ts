@@ -53,7 +53,10 @@ export interface SessionExchange {
  * with the session's next two seqs: `session_locked` (the session row,
  * locked), `session_appended` (the two messages), `session_bumped` (its
  * `last_seq`, and its `last_activity_at` to the messages' `created_at`,
- * both the transaction's now(): migration 0018). `inTransition`: in a
+ * the transaction's now(), unless it is later already: migration 0018).
+ * An append whose transaction began before another's can commit after it,
+ * and would otherwise move the session back in the activity order by the
+ * difference. `inTransition`: in a
  * transition's statement, only if its `changed` has a row (the workflow
  * completed), so that whoever sees the workflow completed finds its
  * exchange in the session (workflows/transitions.ts `alsoInStatement`).
@@ -85,7 +88,7 @@ export function exchangeAppend(exchange: SessionExchange, options?: { inTransiti
     ), session_bumped AS (
       UPDATE sessions
       SET last_seq = (SELECT max(seq) FROM session_appended), updated_at = now(),
-        last_activity_at = now()
+        last_activity_at = greatest(last_activity_at, now())
       WHERE id = ${exchange.sessionId} AND tenant_id = ${exchange.tenantId}
         AND EXISTS (SELECT 1 FROM session_appended)
     )`;

@@ -1,4 +1,7 @@
+import { randomUUID } from 'node:crypto';
+import { sql } from 'kysely';
 import { beforeAll, describe, expect, it } from 'vitest';
+import { sessionsRepository } from '../../src/store/sessions.js';
 import { bearer, listenLocally } from '../support/app.js';
 import { type TestTenant, useScriptedApp, waitFor } from '../support/workflows.js';
 
@@ -116,6 +119,38 @@ describe('GET /v1/sessions?order=activity', () => {
     expect(listedC?.lastActivityAt).toBe(c.createdAt);
     const byCreation = await list(tenant, 'order=created');
     expect(byCreation.items.find((session) => session.id === b.id)).toEqual(listedB);
+  });
+
+  it('an exchange whose transaction began first but committed last never moves lastActivityAt back', async () => {
+    const tenant = await newTenant('sessions by activity, commit order');
+    const session = await newSession(tenant);
+    const exchange = (n: number) => ({
+      tenantId: tenant.id,
+      sessionId: session.id,
+      workflowId: randomUUID(),
+      question: `q${n}`,
+      answer: `a${n}`,
+    });
+    const { db } = app().services.database;
+    await db.transaction().execute(async (tx) => {
+      // The transaction's now(), which its append writes, is taken here...
+      await sql`SELECT now()`.execute(tx);
+      await new Promise((resolve) => setTimeout(resolve, 20));
+      // ...before another exchange's, which commits first...
+      expect(await sessionsRepository(db).appendExchange(exchange(1))).toHaveLength(2);
+      // ...and this one is appended after it, at an earlier time.
+      expect(await sessionsRepository(tx).appendExchange(exchange(2))).toHaveLength(2);
+    });
+
+    const read = await call(tenant, 'GET', `/v1/sessions/${session.id}`);
+    const times = (read.body.messages as { seq: number; createdAt: string }[]).map((message) =>
+      Date.parse(message.createdAt),
+    );
+    expect(times).toHaveLength(4);
+    // The later exchange's messages (seqs 3 and 4) carry the earlier time.
+    expect(times[2]).toBeLessThan(times[0] ?? 0);
+    // The session's activity is its latest message's time, not its last-appended one's.
+    expect(Date.parse(read.body.lastActivityAt as string)).toBe(Math.max(...times));
   });
 
   it('a PATCH is no activity: the session keeps its place and its lastActivityAt', async () => {

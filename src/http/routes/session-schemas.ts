@@ -107,7 +107,7 @@ const sessionFields = {
   updatedAt: z.iso.datetime().describe('Its last change: a message appended, or a PATCH'),
   lastActivityAt: z.iso
     .datetime()
-    .describe('When its last message was appended; its creation while it has none'),
+    .describe('The time of its latest message; its creation while it has none'),
 };
 
 export const sessionSchema = z.object(sessionFields).meta({ id: 'Session' });
