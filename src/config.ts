@@ -201,6 +201,11 @@ export const configSchema = z.object({
     .describe(
       'Usage ledger rows (llm_calls, one per model call attempt) are deleted this many days after their call started; 0 keeps them forever.',
     ),
+  REVOKED_KEY_RETENTION_DAYS: integer(0, 36_500)
+    .default(90)
+    .describe(
+      'Revoked API keys are deleted this many days after their revocation (until then GET /v1/api-keys lists them); 0 keeps them forever.',
+    ),
   PAUSED_WORKFLOW_EXPIRY_DAYS: integer(0, 36_500)
     .default(0)
     .describe(
@@ -209,7 +214,7 @@ export const configSchema = z.object({
   RETENTION_SWEEP_INTERVAL_MS: integer(1000, 7 * 86_400_000)
     .default(3_600_000)
     .describe(
-      'How often each replica sweeps for workflows and usage ledger rows past their retention, and paused workflows past their expiry.',
+      'How often each replica sweeps for workflows, usage ledger rows and revoked API keys past their retention, and paused workflows past their expiry.',
     ),
   PIPELINE_MAX_STAGES: integer(1, 500)
     .default(12)

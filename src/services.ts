@@ -247,6 +247,7 @@ export function createServices(options: {
       log: options.log,
       retentionDays: options.config.WORKFLOW_RETENTION_DAYS,
       ledgerRetentionDays: options.config.USAGE_LEDGER_RETENTION_DAYS,
+      revokedKeyRetentionDays: options.config.REVOKED_KEY_RETENTION_DAYS,
       pausedExpiry: {
         days: options.config.PAUSED_WORKFLOW_EXPIRY_DAYS,
         expire: workflows.expirePaused,

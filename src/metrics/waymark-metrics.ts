@@ -106,7 +106,7 @@ export function createWaymarkMetrics(options: {
   }
   const retentionDeleted = registry.counter({
     name: 'waymark_retention_deleted_total',
-    help: 'Rows this replica’s retention sweep deleted, by kind: workflows (finished, past WORKFLOW_RETENTION_DAYS) or llm_calls (past USAGE_LEDGER_RETENTION_DAYS).',
+    help: 'Rows this replica’s retention sweep deleted, by kind: workflows (finished, past WORKFLOW_RETENTION_DAYS), llm_calls (past USAGE_LEDGER_RETENTION_DAYS) or api_keys (revoked, past REVOKED_KEY_RETENTION_DAYS).',
     labelNames: ['kind'],
   });
   const pausedExpired = registry.counter({
@@ -230,6 +230,7 @@ export function createWaymarkMetrics(options: {
     observeSweep(counts: SweepCounts): void {
       retentionDeleted.inc({ kind: 'workflows' }, counts.workflows);
       retentionDeleted.inc({ kind: 'llm_calls' }, counts.llmCalls);
+      retentionDeleted.inc({ kind: 'api_keys' }, counts.apiKeys);
       pausedExpired.inc({}, counts.expired);
     },
 

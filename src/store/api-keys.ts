@@ -7,7 +7,10 @@ export interface ActiveKey {
   tenant: TenantRow;
 }
 
-/** Every query but `findActiveByHash` (which finds the tenant) is scoped by tenant. */
+/**
+ * Every query but `findActiveByHash` (which finds the tenant) and the
+ * retention sweep's `deleteRevokedBefore` (across tenants) is scoped by tenant.
+ */
 export function apiKeysRepository(db: DbOrTx) {
   return {
     async insert(row: NewApiKeyRow): Promise<ApiKeyRow> {
@@ -105,6 +108,26 @@ export function apiKeysRepository(db: DbOrTx) {
         .forUpdate()
         .execute();
       return rows.map((row) => row.id);
+    },
+
+    /**
+     * Deletes up to `limit` keys of any tenant revoked before `cutoff` (the
+     * retention sweep); returns how many. A revoked key authenticates
+     * nothing, and nothing refers to a key's row, so only its listing goes.
+     * Keys are few per tenant: the scan needs no index of its own. SKIP
+     * LOCKED: replicas sweeping together each take rows the others have not.
+     */
+    async deleteRevokedBefore(cutoff: Date, limit: number): Promise<number> {
+      const result = await sql`
+        DELETE FROM api_keys
+        WHERE id IN (
+          SELECT id FROM api_keys
+          WHERE revoked_at < ${cutoff}
+          ORDER BY revoked_at
+          LIMIT ${limit}
+          FOR UPDATE SKIP LOCKED
+        )`.execute(db);
+      return Number(result.numAffectedRows ?? 0n);
     },
 
     async revoke(tenantId: string, id: string, at: Date): Promise<ApiKeyRow | undefined> {

@@ -1,6 +1,7 @@
 import { sql } from 'kysely';
 import type { Logger } from 'pino';
 import { createPeriodicTask } from '../periodic.js';
+import { apiKeysRepository } from '../store/api-keys.js';
 import { type Db, isDatabaseUnavailable, isStatementCancelled } from '../store/database.js';
 import { atMicros, microsOf } from '../store/list-position.js';
 import { llmCallsRepository } from '../store/llm-calls.js';
@@ -13,6 +14,8 @@ export interface RetentionSweeperOptions {
   retentionDays: number;
   /** Usage ledger rows are deleted this many days after `started_at`; 0 (the default) keeps them. */
   ledgerRetentionDays?: number;
+  /** Revoked API keys are deleted this many days after `revoked_at`; 0 (the default) keeps them. */
+  revokedKeyRetentionDays?: number;
   /** Pause between the end of one sweep and the start of the next. */
   intervalMs: number;
   /** Rows per DELETE at first; each batch is its own short transaction. */
@@ -34,6 +37,8 @@ export interface RetentionSweeperOptions {
 export interface SweepCounts {
   workflows: number;
   llmCalls: number;
+  /** Revoked API keys past REVOKED_KEY_RETENTION_DAYS. */
+  apiKeys: number;
   /** Paused workflows ended because they waited for input past PAUSED_WORKFLOW_EXPIRY_DAYS. */
   expired: number;
 }
@@ -53,6 +58,7 @@ const DAY_MS = 86_400_000;
  * events and turns go with them (the trigger of migration 0011), their
  * pipeline rows by ON DELETE CASCADE. Deletes usage ledger rows past
  * theirs, when it is set: the ledger outlives the workflows it counts.
+ * Deletes API keys revoked longer ago than theirs, when it is set.
  * Every replica runs one, so the sweep keeps working whichever replicas
  * are up.
  */
@@ -65,11 +71,20 @@ export function createRetentionSweeper(options: RetentionSweeperOptions) {
    * Before, a batch the timeout could not fit failed every sweep, and
    * nothing was ever deleted again.
    */
-  const limits = { workflows: batchSize, llm_calls: batchSize, paused: batchSize };
+  const limits = {
+    workflows: batchSize,
+    llm_calls: batchSize,
+    api_keys: batchSize,
+    paused: batchSize,
+  };
   const ledgerRetentionDays = options.ledgerRetentionDays ?? 0;
+  const revokedKeyRetentionDays = options.revokedKeyRetentionDays ?? 0;
   const pausedExpiry = options.pausedExpiry?.days ? options.pausedExpiry : undefined;
   const enabled =
-    options.retentionDays > 0 || ledgerRetentionDays > 0 || pausedExpiry !== undefined;
+    options.retentionDays > 0 ||
+    ledgerRetentionDays > 0 ||
+    revokedKeyRetentionDays > 0 ||
+    pausedExpiry !== undefined;
 
   /**
    * Paused workflows whose pause is older than `cutoff`, oldest first,
@@ -192,11 +207,12 @@ export function createRetentionSweeper(options: RetentionSweeperOptions) {
 
   /**
    * Ends the paused workflows past their expiry, then deletes every
-   * workflow and ledger row past its retention at `now`, batch by batch.
+   * workflow, ledger row and revoked key past its retention at `now`,
+   * batch by batch.
    */
   async function sweepOnce(now: Date = new Date()): Promise<SweepCounts> {
     // Counted batch by batch, so a sweep the database stops still reports what committed.
-    const counts: SweepCounts = { workflows: 0, llmCalls: 0, expired: 0 };
+    const counts: SweepCounts = { workflows: 0, llmCalls: 0, apiKeys: 0, expired: 0 };
     try {
       await sweepInto(counts, now);
     } finally {
@@ -239,6 +255,17 @@ export function createRetentionSweeper(options: RetentionSweeperOptions) {
       if (counts.llmCalls > 0)
         log.info({ deleted: counts.llmCalls, cutoff }, 'deleted usage ledger rows past retention');
     }
+    if (revokedKeyRetentionDays > 0 && !task.stopped()) {
+      const cutoff = new Date(now.getTime() - revokedKeyRetentionDays * DAY_MS);
+      const keys = apiKeysRepository(options.db);
+      await inBatches('api_keys', async (limit) => {
+        const deleted = await keys.deleteRevokedBefore(cutoff, limit);
+        counts.apiKeys += deleted;
+        return deleted;
+      });
+      if (counts.apiKeys > 0)
+        log.info({ deleted: counts.apiKeys, cutoff }, 'deleted API keys revoked past retention');
+    }
   }
 
   const task = createPeriodicTask({
@@ -249,11 +276,11 @@ export function createRetentionSweeper(options: RetentionSweeperOptions) {
   });
 
   return {
-    /** Sweeps now, then `intervalMs` after each sweep ends; a no-op when both retentions and the expiry are 0. */
+    /** Sweeps now, then `intervalMs` after each sweep ends; a no-op when every retention and the expiry are 0. */
     start(): void {
       if (!enabled) {
         log.info(
-          'retention disabled; finished workflows and the usage ledger are kept, paused workflows wait for good',
+          'retention disabled; finished workflows, the usage ledger and revoked API keys are kept, paused workflows wait for good',
         );
         return;
       }

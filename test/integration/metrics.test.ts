@@ -347,6 +347,7 @@ describe('GET /metrics', () => {
     const delta = (series: string) => value(after, series) - value(before, series);
     expect(delta('waymark_retention_deleted_total{kind="workflows"}')).toBe(counts.workflows);
     expect(delta('waymark_retention_deleted_total{kind="llm_calls"}')).toBe(counts.llmCalls);
+    expect(delta('waymark_retention_deleted_total{kind="api_keys"}')).toBe(counts.apiKeys);
     expect(delta('waymark_paused_workflows_expired_total')).toBe(1);
     expect(delta('waymark_workflows_finished_total{status="cancelled"}')).toBe(1);
   });
