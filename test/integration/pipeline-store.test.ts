@@ -40,7 +40,7 @@ const policy = { maxValidationRetries: 1 };
 /** The pipeline of a workflow still running, as `GET …/pipeline` shows it; undefined before its plan. */
 async function viewOf(key: WorkflowKey) {
   const state = await loadPipelineState(handle.db, key);
-  return state && buildPipelineView(state, policy, false);
+  return state && buildPipelineView(state, policy, 'open');
 }
 
 /** The workflow's row as a cancel leaves it (the cancel's other writes aside). */

@@ -35,7 +35,9 @@ const stageSchema = z.object({
   expectedOutput: z.record(z.string(), z.unknown()).optional(),
   status: z
     .enum(['pending', 'running', 'completed', 'failed', 'awaiting_review', 'skipped'])
-    .describe('skipped: never run, as the workflow ended first'),
+    .describe(
+      'skipped: never run, as the workflow ended first, or the failed synthesis its retry runs answers instead',
+    ),
   attempts: z.array(attemptSchema),
   result: z.string().nullable().describe('The latest result: the one to review at a pause'),
 });
@@ -45,8 +47,10 @@ export const pipelineSchema = z
     revision: z.number().int().describe('Plan revision: 1 as planned, +1 per `modify` with a plan'),
     stages: z.array(stageSchema),
     next: z
-      .enum(['run_stage', 'await_review', 'stage_failed', 'synthesize', 'none'])
-      .describe('What the pipeline does next; none once the workflow has ended'),
+      .enum(['run_stage', 'await_review', 'stage_failed', 'synthesize', 'synthesis_failed', 'none'])
+      .describe(
+        'What the pipeline does next; synthesis_failed while it waits for a retry of its failed synthesis; none once the workflow has ended',
+      ),
     currentStageId: z.string().nullable(),
   })
   .meta({ id: 'Pipeline' });

@@ -9,6 +9,7 @@ import type {
   StageValidationRecord,
   WorkflowKey,
 } from '../../store/pipelines.js';
+import { isFinished, type Workflow } from '../../workflows/types.js';
 import {
   attemptsByStage,
   type NextAction,
@@ -26,7 +27,11 @@ import { type ExecutionPlan, type PlanStage, parseStoredPlan } from './plan.js';
  * disagrees with what the pipeline will do.
  */
 
-/** `skipped`: never run, as the workflow ended first (a budget's early answer, a cancel, a failure). */
+/**
+ * `skipped`: never run, as the workflow ended first (a budget's early
+ * answer, a cancel, a failure), or as a budget's synthesis, failed and
+ * waiting for its retry, answers instead.
+ */
 export type StageStatus =
   | 'pending'
   | 'running'
@@ -59,8 +64,11 @@ export interface StageView extends PlanStage {
 export interface PipelineView {
   revision: number;
   stages: StageView[];
-  /** `none` once the workflow has ended: nothing more will run. */
-  next: NextAction['kind'] | 'none';
+  /**
+   * `none` once the workflow has ended: nothing more will run;
+   * `synthesis_failed` while it waits for a `retry` of its failed synthesis.
+   */
+  next: NextAction['kind'] | 'synthesis_failed' | 'none';
   /** The stage `next` concerns; null once every stage is done. */
   currentStageId: string | null;
 }
@@ -91,23 +99,42 @@ export function pipelineStateOf(rows: PipelineRows): PipelineState | undefined {
 }
 
 /**
- * `ended`: the workflow has finished. What the run would do next then never
- * happens: a stage it would have run or waited on is shown as what its
- * attempts say (never run: `skipped`), and `next` is `none`.
+ * Where the workflow stands, for its pipeline's view: `open` while the
+ * rows say what its run does next; `synthesis_failed` while it waits for a
+ * `retry` of its failed synthesis, which runs nothing but the synthesis
+ * (review.ts), so no stage runs again, not even one a budget's early
+ * synthesis left undone; `ended` once it has finished.
+ */
+export type PipelinePhase = 'open' | 'synthesis_failed' | 'ended';
+
+export function pipelinePhaseOf(
+  workflow: Pick<Workflow, 'status' | 'awaitingReason'>,
+): PipelinePhase {
+  if (isFinished(workflow.status)) return 'ended';
+  return workflow.awaitingReason === 'synthesis_failed' ? 'synthesis_failed' : 'open';
+}
+
+/**
+ * Out of the `open` phase, what the run would do next never happens: a
+ * stage it would have run or waited on is shown as what its attempts say
+ * (never run: `skipped`), no stage is current, and `next` says why nothing
+ * runs (`none`, `synthesis_failed`). The run's own decision stays
+ * `synthesize` for a failed synthesis: that is what its retry does.
  */
 export function buildPipelineView(
   state: PipelineState,
   policy: PipelinePolicy,
-  ended: boolean,
+  phase: PipelinePhase,
 ): PipelineView {
+  const settled = phase !== 'open';
   const byStage = attemptsByStage(state.attempts);
   let current: PlanStage | undefined;
   const stages = state.plan.stages.map((stage): StageView => {
     const attempts = byStage.get(stage.id) ?? [];
-    let status: StageStatus = ended ? 'skipped' : 'pending';
+    let status: StageStatus = settled ? 'skipped' : 'pending';
     if (!current) {
       const progress = stageProgress(stage, attempts, policy);
-      status = ended ? endedStatusOf(progress, attempts) : statusOf(progress, attempts);
+      status = settled ? settledStatusOf(progress, attempts) : statusOf(progress, attempts);
       if (progress.kind !== 'done') current = stage;
     }
     return {
@@ -120,9 +147,24 @@ export function buildPipelineView(
   return {
     revision: state.revision,
     stages,
-    next: ended ? 'none' : nextAction(state.plan, state.attempts, policy).kind,
-    currentStageId: ended ? null : (current?.id ?? null),
+    next: nextOf(state, policy, phase),
+    currentStageId: settled ? null : (current?.id ?? null),
   };
+}
+
+function nextOf(
+  state: PipelineState,
+  policy: PipelinePolicy,
+  phase: PipelinePhase,
+): PipelineView['next'] {
+  switch (phase) {
+    case 'ended':
+      return 'none';
+    case 'synthesis_failed':
+      return 'synthesis_failed';
+    case 'open':
+      return nextAction(state.plan, state.attempts, policy).kind;
+  }
 }
 
 function statusOf(progress: StageProgress, attempts: readonly StageAttempt[]): StageStatus {
@@ -139,11 +181,12 @@ function statusOf(progress: StageProgress, attempts: readonly StageAttempt[]): S
 }
 
 /**
- * A finished workflow's stage at which the run stopped: its latest attempt
- * that began decides (one still running when the workflow ended was failed
- * with it); a stage none began was never run.
+ * The stage at which the run stopped, of a workflow finished or waiting for
+ * its synthesis's retry: its latest attempt that began decides (one still
+ * running when the workflow ended was failed with it); a stage none began
+ * was never run.
  */
-function endedStatusOf(progress: StageProgress, attempts: readonly StageAttempt[]): StageStatus {
+function settledStatusOf(progress: StageProgress, attempts: readonly StageAttempt[]): StageStatus {
   if (progress.kind === 'done') return statusOf(progress, attempts);
   const latest = attempts.findLast((attempt) => attempt.status !== 'pending');
   if (!latest) return 'skipped';

@@ -14,13 +14,14 @@ import type { AttemptReason, StageAttempt } from '../../store/pipelines.js';
 import { toWorkflow } from '../../workflows/rows.js';
 import type { WorkflowService } from '../../workflows/service.js';
 import { assertAwaiting } from '../../workflows/transitions.js';
-import { type AwaitingReason, isFinished, type Workflow } from '../../workflows/types.js';
+import type { AwaitingReason, Workflow } from '../../workflows/types.js';
 import { nextAction, type PipelinePolicy } from './next-action.js';
 import {
   buildPipelineView,
   loadPipelineState,
   type PipelineState,
   type PipelineView,
+  pipelinePhaseOf,
   pipelineStateOf,
 } from './pipeline-view.js';
 import { type ExecutionPlan, type PlanStage, replaceStagesAfter } from './plan.js';
@@ -321,7 +322,7 @@ export function createPipelineReviews(options: {
       const state = await loadPipelineState(db, { tenantId, workflowId: id });
       if (!state) throw notFound('Pipeline');
       // The workflow read first: one that ended meanwhile shows its rows as still running.
-      return buildPipelineView(state, policy, isFinished(workflow.status));
+      return buildPipelineView(state, policy, pipelinePhaseOf(workflow));
     },
   };
 }

@@ -153,6 +153,18 @@ describe('a failed synthesis', () => {
     expect(events.filter((e) => e.type === 'review')).toHaveLength(2);
   });
 
+  it('the pipeline view says synthesis_failed, not synthesize: nothing runs until a retry', async () => {
+    const { id } = await failedSynthesis('Synthesis fails, then the view', {
+      synthesis: { kind: 'error', status: 400 },
+    });
+    expect(await pipelineOf(id)).toMatchObject({ next: 'synthesis_failed', currentStageId: null });
+
+    h.provider.enqueue(answer('Answered on retry.'));
+    expect((await act(id, 'retry')).statusCode).toBe(202);
+    await waitForStatus(h.testApp, h.tenant.key, id, ['completed', 'failed']);
+    expect(await pipelineOf(id)).toMatchObject({ next: 'none', currentStageId: null });
+  });
+
   it('cancel ends a workflow waiting for its retry', async () => {
     const { id } = await failedSynthesis('Synthesis fails, then cancel', {
       synthesis: { kind: 'error', status: 400 },

@@ -314,7 +314,7 @@ describe('buildPipelineView', () => {
     const view = buildPipelineView(
       { revision: 2, plan, attempts: [rejected('a', 1), attempt('a', 2), attempt('b', 1)] },
       policy,
-      false,
+      'open',
     );
     expect(view.revision).toBe(2);
     expect(view.next).toBe('await_review');
@@ -338,13 +338,13 @@ describe('buildPipelineView', () => {
     const running = buildPipelineView(
       { revision: 1, plan, attempts: [rejected('a', 1)] },
       policy,
-      false,
+      'open',
     );
     expect(running.stages[0]?.status).toBe('running');
     const failed = buildPipelineView(
       { revision: 1, plan, attempts: [rejected('a', 1), rejected('a', 2), rejected('a', 3)] },
       policy,
-      false,
+      'open',
     );
     expect(failed.stages[0]?.status).toBe('failed');
     expect(failed.next).toBe('stage_failed');
@@ -352,7 +352,7 @@ describe('buildPipelineView', () => {
 
   it('of an ended workflow: what its attempts say, the stages never run skipped, and next none', () => {
     const statuses = (attempts: StageAttempt[]) => {
-      const view = buildPipelineView({ revision: 1, plan, attempts }, policy, true);
+      const view = buildPipelineView({ revision: 1, plan, attempts }, policy, 'ended');
       expect(view).toMatchObject({ next: 'none', currentStageId: null });
       return view.stages.map((stage) => stage.status);
     };
@@ -366,5 +366,23 @@ describe('buildPipelineView', () => {
     // Ended while a validation retry of a was due, or with a failed and waiting for review.
     expect(statuses([rejected('a', 1)])).toEqual(['failed', 'skipped', 'skipped']);
     expect(statuses([])).toEqual(['skipped', 'skipped', 'skipped']);
+  });
+
+  it('waiting for a failed synthesis’s retry: next synthesis_failed, no current stage, none to run', () => {
+    const view = (attempts: StageAttempt[]) =>
+      buildPipelineView({ revision: 1, plan, attempts }, policy, 'synthesis_failed');
+    const done = [attempt('a', 1), attempt('b', 1, { acceptedAt: new Date() }), attempt('c', 1)];
+    expect(view(done)).toMatchObject({ next: 'synthesis_failed', currentStageId: null });
+    expect(view(done).stages.map((stage) => stage.status)).toEqual([
+      'completed',
+      'completed',
+      'completed',
+    ]);
+    // A budget's synthesis after a: b and c never run, its retry answers without them.
+    expect(view([attempt('a', 1)]).stages.map((stage) => stage.status)).toEqual([
+      'completed',
+      'skipped',
+      'skipped',
+    ]);
   });
 });
