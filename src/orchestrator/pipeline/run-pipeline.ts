@@ -7,13 +7,13 @@ import { pipelinesRepository, type StageAttempt } from '../../store/pipelines.js
 import type { NewEventRow } from '../../store/workflow-events.js';
 import type { WorkflowTracker } from '../../tracker/tracker.js';
 import type { AgentContext } from '../agent-context.js';
-import { capWarning, reachedCap } from '../tool-loop/budget.js';
 import type { LoopOutcome, Spent } from '../tool-loop/types.js';
 import { type NextAction, nextAction, type PipelinePolicy } from './next-action.js';
 import { loadPipelineState, type PipelineState, pipelineStateOf } from './pipeline-view.js';
 import { type PlanLimits, type PlanStage, planEventDetail, toStoredPlan } from './plan.js';
 import { PLAN_STEP, planQuestion } from './planner.js';
-import { runStage, spentSoFar } from './run-stage.js';
+import { runStage } from './run-stage.js';
+import { announceSpentCap, type SpentCap, spentCapOf } from './spent-cap.js';
 import { outcome, paused, spend, synthesize } from './synthesize.js';
 
 /**
@@ -93,6 +93,8 @@ export interface PipelineRun {
   usage: Usage | undefined;
   /** Each turn priced with the model that answered it. */
   costUsd: number;
+  /** The cap a `warning` has named already (spent-cap.ts). */
+  announcedCap: SpentCap | null;
 }
 
 export async function runPipeline(input: PipelineRunInput): Promise<LoopOutcome> {
@@ -101,6 +103,7 @@ export async function runPipeline(input: PipelineRunInput): Promise<LoopOutcome>
     policy: { maxValidationRetries: input.settings.maxValidationRetries },
     usage: undefined,
     costUsd: 0,
+    announcedCap: null,
   };
   const key = { tenantId: input.context.tenantId, workflowId: input.context.workflowId };
   let state = input.rows ? pipelineStateOf(input.rows) : await loadPipelineState(input.db, key);
@@ -108,6 +111,12 @@ export async function runPipeline(input: PipelineRunInput): Promise<LoopOutcome>
     const planned = await plan(run);
     if ('failure' in planned) return planned.failure;
     state = planned.state;
+  } else {
+    // Once the plan exists, the run that reaches a cap names it (here, in a
+    // stage's tool loop, or with a failed synthesis's pause): one that
+    // earlier runs' spending reached was named by them. Read from the
+    // workflow's usage, so a retried synthesis does not name it again.
+    run.announcedCap = spentCapOf(input.context.budget, input.context.spentBefore);
   }
   // The attempt the review that launched this run started: this run's to
   // run, where any other run would fail it as cut off by a crash.
@@ -115,7 +124,11 @@ export async function runPipeline(input: PipelineRunInput): Promise<LoopOutcome>
   for (;;) {
     input.throwIfStopped();
     // An attempt a review began is the stage's to run: its loop checks the budget before each turn.
-    const spentCap = begun ? null : budgetReached(run);
+    // A cap reached (by the planner's turns, a stage's last turn, a run before a crash) ends the
+    // pipeline: nothing more runs or pauses. Iterations are capped per stage, by its tool loop.
+    const spentCap = begun
+      ? null
+      : announceSpentCap(run, 'writing the answer from the stages done so far.');
     if (spentCap) return synthesize(run, state, spentCap);
     const decided = begun ? decideBegun(state, begun, run.policy) : undefined;
     begun = undefined;
@@ -131,6 +144,8 @@ export async function runPipeline(input: PipelineRunInput): Promise<LoopOutcome>
           : ((await loadPipelineState(input.db, key)) ?? state);
         // A spent budget ends the pipeline: the answer is written from the stages done so far.
         if (ran?.reason === 'token_budget' || ran?.reason === 'cost_budget') {
+          // The stage's tool loop named the cap when it reached it.
+          run.announcedCap = ran.reason;
           return synthesize(run, state, ran.reason);
         }
         // Spent by the stage's last turn, which no check follows within the stage: the next
@@ -191,26 +206,6 @@ function decideBegun(
     action.stage.id === row.stageId &&
     action.attempt === row.attempt;
   return runsIt ? { action, row } : undefined;
-}
-
-/**
- * The workflow's token or cost cap, once what it has spent reached it
- * (the planner's turns, a stage's last turn, a run before a crash): the
- * pipeline then runs and pauses for nothing more, and a `warning` names
- * the cap. Iterations are capped per stage, by the stage's tool loop.
- */
-function budgetReached(run: PipelineRun): 'token_budget' | 'cost_budget' | null {
-  const { budget, tracker } = run.input.context;
-  const spent = { iterations: 0, ...spentSoFar(run) };
-  const cap = reachedCap(budget, spent);
-  if (cap !== 'token_budget' && cap !== 'cost_budget') return null;
-  tracker.enqueue(
-    'warning',
-    null,
-    'info',
-    capWarning(cap, budget, spent, 'writing the answer from the stages done so far.'),
-  );
-  return cap;
 }
 
 /** The state with attempt rows written by this run replacing (or adding to) the ones it had. */

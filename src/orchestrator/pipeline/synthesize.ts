@@ -6,6 +6,7 @@ import type { LoopOutcome } from '../tool-loop/types.js';
 import { stageResults } from './next-action.js';
 import type { PipelineState } from './pipeline-view.js';
 import type { PipelineRun } from './run-pipeline.js';
+import { announceSpentCap, type SpentCap } from './spent-cap.js';
 import { buildSynthesisRequest } from './synthesis-prompt.js';
 
 /** The step of the synthesis's events: its `llm_call`, a pause when it failed, the retry's `review`. */
@@ -20,7 +21,7 @@ export const SYNTHESIS_STEP = 'synthesis';
 export async function synthesize(
   run: PipelineRun,
   state: PipelineState,
-  reason: 'answered' | 'token_budget' | 'cost_budget' = 'answered',
+  reason: 'answered' | SpentCap = 'answered',
 ): Promise<LoopOutcome> {
   const { input } = run;
   const request = buildSynthesisRequest({
@@ -81,6 +82,12 @@ export async function synthesize(
   // As the tool loop's answer (call-model.ts): a budget's early synthesis too, whose stages ran.
   failure ??= emptyAnswerFailure(text, finishReason);
   if (failure) {
+    // A cap this synthesis reached is named now, with the pause: its retry
+    // answers under it, and names no cap reached before it ran.
+    announceSpentCap(
+      run,
+      'a retry of the synthesis writes the answer from the stages done so far.',
+    );
     // The stages' results are persisted: the user retries the synthesis
     // alone (review.ts) rather than lose them with the workflow.
     await input.pause({
