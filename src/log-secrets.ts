@@ -2,6 +2,7 @@ import type { Config } from './config.js';
 import { NO_KEY_NEEDED, providerKeyOf, resolveCatalogue } from './llm/model-settings.js';
 import { MIN_SECRET_CHARS, REDACTED, redactSecrets } from './redaction.js';
 import { replaceApiKeys } from './tenancy/api-key-secret.js';
+import { headerSecrets } from './tools/header-secrets.js';
 
 /**
  * Secret values the process knows, replaced in every log line: the defence
@@ -52,8 +53,9 @@ function formsInJson(value: string): string[] {
 /**
  * The secrets the configuration holds: every provider key the model
  * catalogue reads (OPENAI_API_KEY, ANTHROPIC_API_KEY, the variables its
- * providers name in `apiKeyEnv`) and the passwords of DATABASE_URL and
- * DATABASE_LISTEN_URL. Assumes `loadConfig` accepted `config`.
+ * providers name in `apiKeyEnv`), the passwords of DATABASE_URL and
+ * DATABASE_LISTEN_URL, and what the clients read from `env` for
+ * themselves (`clientEnvSecrets`). Assumes `loadConfig` accepted `config`.
  */
 export function configuredSecrets(config: Config, env: NodeJS.ProcessEnv): string[] {
   const keys = resolveCatalogue(config).providers.map((provider) => {
@@ -66,7 +68,35 @@ export function configuredSecrets(config: Config, env: NodeJS.ProcessEnv): strin
     ...keys,
     ...urlPasswords(config.DATABASE_URL),
     ...urlPasswords(config.DATABASE_LISTEN_URL),
+    ...clientEnvSecrets(env),
   ].filter((value): value is string => value !== undefined && value !== '');
+}
+
+/**
+ * Secrets the SDKs and the pg driver read from the environment on their
+ * own and send: both SDKs add the header lines of OPENAI_CUSTOM_HEADERS
+ * and ANTHROPIC_CUSTOM_HEADERS to every request (a gateway's key, say),
+ * which a provider's error may quote back; pg sends PGPASSWORD when a
+ * database URL names no password. The other variables they read that hold
+ * secrets are never used here: the clients are given their key (so
+ * ANTHROPIC_AUTH_TOKEN and the credential chain are not read), chat
+ * completions send no OPENAI_ADMIN_KEY, and no webhook is verified.
+ */
+function clientEnvSecrets(env: NodeJS.ProcessEnv): string[] {
+  const values = [
+    ...headerValues(env.OPENAI_CUSTOM_HEADERS),
+    ...headerValues(env.ANTHROPIC_CUSTOM_HEADERS),
+  ];
+  // Keyed by position: only the values count, each line's even where a later one of its name replaces it.
+  return [...headerSecrets(Object.fromEntries(values.entries())), env.PGPASSWORD ?? ''];
+}
+
+/** The values of `name: value` lines, as both SDKs read them: after the first colon, trimmed. */
+function headerValues(text: string | undefined): string[] {
+  return (text?.split('\n') ?? []).flatMap((line) => {
+    const colon = line.indexOf(':');
+    return colon >= 0 ? [line.slice(colon + 1).trim()] : [];
+  });
 }
 
 /**

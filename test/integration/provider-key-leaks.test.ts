@@ -1,4 +1,4 @@
-import { describe, expect, it } from 'vitest';
+import { describe, expect, it, vi } from 'vitest';
 import { ConfigError, loadConfig } from '../../src/config.js';
 import { startTestAppOn } from '../support/app.js';
 import {
@@ -8,6 +8,10 @@ import {
   useLeakCheckApp,
 } from '../support/secret-leaks.js';
 import { startWorkflow, waitForStatus } from '../support/workflows.js';
+
+/** Gateway credentials the SDKs read from the environment themselves and send with every request. */
+const OPENAI_GATEWAY_KEY = 'oai-gateway-key-leak-check-6666';
+const ANTHROPIC_GATEWAY_KEY = 'ant-gateway-key-leak-check-7777';
 
 /**
  * Provider keys never leave the process by the way of its output, where a
@@ -82,6 +86,57 @@ describe('provider keys stay out of logs, workflows, events and configuration er
     const keys = [OPENAI_KEY, ANTHROPIC_KEY];
     expectNoSecretIn('the workflows and their events', JSON.stringify([retried, reset]), keys);
     expectNoSecretIn('the log', h.logged, keys);
+  });
+
+  it('custom headers the SDKs read from the environment (OPENAI_CUSTOM_HEADERS, ANTHROPIC_CUSTOM_HEADERS), quoted in refusals logged with the failed classification check: not in the log', async () => {
+    const catalogue = JSON.parse(h.env.WAYMARK_MODELS as string) as { models: object[] };
+    const env = {
+      ...h.env,
+      // No fallback: the error logged is the refusal of the model asked.
+      WAYMARK_MODELS: JSON.stringify({
+        ...catalogue,
+        models: catalogue.models.map((model) => ({ ...model, fallbacks: [] })),
+      }),
+      OPENAI_CUSTOM_HEADERS: `X-Gateway-Key: ${OPENAI_GATEWAY_KEY}\nX-Team: research`,
+      ANTHROPIC_CUSTOM_HEADERS: `Proxy-Authorization: Bearer ${ANTHROPIC_GATEWAY_KEY}`,
+      CLASSIFY_WITH_MODEL: 'true',
+    };
+    // The SDKs read process.env, not the environment the app is given.
+    vi.stubEnv('OPENAI_CUSTOM_HEADERS', env.OPENAI_CUSTOM_HEADERS);
+    vi.stubEnv('ANTHROPIC_CUSTOM_HEADERS', env.ANTHROPIC_CUSTOM_HEADERS);
+    const first = h.provider.requests.length;
+    const refusals = [
+      { model: 'claude', status: 500, body: anthropicError(`bad Bearer ${ANTHROPIC_GATEWAY_KEY}`) },
+      { model: 'gpt', status: 401, body: openAiError(`unknown key ${OPENAI_GATEWAY_KEY}`) },
+    ];
+    try {
+      for (const { model, status, body } of refusals) {
+        // A replica of its own for each check, its SDK clients made with the variables set.
+        const classifying = await startTestAppOn(
+          h.database,
+          { ...env, CLASSIFY_MODEL: model },
+          h.productionLogger(env),
+        );
+        try {
+          h.provider.enqueue({ kind: 'error', status, body });
+          const id = await startWorkflow(classifying, h.tenant.key, { input: 'Hi', mode: 'auto' });
+          await waitForStatus(classifying, h.tenant.key, id, ['completed', 'failed']);
+        } finally {
+          await classifying.close();
+        }
+      }
+    } finally {
+      vi.unstubAllEnvs();
+    }
+    // The headers went where they belong, so their absence below means something.
+    const sent = h.provider.requests.slice(first).map((request) => request.headers);
+    expect(sent.map((headers) => headers['x-gateway-key'])).toContain(OPENAI_GATEWAY_KEY);
+    expect(sent.map((headers) => headers['proxy-authorization'])).toContain(
+      `Bearer ${ANTHROPIC_GATEWAY_KEY}`,
+    );
+    expect(h.logged).toContain('bad [redacted]');
+    expect(h.logged).toContain('unknown key [redacted]');
+    expectNoSecretIn('the log', h.logged, [OPENAI_GATEWAY_KEY, ANTHROPIC_GATEWAY_KEY]);
   });
 
   it('WAYMARK_MODELS that is not JSON (a key pasted in its place): the configuration error does not quote it', () => {

@@ -136,6 +136,29 @@ describe('configuredSecrets', () => {
     );
   });
 
+  it('what the clients read from the environment for themselves: each value of the SDKs’ custom header lines and PGPASSWORD, replaced in a line quoting them', () => {
+    const env = {
+      OPENAI_CUSTOM_HEADERS: 'X-Gateway-Key: oai-gateway-key-1\nnot a header line\nX-Short: abc',
+      ANTHROPIC_CUSTOM_HEADERS: 'Proxy-Authorization: Bearer ant-proxy-token-2',
+      PGPASSWORD: 'pg-env-password-3',
+    };
+    const secrets = configuredSecrets(loadConfig(env), env);
+    expect(secrets).toEqual(
+      expect.arrayContaining([
+        'oai-gateway-key-1',
+        'Bearer ant-proxy-token-2',
+        'ant-proxy-token-2',
+        'pg-env-password-3',
+      ]),
+    );
+    const line = lineWith(
+      'gateway said: unknown oai-gateway-key-1 for Bearer ant-proxy-token-2, then token ant-proxy-token-2; db: pg-env-password-3 (abc)',
+    );
+    expect(JSON.parse(createLogSecrets(secrets).scrub(line))).toMatchObject({
+      msg: 'gateway said: unknown [redacted] for [redacted], then token [redacted]; db: [redacted] (abc)',
+    });
+  });
+
   it('nothing when nothing secret is configured (the scripted model, the embedded database)', () => {
     expect(configuredSecrets(loadConfig({}), {})).toEqual([]);
   });
