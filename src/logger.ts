@@ -1,4 +1,9 @@
-import pino, { type DestinationStream, type Logger, type LoggerOptions } from 'pino';
+import pino, {
+  type DestinationStream,
+  type Logger,
+  type LoggerOptions,
+  type SerializedError,
+} from 'pino';
 import type { Config } from './config.js';
 import type { LogSecrets } from './log-secrets.js';
 import { REDACTED } from './redaction.js';
@@ -39,11 +44,37 @@ export function createLogger(
     level: config.LOG_LEVEL,
     base: { service: 'waymark', pid: process.pid },
     redact: { paths: REDACTED_PATHS, censor: REDACTED },
+    serializers: { err: serializeError },
     timestamp: pino.stdTimeFunctions.isoTime,
     // The one hook that sees the line as written, after serializers, redaction and child bindings.
     ...(secrets ? { hooks: { streamWrite: (line: string) => secrets.scrub(line) } } : {}),
   };
   return destination ? pino(loggerOptions, destination) : pino(loggerOptions);
+}
+
+/**
+ * SQLSTATE class 23, integrity constraint violations: their detail quotes
+ * the values of the row or key refused ("Failing row contains (…)" for
+ * NOT NULL and CHECK, the whole row, an HTTP tool's headers included, each
+ * value cut at 64 bytes, so the head of a secret that no scrub matches;
+ * "Key (…)=(…)" for unique and foreign keys).
+ */
+const INTEGRITY_VIOLATION = /^23[0-9A-Z]{3}$/;
+
+/**
+ * An `err` as pino serializes it, but a constraint violation's detail
+ * replaced: the message, `table`, `column` and `constraint` still say what
+ * was refused, which is what an operator needs.
+ */
+function serializeError(error: Error): SerializedError {
+  const serialized = pino.stdSerializers.err(error);
+  // Anything can be logged as `err`; the serializer hands back what is not an error as it is.
+  if (typeof serialized !== 'object' || serialized === null) return serialized;
+  const { code, detail } = serialized as { code?: unknown; detail?: unknown };
+  if (typeof code === 'string' && INTEGRITY_VIOLATION.test(code) && detail !== undefined) {
+    serialized.detail = REDACTED;
+  }
+  return serialized;
 }
 
 /**

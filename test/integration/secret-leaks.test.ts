@@ -248,6 +248,47 @@ describe('secrets stay out of logs, answers, events and prompts', () => {
     expect(h.logged).not.toContain('tool-apikey');
   });
 
+  it('a constraint the insert breaks (a newer release’s NOT NULL column, mid-deploy): the log names table and constraint, not the failing row with its header values', async () => {
+    // Filled in for the rows there, and left for the newer release's code to write.
+    const { pool } = h.testApp.services.database;
+    await pool.query(
+      `ALTER TABLE http_tools ADD COLUMN added_by_a_newer_release text NOT NULL DEFAULT ''`,
+    );
+    await pool.query('ALTER TABLE http_tools ALTER COLUMN added_by_a_newer_release DROP DEFAULT');
+    try {
+      const response = await h.testApp.app.inject({
+        method: 'POST',
+        url: '/v1/tools',
+        headers: bearer(h.tenant.key),
+        payload: {
+          name: 'mid_deploy',
+          description: 'A tool registered while a newer release migrates',
+          parameters: { type: 'object', properties: {} },
+          url: `${tools.origin}/echo`,
+          headers: { Authorization: `Bearer ${TOOL_TOKEN}`, 'X-Api-Key': TOOL_API_KEY },
+        },
+      });
+      expect(response.statusCode).toBe(500);
+      const { requestId } = response.json() as { requestId: string };
+      const line = h.logged
+        .split('\n')
+        .find((text) => text.includes(requestId) && text.includes('"level":50'));
+      expect(JSON.parse(line ?? '{}')).toMatchObject({
+        err: {
+          code: '23502',
+          table: 'http_tools',
+          column: 'added_by_a_newer_release',
+          message: expect.stringContaining('violates not-null constraint'),
+          // "Failing row contains (…)", the row's values each cut at 64 bytes: a secret's head no scrub matches.
+          detail: '[redacted]',
+        },
+      });
+      expectNoSecretIn('the log', h.logged);
+    } finally {
+      await pool.query('ALTER TABLE http_tools DROP COLUMN added_by_a_newer_release');
+    }
+  });
+
   it('a 500 says nothing of its cause (no SQL, relation, stack or host); the log has it', async () => {
     await h.testApp.services.database.pool.query(
       'ALTER TABLE http_tools RENAME TO http_tools_gone',
