@@ -28,6 +28,11 @@ export function describeFailure(
   return storableText(`${url.host}: ${excerpt}${excerpt.length < message.length ? '…' : ''}`);
 }
 
+/** `error`'s message, the server's header values (`secrets`) redacted: for a log line, whose scrub knows no tenant's secrets. */
+export function redactedMessage(error: unknown, secrets: readonly string[]): string {
+  return redactSecrets(error instanceof Error ? error.message : String(error), secrets);
+}
+
 /** The SDK's `RequestTimeout` McpError (JSON-RPC code -32001). */
 export function isTimeout(error: unknown): boolean {
   return (error as { code?: unknown }).code === -32001;

@@ -12,7 +12,7 @@ import { headerSecrets } from './header-secrets.js';
 import { type HttpToolPolicy, idempotencyKey, isHostAllowed } from './http-tool.js';
 import { InvalidParametersSchema, parametersFromJsonSchema } from './json-schema-parameters.js';
 import { MCP_CALL_ID_META, MCP_CALL_KEY_META, McpCallStreams } from './mcp-call-streams.js';
-import { describeFailure, isTimeout } from './mcp-failure.js';
+import { describeFailure, isTimeout, redactedMessage } from './mcp-failure.js';
 import { listTools } from './mcp-list-tools.js';
 import type { McpToolLists } from './mcp-tool-lists.js';
 import { toolResultFromMcp } from './mcp-tool-result.js';
@@ -124,12 +124,12 @@ export async function connectMcpServer(
       client,
       calls,
       tools,
-      close: () => closeConnection(client, transport, options.log),
+      close: () => closeConnection(client, transport, { log: options.log, secrets }),
     };
   } catch (error) {
     // Given up on: what it still awaits fails as the connection closes.
     opening.catch(() => undefined);
-    await closeConnection(client, transport, options.log);
+    await closeConnection(client, transport, { log: options.log, secrets });
     const reason = deadline.aborted
       ? `${url.host} did not answer in time`
       : describeFailure(error, { url, secrets });
@@ -359,24 +359,30 @@ const TERMINATE_SESSION_WAIT_MS = 2000;
  * Ends the server's session (a DELETE, so a stateful server frees it now
  * rather than at its idle timeout), then closes the client, which aborts
  * whatever is still in flight. The wait is bounded: a run's end must not
- * hang on a slow server.
+ * hang on a slow server. A failure is logged as its message with the
+ * server's header values redacted (`secrets`): the SDK's errors quote
+ * what the server answered (a refused DELETE's status line), and the
+ * log's own scrub knows no tenant's secrets.
  */
 async function closeConnection(
   client: Client,
   transport: StreamableHTTPClientTransport,
-  log: Logger,
+  options: { log: Logger; secrets: readonly string[] },
 ): Promise<void> {
+  const { log, secrets } = options;
   if (transport.sessionId !== undefined) {
     const terminated = transport
       .terminateSession()
-      .catch((error: unknown) => log.debug({ err: error }, 'ending an MCP session failed'));
+      .catch((error: unknown) =>
+        log.debug({ reason: redactedMessage(error, secrets) }, 'ending an MCP session failed'),
+      );
     await within(terminated, TERMINATE_SESSION_WAIT_MS);
   }
   try {
     await client.close();
   } catch (error) {
     // Closing aborts in-flight requests; a failure here leaks nothing worth failing the run for.
-    log.debug({ err: error }, 'closing an MCP connection failed');
+    log.debug({ reason: redactedMessage(error, secrets) }, 'closing an MCP connection failed');
   }
 }
 

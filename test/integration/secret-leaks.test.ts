@@ -32,13 +32,17 @@ import { startToolServer, type ToolServer } from '../support/tool-server.js';
 
 let tools: ToolServer;
 let mcp: RawMcpServer;
-/** How the MCP server answers: well; `initialize` refused quoting the token; `tools/call` quoting it. */
-let mcpMode: 'normal' | 'refuse-quoting' | 'result-quoting' = 'normal';
+/**
+ * How the MCP server answers: well; `initialize` refused quoting the
+ * token; `tools/call` quoting it; well, in a session whose end (DELETE)
+ * it refuses quoting the token in its status line.
+ */
+let mcpMode: 'normal' | 'refuse-quoting' | 'result-quoting' | 'session-end-quoting' = 'normal';
 
 beforeAll(async () => {
   tools = await startToolServer();
   tools.handle(answerToolCall);
-  mcp = await startRawMcpServer(answerMcp);
+  mcp = await startRawMcpServer(answerMcp, undefined, endMcpSession);
 });
 afterAll(async () => {
   await tools?.close();
@@ -67,6 +71,7 @@ function answerMcp(message: RawRpc, response: ServerResponse, request: IncomingM
     return;
   }
   if (message.method === 'initialize') {
+    if (mcpMode === 'session-end-quoting') response.setHeader('mcp-session-id', 'session-1');
     replyResult(response, message.id, INITIALIZE_RESULT);
   } else if (message.id === undefined) {
     acceptNotification(response);
@@ -91,6 +96,11 @@ function answerMcp(message: RawRpc, response: ServerResponse, request: IncomingM
       ],
     });
   }
+}
+
+function endMcpSession(request: IncomingMessage, response: ServerResponse): void {
+  if (mcpMode !== 'session-end-quoting') return void response.writeHead(405).end();
+  response.writeHead(401, `invalid token: ${request.headers.authorization}`).end();
 }
 
 function promptsSince(first: number): string {
@@ -198,6 +208,34 @@ describe('secrets stay out of logs, answers, events and prompts', () => {
       message: expect.stringContaining('invalid token'),
     });
     expectNoSecretIn('the events', JSON.stringify([called.events, unavailable.events]));
+    expectNoSecretIn('the log', h.logged);
+  });
+
+  it('an MCP server refusing to end its session, quoting the header value in its status line: the debug line for it has the value redacted', async () => {
+    mcpMode = 'session-end-quoting';
+    try {
+      const registered = await h.testApp.app.inject({
+        method: 'POST',
+        url: '/v1/mcp-servers',
+        headers: bearer(h.tenant.key),
+        payload: {
+          name: 'sessioned',
+          url: mcp.url,
+          headers: { Authorization: `Bearer ${MCP_TOKEN}` },
+        },
+      });
+      expect(registered.statusCode, registered.body).toBe(201);
+      // Left out of the other tests' runs.
+      await h.testApp.app.inject({
+        method: 'DELETE',
+        url: `/v1/mcp-servers/${(registered.json() as { id: string }).id}`,
+        headers: bearer(h.tenant.key),
+      });
+    } finally {
+      mcpMode = 'normal';
+    }
+    const line = h.logged.split('\n').find((text) => text.includes('ending an MCP session failed'));
+    expect(line).toContain('invalid token: [redacted]');
     expectNoSecretIn('the log', h.logged);
   });
 

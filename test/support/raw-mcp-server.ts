@@ -36,16 +36,22 @@ export const INITIALIZE_RESULT = {
   serverInfo: { name: 'raw', version: '1' },
 };
 
+type RawHandler = (request: IncomingMessage, response: ServerResponse) => void;
+
 /**
  * `onGet` answers GET requests (the SDK's standalone or resumed event
- * stream); without it they are 405, as a server without one answers.
+ * stream), `onDelete` DELETE requests (the SDK ending the session a script
+ * opened with an `mcp-session-id` header); without them they are 405, as a
+ * server without either answers.
  */
 export async function startRawMcpServer(
   script: RawMcpScript,
-  onGet?: (request: IncomingMessage, response: ServerResponse) => void,
+  onGet?: RawHandler,
+  onDelete?: RawHandler,
 ): Promise<RawMcpServer> {
   const server = createServer(async (request: IncomingMessage, response) => {
     if (request.method === 'GET' && onGet) return onGet(request, response);
+    if (request.method === 'DELETE' && onDelete) return onDelete(request, response);
     if (request.method !== 'POST') {
       response.writeHead(405).end();
       return;
