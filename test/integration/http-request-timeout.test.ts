@@ -1,9 +1,8 @@
-import { once } from 'node:events';
-import net from 'node:net';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { listenLocally, startTestApp, type TestApp } from '../support/app.js';
 import { insertWorkflow, within } from '../support/event-streams.js';
+import { connectRaw } from '../support/raw-http.js';
 
 /**
  * A client that sends its request slowly, or stops halfway (slowloris, a
@@ -31,25 +30,6 @@ beforeAll(async () => {
 });
 afterAll(async () => testApp?.close());
 
-interface RawConnection {
-  socket: net.Socket;
-  received(): string;
-  closed: Promise<unknown>;
-}
-
-async function connect(): Promise<RawConnection> {
-  const socket = net.connect(port, '127.0.0.1');
-  await once(socket, 'connect');
-  const chunks: Buffer[] = [];
-  socket.on('data', (chunk: Buffer) => chunks.push(chunk));
-  socket.on('error', () => undefined);
-  return {
-    socket,
-    received: () => Buffer.concat(chunks).toString('utf8'),
-    closed: once(socket, 'close'),
-  };
-}
-
 function expectTimeoutProblem(answer: string) {
   const [head = '', body = ''] = answer.split('\r\n\r\n');
   expect(head.split(' ')[1]).toBe('408');
@@ -59,7 +39,7 @@ function expectTimeoutProblem(answer: string) {
 
 describe('a request that does not arrive in time', () => {
   it('a body that stops halfway: 408 request_timeout, and the connection is closed', async () => {
-    const connection = await connect();
+    const connection = await connectRaw(port);
     connection.socket.write(
       `POST /v1/workflows HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${adminKey}\r\n` +
         'Content-Type: application/json\r\nContent-Length: 100\r\n\r\n{"input":',
@@ -70,7 +50,7 @@ describe('a request that does not arrive in time', () => {
   }, 30_000);
 
   it('headers sent a few bytes at a time, never finished: 408 request_timeout', async () => {
-    const connection = await connect();
+    const connection = await connectRaw(port);
     let stop = false;
     void (async () => {
       for (const piece of 'GET /v1/me HTTP/1.1\r\nHost: x\r\nX-Slow: aaaaaaaaaaaaaaaaaaaaaaaaaaaa') {
@@ -89,7 +69,7 @@ describe('a request that does not arrive in time', () => {
 
   it('an event stream stays open past the timeout, its heartbeats still coming', async () => {
     const id = await insertWorkflow(testApp, tenantId);
-    const connection = await connect();
+    const connection = await connectRaw(port);
     connection.socket.write(
       `GET /v1/workflows/${id}/events HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${adminKey}\r\n` +
         'Accept: text/event-stream\r\n\r\n',
