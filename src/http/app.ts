@@ -108,6 +108,24 @@ export async function buildApp(services: Services): Promise<FastifyInstance> {
     reply.header('x-request-id', request.id);
     if (closing) return sendProblem(reply, request, SHUTTING_DOWN);
   });
+  // A request answered before its body has all arrived (401 from auth,
+  // which runs before the body is read; 415; a route that reads no body):
+  // on a keep-alive connection Node would go on reading the rest, and a
+  // client still sending it slowly, or never finishing, would get a 408
+  // REQUEST_TIMEOUT_MS later, a second answer to a request already
+  // answered. So its connection is closed after the answer, as Fastify
+  // does for its own body parser's refusals (413); one whose body has
+  // arrived whole keeps its connection.
+  app.addHook('onSend', (request, reply, payload, done) => {
+    if (request.raw.complete) return done(null, payload);
+    // An answer made within the tick its request arrived in (a cached key,
+    // a 415) can come before Node's parser has marked the request complete,
+    // though the rest of the body was in the very bytes it is parsing.
+    setImmediate(() => {
+      if (!request.raw.complete) reply.header('connection', 'close');
+      done(null, payload);
+    });
+  });
   // A callback hook: no promise per request.
   app.addHook('onResponse', (request, reply, done) => {
     services.metrics.observeRequest({
