@@ -6,6 +6,7 @@ import {
   readWorkflowTrace,
   SPAN_KINDS,
   SPAN_STATUSES,
+  TRACE_MAX_EVENTS,
   type WorkflowTrace,
 } from '../../workflows/trace.js';
 import { principalOf } from '../auth.js';
@@ -39,6 +40,11 @@ export const traceSchema = z
   .object({
     workflowId: z.uuid(),
     lastSeq: z.number().int().describe('The last event read; follow the events after it'),
+    truncated: z
+      .boolean()
+      .describe(
+        `The log goes on past lastSeq: the trace read its first ${TRACE_MAX_EVENTS} events and stopped. Spans still open at lastSeq show as open; the events after it (GET /v1/workflows/:id/events?after=<lastSeq>) hold the rest`,
+      ),
     spans: z.array(spanSchema),
   })
   .meta({ id: 'WorkflowTrace' });
