@@ -100,36 +100,43 @@ function timeoutLines(): Record<string, unknown>[] {
 }
 
 describe('a request refused before its body has arrived', () => {
-  it('401 to a body still trickling in: that one answer, with Connection: close, and no 408 after it', async () => {
-    const heads = await refusedEarly({
-      headers: 'Authorization: Bearer wm_not_a_key\r\nContent-Type: application/json\r\n',
+  it.each([
+    {
+      refusal: '401 to a body still trickling in',
+      key: 'unknown',
+      type: 'application/json',
       trickles: true,
-    });
-    expect(heads).toHaveLength(1);
-    expect(heads[0]).toMatch(/^http\/1\.1 401 /);
-    expect(heads[0]).toContain('connection: close');
-    expect(timeoutLines()).toEqual([]);
-  }, 15_000);
-
-  it('401 to a body that stalls: that one answer, the connection closed, and no 408 after it', async () => {
-    const heads = await refusedEarly({
-      headers: 'Content-Type: application/json\r\n',
+      status: 401,
+    },
+    {
+      refusal: '401 to a body that stalls',
+      key: 'none',
+      type: 'application/json',
       trickles: false,
-    });
-    expect(heads).toHaveLength(1);
-    expect(heads[0]).toMatch(/^http\/1\.1 401 /);
-    expect(timeoutLines()).toEqual([]);
-  }, 15_000);
-
-  it('415 to a body of another type: that one answer, the connection closed, and no 408 after it', async () => {
-    const heads = await refusedEarly({
-      headers: `Authorization: Bearer ${adminKey}\r\nContent-Type: text/plain\r\n`,
+      status: 401,
+    },
+    {
+      refusal: '415 to a body of another type',
+      key: 'admin',
+      type: 'text/plain',
       trickles: true,
-    });
-    expect(heads).toHaveLength(1);
-    expect(heads[0]).toMatch(/^http\/1\.1 415 /);
-    expect(timeoutLines()).toEqual([]);
-  }, 15_000);
+      status: 415,
+    },
+  ] as const)(
+    '$refusal: that one answer, with Connection: close, the connection closed, and no 408 after it',
+    async (refusal) => {
+      const key = { admin: adminKey, unknown: 'wm_not_a_key', none: undefined }[refusal.key];
+      const heads = await refusedEarly({
+        headers: `${key ? `Authorization: Bearer ${key}\r\n` : ''}Content-Type: ${refusal.type}\r\n`,
+        trickles: refusal.trickles,
+      });
+      expect(heads).toHaveLength(1);
+      expect(heads[0]).toMatch(new RegExp(`^http/1\\.1 ${refusal.status} `));
+      expect(heads[0]).toContain('connection: close');
+      expect(timeoutLines()).toEqual([]);
+    },
+    15_000,
+  );
 
   it('413 to a body over the limit: that one answer, the connection closed, and no 408 after it', async () => {
     const connection = await connectRaw(port);

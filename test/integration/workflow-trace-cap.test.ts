@@ -1,4 +1,6 @@
+import type { Insertable } from 'kysely';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { WorkflowEventsTable } from '../../src/store/schema.js';
 import { TRACE_MAX_EVENTS } from '../../src/workflows/trace.js';
 import { bearer, startTestApp, type TestApp } from '../support/app.js';
 import { insertWorkflow } from '../support/event-streams.js';
@@ -30,16 +32,7 @@ afterAll(async () => testApp?.close());
  */
 async function workflowWithTurns(turns: number): Promise<{ id: string; events: number }> {
   const id = await insertWorkflow(testApp, tenantId, 'completed');
-  const rows: {
-    workflow_id: string;
-    seq: number;
-    tenant_id: string;
-    type: string;
-    step: string | null;
-    status: string;
-    detail: string;
-    elapsed_ms: number | null;
-  }[] = [];
+  const rows: Insertable<WorkflowEventsTable>[] = [];
   const add = (type: string, step: string | null, status: string, detail: object) =>
     rows.push({
       workflow_id: id,
