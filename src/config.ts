@@ -6,6 +6,7 @@ import { isOrigin } from './http/cors.js';
 import { jsonSyntaxProblem } from './json-limits.js';
 import { type Catalogue, catalogueSchema } from './llm/catalogue.js';
 import { modelSettingProblems } from './llm/model-settings.js';
+import { SDK_LOG_LEVELS } from './llm/sdk-logger.js';
 import { DEFAULT_COMPLEX_KEYWORDS, parseKeywordList } from './orchestrator/classify-keywords.js';
 import { isHostPattern, parseHostPatterns } from './tools/host-allowlist.js';
 import { BUDGET_LIMITS } from './workflows/budget.js';
@@ -91,6 +92,12 @@ export const configSchema = z.object({
     .describe(
       'Base URL of the OpenAI provider (any OpenAI-compatible server: Ollama, vLLM, OpenRouter); set without OPENAI_API_KEY, a server that needs no key, it enables the default OpenAI models too.',
     ),
+  OPENAI_LOG: z
+    .enum(SDK_LOG_LEVELS)
+    .optional()
+    .describe(
+      "Level of the OpenAI SDK's own log lines (off, error, warn, info, debug), whatever LOG_LEVEL is; unset: its warnings, as LOG_LEVEL allows.",
+    ),
   ANTHROPIC_API_KEY: z
     .string()
     .trim()
@@ -102,6 +109,12 @@ export const configSchema = z.object({
     .optional()
     .describe(
       'Base URL of the Anthropic provider; set without ANTHROPIC_API_KEY, a server that needs no key, it enables the default Claude models too.',
+    ),
+  ANTHROPIC_LOG: z
+    .enum(SDK_LOG_LEVELS)
+    .optional()
+    .describe(
+      "Level of the Anthropic SDK's own log lines (off, error, warn, info, debug), whatever LOG_LEVEL is; unset: its warnings, as LOG_LEVEL allows.",
     ),
   WAYMARK_MODELS: z
     .string()

@@ -1,6 +1,7 @@
 import { parseArgs } from 'node:util';
 import { sql } from 'kysely';
 import type OpenAI from 'openai';
+import pino from 'pino';
 import type { Llm } from '../../src/llm/create-llm.js';
 import { createOpenAiClient } from '../../src/llm/openai/index.js';
 import { createProviderFetch } from '../../src/llm/provider-fetch.js';
@@ -131,6 +132,7 @@ async function benchmark(
     baseUrl: server.openaiBaseUrl,
     timeoutMs: config.LLM_ATTEMPT_TIMEOUT_MS,
     fetch: transport.fetch,
+    log: pino({ level: 'silent' }),
   });
 
   const reply = benchReply();

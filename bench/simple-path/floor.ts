@@ -4,6 +4,7 @@ import Fastify from 'fastify';
 import type OpenAI from 'openai';
 import type { ChatCompletionMessageParam } from 'openai/resources/chat/completions';
 import pg from 'pg';
+import pino from 'pino';
 import { serializeFrame } from '../../src/http/sse-frames.js';
 import { convertRequest } from '../../src/llm/openai/convert-messages.js';
 import { createOpenAiClient } from '../../src/llm/openai/create-client.js';
@@ -102,6 +103,7 @@ export async function startFloorService(
     baseUrl: options.providerUrl,
     timeoutMs: 30_000,
     fetch: providerFetch.fetch,
+    log: pino({ level: 'silent' }),
   });
   const request = firstRequest();
 

@@ -9,6 +9,7 @@ import { createProviderFetch, type ProviderFetch } from './provider-fetch.js';
 import { createModelRouter, type ModelRouter } from './router/router.js';
 import type { AttemptRecord } from './router/types.js';
 import { scriptedModel } from './scripted/index.js';
+import { sdkLog } from './sdk-logger.js';
 import type { LanguageModel } from './types.js';
 import { createUsageLedger, type UsageLedger } from './usage-ledger.js';
 
@@ -24,7 +25,8 @@ export interface Llm {
 /**
  * The one place that constructs the SDK clients, with each provider's base
  * URL and key (from the configuration, or from the environment variable a
- * catalogue provider names: `providerKeyOf`).
+ * catalogue provider names: `providerKeyOf`) and their logger and level
+ * (OPENAI_LOG, ANTHROPIC_LOG: `sdkLog`).
  */
 export function createLlm(options: {
   config: Config;
@@ -89,9 +91,9 @@ export function createLlm(options: {
 
 function adapterFactory(
   provider: ProviderEntry,
-  options: { config: Config; env: NodeJS.ProcessEnv; transport: ProviderFetch },
+  options: { config: Config; env: NodeJS.ProcessEnv; log: Logger; transport: ProviderFetch },
 ): (entry: ModelEntry) => LanguageModel {
-  const { config } = options;
+  const { config, log } = options;
   const common = { provider: provider.name, idleTimeoutMs: config.LLM_IDLE_TIMEOUT_MS };
   switch (provider.kind) {
     case 'scripted':
@@ -103,6 +105,12 @@ function adapterFactory(
         baseUrl: provider.baseUrl ?? config.OPENAI_BASE_URL,
         timeoutMs: config.LLM_ATTEMPT_TIMEOUT_MS,
         fetch: options.transport.fetch,
+        log: sdkLog(log, {
+          component: 'openai-sdk',
+          provider: provider.name,
+          level: config.OPENAI_LOG,
+        }),
+        logLevel: config.OPENAI_LOG,
       });
       return (entry) =>
         openAiModel({
@@ -118,6 +126,12 @@ function adapterFactory(
         baseUrl: provider.baseUrl ?? config.ANTHROPIC_BASE_URL,
         timeoutMs: config.LLM_ATTEMPT_TIMEOUT_MS,
         fetch: options.transport.fetch,
+        log: sdkLog(log, {
+          component: 'anthropic-sdk',
+          provider: provider.name,
+          level: config.ANTHROPIC_LOG,
+        }),
+        logLevel: config.ANTHROPIC_LOG,
       });
       return (entry) =>
         anthropicModel({

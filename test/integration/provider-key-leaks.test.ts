@@ -13,6 +13,15 @@ import { startWorkflow, waitForStatus } from '../support/workflows.js';
 const OPENAI_GATEWAY_KEY = 'oai-gateway-key-leak-check-6666';
 const ANTHROPIC_GATEWAY_KEY = 'ant-gateway-key-leak-check-7777';
 
+/** What the SDKs read from the environment for their logging and headers. */
+const SDK_VARIABLES = [
+  'OPENAI_LOG',
+  'ANTHROPIC_LOG',
+  'OPENAI_CUSTOM_HEADERS',
+  'ANTHROPIC_CUSTOM_HEADERS',
+] as const;
+const CONSOLE_METHODS = ['log', 'info', 'warn', 'error', 'debug', 'trace'] as const;
+
 /**
  * Provider keys never leave the process by the way of its output, where a
  * provider or an operator hands them back: a provider's refusal quoting
@@ -137,6 +146,67 @@ describe('provider keys stay out of logs, workflows, events and configuration er
     expect(h.logged).toContain('bad [redacted]');
     expect(h.logged).toContain('unknown key [redacted]');
     expectNoSecretIn('the log', h.logged, [OPENAI_GATEWAY_KEY, ANTHROPIC_GATEWAY_KEY]);
+  });
+
+  it('the SDKs’ own debug lines (OPENAI_LOG, ANTHROPIC_LOG): JSON lines of the service’s log, request details as fields, keys and custom header values redacted; none on the console', async () => {
+    const env = {
+      ...h.env,
+      OPENAI_LOG: 'debug',
+      ANTHROPIC_LOG: 'debug',
+      OPENAI_CUSTOM_HEADERS: `X-Gateway-Key: ${OPENAI_GATEWAY_KEY}`,
+      ANTHROPIC_CUSTOM_HEADERS: `X-Gateway-Key: ${ANTHROPIC_GATEWAY_KEY}`,
+    };
+    // The SDKs read process.env, not the environment the app is given.
+    for (const name of SDK_VARIABLES) vi.stubEnv(name, env[name]);
+    const first = h.provider.requests.length;
+    const consoleSpies = CONSOLE_METHODS.map((method) =>
+      vi.spyOn(console, method).mockImplementation(() => {}),
+    );
+    try {
+      const replica = await startTestAppOn(h.database, env, h.productionLogger(env));
+      try {
+        // Refusals as text (a gateway's), which the SDKs' debug lines quote: each names the key it was sent.
+        h.provider.enqueue(
+          { kind: 'error', status: 401, body: `Incorrect API key provided: ${OPENAI_KEY}` },
+          { kind: 'error', status: 500, body: `upstream refused key ${ANTHROPIC_KEY}` },
+        );
+        const id = await startWorkflow(replica, h.tenant.key, { input: 'Hi', mode: 'simple' });
+        await waitForStatus(replica, h.tenant.key, id, ['completed', 'failed']);
+      } finally {
+        await replica.close();
+      }
+      expect(consoleSpies.flatMap((spy) => spy.mock.calls)).toEqual([]);
+    } finally {
+      for (const spy of consoleSpies) spy.mockRestore();
+      vi.unstubAllEnvs();
+    }
+    const lines = h.logged
+      .split('\n')
+      .filter((line) => line !== '')
+      .map((line) => JSON.parse(line) as Record<string, unknown>);
+    // Each SDK quotes the refusal's text in a field of its own.
+    for (const [component, gatewayKey, status, quoted, refusal] of [
+      ['openai-sdk', OPENAI_GATEWAY_KEY, 401, 'message', 'Incorrect API key provided: [redacted]'],
+      ['anthropic-sdk', ANTHROPIC_GATEWAY_KEY, 500, 'body', 'upstream refused key [redacted]'],
+    ] as const) {
+      const debug = lines.filter((line) => line.component === component && line.level === 20);
+      const sent = debug.find((line) => String(line.msg).endsWith('sending request'));
+      // The header went with the request, so its value replaced below means something.
+      const sentHeaders = h.provider.requests.slice(first).map((request) => request.headers);
+      expect(sentHeaders.map((headers) => headers['x-gateway-key'])).toContain(gatewayKey);
+      expect(sent).toMatchObject({
+        method: expect.stringMatching(/^post$/i),
+        headers: { 'x-gateway-key': '[redacted]' },
+      });
+      const refused = debug.find((line) => String(line.msg).includes('response error'));
+      expect(refused).toMatchObject({ status, [quoted]: refusal });
+    }
+    expectNoSecretIn('the log', h.logged, [
+      OPENAI_KEY,
+      ANTHROPIC_KEY,
+      OPENAI_GATEWAY_KEY,
+      ANTHROPIC_GATEWAY_KEY,
+    ]);
   });
 
   it('WAYMARK_MODELS that is not JSON (a key pasted in its place): the configuration error does not quote it', () => {

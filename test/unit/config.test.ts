@@ -50,6 +50,12 @@ describe('loadConfig', () => {
     expect(problems.some((line) => line.startsWith('DATABASE_URL:'))).toBe(true);
   });
 
+  it('an SDK log level the SDKs do not know (OPENAI_LOG, ANTHROPIC_LOG) stops the start', () => {
+    const problems = problemsOf({ OPENAI_LOG: 'verbose', ANTHROPIC_LOG: 'trace' });
+    expect(problems.map((line) => line.split(':')[0])).toEqual(['OPENAI_LOG', 'ANTHROPIC_LOG']);
+    expect(loadConfig({ OPENAI_LOG: 'debug' }).OPENAI_LOG).toBe('debug');
+  });
+
   it('never echoes the database URL, which may hold a password', () => {
     const [line] = problemsOf({ DATABASE_URL: 'mysql://admin:hunter2@db/x' });
     expect(line).toMatch(/^DATABASE_URL:/);

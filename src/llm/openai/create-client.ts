@@ -1,4 +1,6 @@
 import OpenAI from 'openai';
+import type { Logger } from 'pino';
+import { DEFAULT_SDK_LOG_LEVEL, type SdkLogLevel, sdkLogger } from '../sdk-logger.js';
 
 export interface OpenAiClientOptions {
   apiKey: string;
@@ -8,12 +10,17 @@ export interface OpenAiClientOptions {
   timeoutMs: number;
   /** How it reaches the provider: `createProviderFetch().fetch` (provider-fetch.ts). */
   fetch: typeof fetch;
+  /** Where the SDK's own lines go (`sdkLog`): never the console, where they would escape the scrub of secrets. */
+  log: Logger;
+  /** The SDK's level; its default when omitted, never left to the SDK, which would read OPENAI_LOG itself. */
+  logLevel?: SdkLogLevel;
 }
 
 /**
  * The only place that constructs the OpenAI SDK client. Retries are off:
  * the router is the one retry layer. Requests go through
- * provider-fetch.ts, which refuses redirects.
+ * provider-fetch.ts, which refuses redirects; its log lines through
+ * the service's logger.
  */
 export function createOpenAiClient(options: OpenAiClientOptions): OpenAI {
   return new OpenAI({
@@ -22,5 +29,7 @@ export function createOpenAiClient(options: OpenAiClientOptions): OpenAI {
     maxRetries: 0,
     timeout: options.timeoutMs,
     fetch: options.fetch,
+    logger: sdkLogger(options.log),
+    logLevel: options.logLevel ?? DEFAULT_SDK_LOG_LEVEL,
   });
 }

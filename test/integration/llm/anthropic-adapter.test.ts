@@ -1,3 +1,4 @@
+import pino from 'pino';
 import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from 'vitest';
 import { z } from 'zod';
 import { anthropicModel, createAnthropicClient } from '../../../src/llm/anthropic/index.js';
@@ -33,6 +34,7 @@ function model(idleTimeoutMs = 5_000): LanguageModel {
     baseUrl: server.anthropicBaseUrl,
     timeoutMs: 5_000,
     fetch: transport.fetch,
+    log: pino({ level: 'silent' }),
   });
   return anthropicModel({
     client,

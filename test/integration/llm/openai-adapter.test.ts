@@ -1,3 +1,4 @@
+import pino from 'pino';
 import { afterAll, afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
 import { z } from 'zod';
 import { LlmError } from '../../../src/llm/errors.js';
@@ -27,6 +28,7 @@ function model(overrides: { idleTimeoutMs?: number } = {}): LanguageModel {
       baseUrl: server.openaiBaseUrl,
       timeoutMs: 5_000,
       fetch: transport.fetch,
+      log: pino({ level: 'silent' }),
     }),
     provider: 'openai',
     modelId: 'fake-model',

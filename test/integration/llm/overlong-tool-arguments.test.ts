@@ -46,6 +46,7 @@ function languageModel(vendor: 'openai' | 'anthropic'): LanguageModel {
     apiKey: 'test-key',
     timeoutMs: 5_000,
     fetch: transport.fetch,
+    log: pino({ level: 'silent' }),
   };
   const model = {
     provider: vendor,

@@ -52,7 +52,12 @@ type Kind = 'anthropic' | 'openai';
 function languageModel(kind: Kind): LanguageModel {
   // Far longer than any gap between two events of the replies below.
   const common = { modelId: 'model-id', maxOutputTokens: 4096, idleTimeoutMs: 2_000 };
-  const client = { apiKey: 'k', timeoutMs: 5_000, fetch: transport.fetch };
+  const client = {
+    apiKey: 'k',
+    timeoutMs: 5_000,
+    fetch: transport.fetch,
+    log: pino({ level: 'silent' }),
+  };
   return kind === 'anthropic'
     ? anthropicModel({
         ...common,
