@@ -347,7 +347,13 @@ async function callMcpTool(call: {
   }
 }
 
-/** A server that cannot be connected to or listed. */
+/**
+ * A server that cannot be connected to or listed. Its message has the
+ * server's header values redacted; its `cause` (the SDK's or fetch's
+ * error) does not, and may quote them: pino's `err` serializer prints a
+ * cause's message and stack, and the log's scrub knows no tenant's
+ * secrets. So its catchers use the message, never log it as `err`.
+ */
 export class McpUnreachable extends Error {
   override name = 'McpUnreachable';
 }
