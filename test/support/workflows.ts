@@ -123,6 +123,26 @@ export function cancelWorkflow(testApp: TestApp, key: string, id: string) {
   });
 }
 
+/**
+ * Answers a paused workflow's question (`POST .../answer`, at the version
+ * the caller saw) and waits until the workflow has completed or failed.
+ */
+export async function answerToEnd(
+  testApp: TestApp,
+  key: string,
+  body: { id: string; answer: string; version: number },
+) {
+  const { id, ...payload } = body;
+  const answered = await testApp.app.inject({
+    method: 'POST',
+    url: `/v1/workflows/${id}/answer`,
+    headers: bearer(key),
+    payload,
+  });
+  expect(answered.statusCode, answered.body).toBe(202);
+  return waitForStatus(testApp, key, id, ['completed', 'failed']);
+}
+
 /** Polls until `check` returns a value other than undefined, or fails after `timeoutMs`. */
 export async function waitFor<T>(
   check: () => Promise<T | undefined> | T | undefined,

@@ -1,7 +1,11 @@
 import { describe, expect, it } from 'vitest';
-import { bearer } from '../../support/app.js';
 import { answer, callsTo, useToolLoopHarness } from '../../support/tool-loop-harness.js';
-import { startWorkflow, storedEvents, waitForStatus } from '../../support/workflows.js';
+import {
+  answerToEnd,
+  startWorkflow,
+  storedEvents,
+  waitForStatus,
+} from '../../support/workflows.js';
 
 /**
  * The repeat-fail guard across a pause and within one turn: a call that
@@ -36,14 +40,7 @@ describe('the repeat-fail guard', () => {
 
     // After the answer the model tries the same call a fourth time.
     h.provider.enqueue(callsTo({ ...same, id: 'f4' }), answer('The station is down.'));
-    const answered = await h.testApp.app.inject({
-      method: 'POST',
-      url: `/v1/workflows/${id}/answer`,
-      headers: bearer(h.tenant.key),
-      payload: { answer: 'Oslo', version: paused.version },
-    });
-    expect(answered.statusCode, answered.body).toBe(202);
-    await waitForStatus(h.testApp, h.tenant.key, id, ['completed', 'failed']);
+    await answerToEnd(h.testApp, h.tenant.key, { id, answer: 'Oslo', version: paused.version });
 
     const events = await storedEvents(h.testApp, id);
     const failed = events
