@@ -345,6 +345,16 @@ export const configSchema = z.object({
     .describe(
       'Characters of one tool result put into the prompt; longer ones keep their head and tail with a note.',
     ),
+  TOOL_CALLS_MAX_PER_TURN: integer(1, 1000)
+    .default(16)
+    .describe(
+      'Tool calls one model turn may make; those past it are not run, each answered with an error telling the model to make at most this many per turn, and the turn gets a tool_call_cap warning.',
+    ),
+  TOOL_CALLS_CONCURRENCY: integer(1, 1000)
+    .default(8)
+    .describe(
+      'Parallel tool calls of one turn running at once; the others start as earlier ones end. Sequential tools still run one at a time after them.',
+    ),
 });
 
 export type Config = z.infer<typeof configSchema>;

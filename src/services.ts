@@ -194,6 +194,10 @@ export function createServices(options: {
       defaultBudget: budgetDefaults,
       costOf: turnCost(llm.catalogue),
       toolOutputMaxChars: options.config.TOOL_OUTPUT_MAX_CHARS,
+      toolCalls: {
+        maxPerTurn: options.config.TOOL_CALLS_MAX_PER_TURN,
+        concurrency: options.config.TOOL_CALLS_CONCURRENCY,
+      },
       pipeline: pipelineSettings,
     },
     replicaId,

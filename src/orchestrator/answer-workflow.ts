@@ -19,6 +19,7 @@ import type { ContextLimits } from './tool-loop/context-window.js';
 import { runToolLoop } from './tool-loop/loop.js';
 import type { LoopResume } from './tool-loop/resume.js';
 import type { TurnState } from './tool-loop/state.js';
+import type { ToolCallLimits } from './tool-loop/tool-call-limits.js';
 import type { LoopOptions, LoopOutcome } from './tool-loop/types.js';
 
 /**
@@ -40,6 +41,7 @@ export interface OrchestratorSettings {
   /** What a turn of a catalogue model cost, at its prices. */
   costOf: LoopOptions['costOf'];
   toolOutputMaxChars: number;
+  toolCalls: ToolCallLimits;
   pipeline: PipelineSettings;
 }
 
@@ -227,6 +229,7 @@ function loopOptions(
     spentBefore: context.spentBefore,
     costOf: settings.costOf,
     toolOutputMaxChars: settings.toolOutputMaxChars,
+    toolCalls: settings.toolCalls,
     limits: input.limits,
     signal: context.signal,
     onRouterEvent: input.onRouterEvent,

@@ -27,7 +27,9 @@ import {
  * HTTP tools: `/slow/<id>` answers after 150 ms and records its start and
  * end times, `/fail` answers 500, `/hang` never answers (and records when
  * its caller gave up), `/pages` answers a
- * page of text as long as asked (see pageText).
+ * page of text as long as asked (see pageText), and `/counted/<id>/<ms>`
+ * answers after `<ms>` ms and counts the calls in flight at once
+ * (`inFlight`).
  */
 
 export const MAX_ITERATIONS = 4;
@@ -58,7 +60,9 @@ export async function startToolLoopHarness(options: ToolLoopHarnessOptions = {})
   const timings = new Map<string, { start: number; end: number }>();
   /** `/slow/…` paths whose answer waits for the test (startWithHeldTurnWrite), with its release once called. */
   const holds = new Map<string, (() => void) | undefined>();
-  tools.handle((call, response) => answerTool(call, response, { timings, holds }));
+  /** `/counted/…` calls answered not yet, and the most there were at once since the test reset it. */
+  const inFlight = { now: 0, most: 0 };
+  tools.handle((call, response) => answerTool(call, response, { timings, holds, inFlight }));
   const shared = {
     contextWindow: options.contextWindow,
     maxOutputTokens: options.maxOutputTokens,
@@ -124,6 +128,7 @@ export async function startToolLoopHarness(options: ToolLoopHarnessOptions = {})
     operatorKey,
     tenant,
     timings,
+    inFlight,
 
     registerTool,
     registerMcpServer,
@@ -341,10 +346,25 @@ function answerTool(
   state: {
     timings: Map<string, { start: number; end: number }>;
     holds: Map<string, (() => void) | undefined>;
+    inFlight: { now: number; most: number };
   },
 ): void {
-  const { timings, holds } = state;
+  const { timings, holds, inFlight } = state;
   const { path } = call;
+  if (path.startsWith('/counted/')) {
+    inFlight.now += 1;
+    inFlight.most = Math.max(inFlight.most, inFlight.now);
+    // Counted out before the answer is sent: the caller cannot start another call before.
+    setTimeout(
+      () => {
+        inFlight.now -= 1;
+        response.writeHead(200, { 'content-type': 'application/json' });
+        response.end(JSON.stringify({ path }));
+      },
+      Number(path.split('/')[3]),
+    );
+    return;
+  }
   if (path === '/hang') {
     // Never answered; the time its caller gave up (aborted the request) is its end.
     const start = Date.now();

@@ -3,6 +3,7 @@ import { reachedCap, spentBy } from './budget.js';
 import { turnStep } from './call-model.js';
 import { blockedMessage, REPEAT_WARNING } from './repeat-guard.js';
 import { messagesOfTurn, type TurnState } from './state.js';
+import { isOverCapResult } from './tool-call-limits.js';
 import type { LoopRun, LoopStep } from './types.js';
 
 /**
@@ -124,12 +125,18 @@ export function answerMessage(
  * Failed calls count toward the guard as if they had just run; the warning
  * suffix is not part of the error. A blocked call did not run: as live, it
  * leaves the guard as it was (recorded, its message would be a new error
- * and unblock the call).
+ * and unblock the call); nor did a call past the turn's cap.
  */
 function replayGuard(run: LoopRun, turn: TurnState): void {
   for (const result of turn.toolResults) {
     const call = turn.assistant.toolCalls.find((made) => made.id === result.toolCallId);
-    if (!call || result.content.includes(blockedMessage(call.name))) continue;
+    if (
+      !call ||
+      isOverCapResult(result.content) ||
+      result.content.includes(blockedMessage(call.name))
+    ) {
+      continue;
+    }
     const content = result.content.endsWith(`\n${REPEAT_WARNING}`)
       ? result.content.slice(0, -REPEAT_WARNING.length - 1)
       : result.content;

@@ -3,18 +3,24 @@ import type { ToolCall, ToolResultMessage } from '../../llm/types.js';
 import { callKey } from './repeat-guard.js';
 import { holdOf, holdOfHeld, runOne, toolEvents } from './run-call.js';
 import type { TurnState } from './state.js';
+import { forEachAtMost, refuseOverCap } from './tool-call-limits.js';
 import type { LoopRun, LoopStep, PendingCall } from './types.js';
 
 /**
  * Runs the tool calls of one turn: the calls of tools not marked
- * `sequential` together, then the sequential ones one at a time in the
- * order the model made them. Every call gets a result, errors and
- * interruptions included; the turn is persisted before anything of the
- * next one but its request. Calls held for the user (a question, calls of
- * tools that require approval) wait until the others have run, and are
- * then resolved one at a time (held-calls.ts).
+ * `sequential` together (at most `toolCalls.concurrency` at once), then
+ * the sequential ones one at a time in the order the model made them.
+ * Calls past `toolCalls.maxPerTurn` do not run (tool-call-limits.ts).
+ * Every call gets a result, errors and interruptions included; the turn
+ * is persisted before anything of the next one but its request. Calls
+ * held for the user (a question, calls of tools that require approval)
+ * wait until the others have run, and are then resolved one at a time
+ * (held-calls.ts).
  */
-export async function runTools(run: LoopRun, calls: PendingCall[]): Promise<LoopStep> {
+export async function runTools(run: LoopRun, made: PendingCall[]): Promise<LoopStep> {
+  const { maxPerTurn, concurrency } = run.options.toolCalls;
+  const overCap = made.length > maxPerTurn ? refuseOverCap(run, made) : undefined;
+  const calls = overCap ? made.slice(0, maxPerTurn) : made;
   // Held for the user (a question, calls to approve; run-call.ts holdOf): the other calls run first.
   const held: ToolCall[] = [];
   for (const call of calls) {
@@ -25,14 +31,14 @@ export async function runTools(run: LoopRun, calls: PendingCall[]): Promise<Loop
   const { parallel, sequential } = schedule(run, toRun);
   const results = new Map<PendingCall, ToolResultMessage>();
   const emit = toolEvents(run);
-  await Promise.all(
-    parallel.map(async (call) => {
-      results.set(call, await runOne(run, call, emit));
-    }),
-  );
+  await forEachAtMost(parallel, concurrency, async (call) => {
+    results.set(call, await runOne(run, call, emit));
+  });
   for (const call of sequential) results.set(call, await runOne(run, call, emit));
 
   const toolResults = toRun.map((call) => results.get(call) as ToolResultMessage);
+  // Last, as in the model's order: each call past the cap comes after every call that ran.
+  if (overCap) toolResults.push(...overCap);
   const assistant = takeAssistant(run);
   run.messages.push(...toolResults);
   // Persisted by the resolution, which pauses at the first held call.

@@ -7,6 +7,7 @@ import type { ContextLimits } from './context-window.js';
 import type { RepeatFailGuard } from './repeat-guard.js';
 import type { LoopResume } from './resume.js';
 import type { TurnState } from './state.js';
+import type { ToolCallLimits } from './tool-call-limits.js';
 
 /**
  * Terminology: a turn is one model call of the loop; an iteration is a turn
@@ -76,6 +77,8 @@ export interface LoopOptions {
   /** What a turn of a catalogue model cost, at its prices. */
   costOf: (model: string, usage: Usage) => number;
   toolOutputMaxChars: number;
+  /** How many tool calls a turn may make, and how many run at once (tool-call-limits.ts). */
+  toolCalls: ToolCallLimits;
   /** The model's context window and how its tokens are estimated. */
   limits: ContextLimits;
   signal: AbortSignal;
