@@ -142,7 +142,7 @@ describe('PAUSED_WORKFLOW_EXPIRY_DAYS: races, locks and failures of the sweep', 
       onSwept: (counts) => reported.push(counts),
     });
     await expect(sweeper.sweepOnce()).rejects.toThrow('ECONNRESET');
-    expect(reported).toEqual([{ workflows: 0, llmCalls: 0, expired: 1 }]);
+    expect(reported).toEqual([{ workflows: 0, llmCalls: 0, apiKeys: 0, expired: 1 }]);
     expect(await getWorkflow(h.testApp, h.tenant.key, first)).toMatchObject({
       status: 'cancelled',
     });

@@ -68,6 +68,7 @@ describe('PAUSED_WORKFLOW_EXPIRY_DAYS', () => {
       expect(await h.testApp.services.retention.sweepOnce()).toEqual({
         workflows: 0,
         llmCalls: 0,
+        apiKeys: 0,
         expired: 1,
       });
 

@@ -90,6 +90,7 @@ describe('usage ledger retention', () => {
     expect(await sweeper({ ledgerRetentionDays: 365 }).sweepOnce(NOW)).toEqual({
       workflows: 0,
       llmCalls: 3 * tenants.length,
+      apiKeys: 0,
       expired: 0,
     });
 
@@ -102,6 +103,7 @@ describe('usage ledger retention', () => {
     expect(await sweeper({ ledgerRetentionDays: 365 }).sweepOnce(NOW)).toEqual({
       workflows: 0,
       llmCalls: 0,
+      apiKeys: 0,
       expired: 0,
     });
   });
@@ -119,11 +121,13 @@ describe('usage ledger retention', () => {
     expect(await sweeper({ retentionDays: 30 }).sweepOnce(NOW)).toEqual({
       workflows: 1,
       llmCalls: 0,
+      apiKeys: 0,
       expired: 0,
     });
     expect(await sweeper({ retentionDays: 30, ledgerRetentionDays: 0 }).sweepOnce(NOW)).toEqual({
       workflows: 0,
       llmCalls: 0,
+      apiKeys: 0,
       expired: 0,
     });
     expect((await callsStarted()).map((row) => row.count)).toEqual(tenants.map(() => 1));
