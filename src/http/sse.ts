@@ -94,7 +94,10 @@ export async function streamWorkflowEvents(
     );
   }
   if (isFinished(workflow.status) && options.afterSeq === workflow.lastSeq) {
-    reply.code(204).send();
+    // Awaited to its end, as a route returns its reply: an onSend hook may
+    // finish the answer later (app.ts), and Fastify sends a 204 again for
+    // an async handler that resolves while its reply is not yet sent.
+    await reply.code(204).send();
     return;
   }
   // Gone while we looked the workflow up: its 'close' has fired already.
