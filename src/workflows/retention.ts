@@ -49,6 +49,15 @@ interface PausePosition {
   id: string;
 }
 
+/** What the sweep deletes past an age: rows of `table` older than `days` (0: kept), `remove` taking a batch. */
+interface Purge {
+  table: 'workflows' | 'llm_calls' | 'api_keys';
+  days: number;
+  count: 'workflows' | 'llmCalls' | 'apiKeys';
+  remove: (cutoff: Date, limit: number) => Promise<number>;
+  message: string;
+}
+
 const DAY_MS = 86_400_000;
 
 /**
@@ -205,6 +214,31 @@ export function createRetentionSweeper(options: RetentionSweeperOptions) {
     });
   }
 
+  /** The deletes past an age, in this order, each in batches. */
+  const purges: Purge[] = [
+    {
+      table: 'workflows',
+      days: options.retentionDays,
+      count: 'workflows',
+      remove: deleteWorkflowBatch,
+      message: 'deleted finished workflows past retention',
+    },
+    {
+      table: 'llm_calls',
+      days: ledgerRetentionDays,
+      count: 'llmCalls',
+      remove: llmCallsRepository(options.db).deleteStartedBefore,
+      message: 'deleted usage ledger rows past retention',
+    },
+    {
+      table: 'api_keys',
+      days: revokedKeyRetentionDays,
+      count: 'apiKeys',
+      remove: apiKeysRepository(options.db).deleteRevokedBefore,
+      message: 'deleted API keys revoked past retention',
+    },
+  ];
+
   /**
    * Ends the paused workflows past their expiry, then deletes every
    * workflow, ledger row and revoked key past its retention at `now`,
@@ -231,40 +265,16 @@ export function createRetentionSweeper(options: RetentionSweeperOptions) {
           'cancelled paused workflows that waited for input past their expiry',
         );
     }
-    if (options.retentionDays > 0 && !task.stopped()) {
-      const cutoff = new Date(now.getTime() - options.retentionDays * DAY_MS);
-      await inBatches('workflows', async (limit) => {
-        const deleted = await deleteWorkflowBatch(cutoff, limit);
-        counts.workflows += deleted;
+    for (const purge of purges) {
+      if (purge.days === 0 || task.stopped()) continue;
+      const cutoff = new Date(now.getTime() - purge.days * DAY_MS);
+      await inBatches(purge.table, async (limit) => {
+        const deleted = await purge.remove(cutoff, limit);
+        counts[purge.count] += deleted;
         return deleted;
       });
-      if (counts.workflows > 0)
-        log.info(
-          { deleted: counts.workflows, cutoff },
-          'deleted finished workflows past retention',
-        );
-    }
-    if (ledgerRetentionDays > 0 && !task.stopped()) {
-      const cutoff = new Date(now.getTime() - ledgerRetentionDays * DAY_MS);
-      const ledger = llmCallsRepository(options.db);
-      await inBatches('llm_calls', async (limit) => {
-        const deleted = await ledger.deleteStartedBefore(cutoff, limit);
-        counts.llmCalls += deleted;
-        return deleted;
-      });
-      if (counts.llmCalls > 0)
-        log.info({ deleted: counts.llmCalls, cutoff }, 'deleted usage ledger rows past retention');
-    }
-    if (revokedKeyRetentionDays > 0 && !task.stopped()) {
-      const cutoff = new Date(now.getTime() - revokedKeyRetentionDays * DAY_MS);
-      const keys = apiKeysRepository(options.db);
-      await inBatches('api_keys', async (limit) => {
-        const deleted = await keys.deleteRevokedBefore(cutoff, limit);
-        counts.apiKeys += deleted;
-        return deleted;
-      });
-      if (counts.apiKeys > 0)
-        log.info({ deleted: counts.apiKeys, cutoff }, 'deleted API keys revoked past retention');
+      if (counts[purge.count] > 0)
+        log.info({ deleted: counts[purge.count], cutoff }, purge.message);
     }
   }
 
