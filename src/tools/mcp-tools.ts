@@ -133,7 +133,10 @@ export async function connectMcpServer(
     const reason = deadline.aborted
       ? `${url.host} did not answer in time`
       : describeFailure(error, { url, secrets });
-    throw new McpUnreachable(reason, { cause: error });
+    // No `cause`: the SDK's or fetch's error may quote the server's header
+    // values, which only `reason` has redacted; logged as `err` one day, its
+    // cause's message and stack would be printed with it.
+    throw new McpUnreachable(reason);
   }
 }
 
@@ -349,10 +352,9 @@ async function callMcpTool(call: {
 
 /**
  * A server that cannot be connected to or listed. Its message has the
- * server's header values redacted; its `cause` (the SDK's or fetch's
- * error) does not, and may quote them: pino's `err` serializer prints a
- * cause's message and stack, and the log's scrub knows no tenant's
- * secrets. So its catchers use the message, never log it as `err`.
+ * server's header values redacted, and it carries nothing else of the
+ * failure: pino's `err` serializer prints a cause's message and stack, and
+ * the log's scrub knows no tenant's secrets.
  */
 export class McpUnreachable extends Error {
   override name = 'McpUnreachable';

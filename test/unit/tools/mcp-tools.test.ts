@@ -1,5 +1,9 @@
+import { createServer } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { Writable } from 'node:stream';
 import pino from 'pino';
 import { describe, expect, it } from 'vitest';
+import { createLogger } from '../../../src/logger.js';
 import { toolResultFromMcp } from '../../../src/tools/mcp-tool-result.js';
 import { connectMcpServer, McpUnreachable, mcpToolProblem } from '../../../src/tools/mcp-tools.js';
 
@@ -81,6 +85,49 @@ describe('connectMcpServer', () => {
     await expect(attempt).rejects.toThrow(
       'refused: mcp.example.com resolves to 10.0.0.7 is a private address, which tools may not reach',
     );
+  });
+
+  it('a server refusing with the token it was sent: the error carries it redacted, logged as err too', async () => {
+    const token = 'mcp-token-quoted-back-7731';
+    const server = createServer((request, response) => {
+      response.writeHead(401, { 'content-type': 'text/plain' });
+      response.end(`invalid token: ${request.headers.authorization}`);
+    });
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+    const { port } = server.address() as AddressInfo;
+    const lines: string[] = [];
+    const log = createLogger(
+      { LOG_LEVEL: 'info' },
+      {
+        destination: new Writable({
+          write(chunk, _encoding, done) {
+            lines.push(String(chunk));
+            done();
+          },
+        }),
+      },
+    );
+    try {
+      const error = await connectMcpServer(
+        {
+          name: 'refusing',
+          url: `http://127.0.0.1:${port}/mcp`,
+          headers: { Authorization: `Bearer ${token}` },
+          timeout_ms: 5000,
+        },
+        { policy: { allowedHosts: [], allowPrivate: true }, log: pino({ level: 'silent' }) },
+      ).then(
+        () => undefined,
+        (failure: unknown) => failure,
+      );
+      expect(error).toBeInstanceOf(McpUnreachable);
+      expect(String((error as Error).message)).toContain('[redacted]');
+      log.error({ err: error }, 'connecting failed');
+      expect(lines).toHaveLength(1);
+      expect(lines[0]).not.toContain(token);
+    } finally {
+      server.close();
+    }
   });
 });
 
