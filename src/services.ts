@@ -135,6 +135,7 @@ export function createServices(options: {
     db: database.db,
     log: options.log,
     onAttempt: metrics.observeAttempt,
+    onProbe: metrics.observeProbe,
   });
   const budgetDefaults = configuredBudget(options.config);
   const sessions = createSessionService({ db: database.db, catalogue: llm.catalogue });

@@ -6,7 +6,7 @@ import type { Catalogue, ModelEntry, ProviderEntry } from './catalogue.js';
 import { modelSettingProblems, providerKeyOf, resolveCatalogue } from './model-settings.js';
 import { createOpenAiClient, openAiModel } from './openai/index.js';
 import { createProviderFetch, type ProviderFetch } from './provider-fetch.js';
-import { createModelRouter, type ModelRouter } from './router/router.js';
+import { createModelRouter, type ModelRouter, type ProbeRecord } from './router/router.js';
 import type { AttemptRecord } from './router/types.js';
 import { scriptedModel } from './scripted/index.js';
 import { sdkLog } from './sdk-logger.js';
@@ -35,6 +35,8 @@ export function createLlm(options: {
   log: Logger;
   /** Each model call attempt, as the usage ledger records it (the metrics count them). */
   onAttempt?: (attempt: AttemptRecord) => void;
+  /** Each probe of a provider whose breaker is open (the metrics count them). */
+  onProbe?: (probe: ProbeRecord) => void;
 }): Llm {
   const { config, log } = options;
   // loadConfig has run these checks; a config or env from elsewhere (a test's) gets them too.
@@ -62,6 +64,7 @@ export function createLlm(options: {
       ledger.record(attempt);
       options.onAttempt?.(attempt);
     },
+    recordProbe: options.onProbe,
     policy: {
       maxTotalAttempts: config.LLM_MAX_TOTAL_ATTEMPTS,
       maxRetriesPerModel: config.LLM_MAX_RETRIES_PER_MODEL,

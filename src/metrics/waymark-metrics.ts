@@ -1,3 +1,4 @@
+import type { ProbeRecord } from '../llm/router/router.js';
 import type { AttemptRecord } from '../llm/router/types.js';
 import type { SweepCounts } from '../workflows/retention.js';
 import type { WorkflowEvent } from '../workflows/types.js';
@@ -94,6 +95,11 @@ export function createWaymarkMetrics(options: {
     help: 'Duration of model call attempts, by provider and model.',
     labelNames: ['provider', 'model'],
     buckets: [0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120],
+  });
+  const breakerProbes = registry.counter({
+    name: 'waymark_llm_breaker_probes_total',
+    help: 'Probes this replica made of a provider whose circuit breaker is open (a one-token call to its first catalogue model, in no usage ledger), by provider and outcome: ok (the breaker closes) or failed.',
+    labelNames: ['provider', 'outcome'],
   });
   const providerBreakers = options.providerBreakers;
   if (providerBreakers) {
@@ -208,6 +214,11 @@ export function createWaymarkMetrics(options: {
             break;
         }
       }
+    },
+
+    /** One probe of a provider whose breaker is open. */
+    observeProbe(probe: ProbeRecord): void {
+      breakerProbes.inc({ provider: probe.provider, outcome: probe.outcome });
     },
 
     /** One model call attempt, as the usage ledger records it. */

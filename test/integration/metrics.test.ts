@@ -302,6 +302,35 @@ describe('GET /metrics', () => {
     expect(value(after, 'waymark_llm_breaker_open{provider="ant"}')).toBe(0);
   });
 
+  it('counts the probes of an open breaker by outcome: one failed, then the one that closes it', async () => {
+    const replica = await h.startReplica({
+      LLM_BREAKER_THRESHOLD: '1',
+      LLM_BREAKER_PROBE_MS: '100',
+    });
+    const url = (await listenLocally(replica.app)).url;
+    const before = await scrape(url);
+    expect(before.types.get('waymark_llm_breaker_probes_total')).toBe('counter');
+    // The workflow's call opens the breaker; the first probe fails; the next gets an answer.
+    h.provider.enqueue(
+      { kind: 'error', status: 500 },
+      { kind: 'error', status: 500 },
+      { kind: 'reply', text: 'pong' },
+    );
+    const id = await startWorkflow(replica, h.tenant.key, { input: 'Fail', mode: 'simple' });
+    await waitForStatus(replica, h.tenant.key, id, ['failed']);
+    await expect
+      .poll(async () => value(await scrape(url), 'waymark_llm_breaker_open{provider="oai"}'), {
+        timeout: 5000,
+      })
+      .toBe(0);
+    const after = await scrape(url);
+    const probes = (outcome: string) =>
+      value(after, `waymark_llm_breaker_probes_total{provider="oai",outcome="${outcome}"}`) -
+      value(before, `waymark_llm_breaker_probes_total{provider="oai",outcome="${outcome}"}`);
+    expect(probes('failed')).toBe(1);
+    expect(probes('ok')).toBe(1);
+  });
+
   it('counts what the retention sweep deleted, by kind, and the paused workflows it expired', async () => {
     const pool = h.testApp.services.database.pool;
     h.provider.enqueue(

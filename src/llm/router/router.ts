@@ -16,8 +16,21 @@ export interface RouterOptions {
   log: Logger;
   /** Called once per attempt, success or not; must not throw (the ledger queues). */
   recordAttempt?: (record: AttemptRecord) => void;
+  /**
+   * Called once per probe of an open breaker (no workflow's nor tenant's,
+   * so not in the usage ledger: the metrics count them); must not throw.
+   */
+  recordProbe?: (probe: ProbeRecord) => void;
   /** For tests: jitter source. */
   random?: () => number;
+}
+
+/** A probe of a provider whose breaker is open: a one-token call to its first catalogue model. */
+export interface ProbeRecord {
+  provider: string;
+  model: string;
+  outcome: 'ok' | 'failed';
+  latencyMs: number;
 }
 
 /**
@@ -52,9 +65,24 @@ export function createModelRouter(options: RouterOptions) {
           messages: [{ role: 'user', content: 'ping' }],
           maxOutputTokens: 1,
         };
-        for await (const _part of model.stream(probeRequest, { signal })) {
-          // Drain: the probe succeeds when the stream ends without throwing.
+        const started = performance.now();
+        const record = (outcome: ProbeRecord['outcome']) =>
+          options.recordProbe?.({
+            provider,
+            model: probeModel.name,
+            outcome,
+            latencyMs: Math.round(performance.now() - started),
+          });
+        try {
+          for await (const _part of model.stream(probeRequest, { signal })) {
+            // Drain: the probe succeeds when the stream ends without throwing.
+          }
+        } catch (error) {
+          record('failed');
+          log.debug({ err: error, provider }, 'the probe of an open circuit failed');
+          throw error;
         }
+        record('ok');
       },
       onChange: (state, reason) =>
         log[state === 'open' ? 'warn' : 'info'](
