@@ -127,7 +127,7 @@ export function answerClientError(log: FastifyBaseLogger) {
       { code: appError.code, status: appError.status, parserError: error.code, requestId },
       appError.userMessage,
     );
-    if (socket.writable) {
+    if (socket.writable && !responseUnderway(socket)) {
       const body = JSON.stringify(toProblem(appError, { url: '/', id: requestId }));
       socket.write(
         `HTTP/1.1 ${appError.status} ${STATUS_CODES[appError.status]}\r\n` +
@@ -137,6 +137,19 @@ export function answerClientError(log: FastifyBaseLogger) {
     }
     socket.destroy(error);
   };
+}
+
+/**
+ * Whether a response is going out on the connection already: an event
+ * stream, with a malformed request pipelined behind it. An answer written
+ * now would land inside that response's body, so the connection is only
+ * closed, as Node's own handler does. Node keeps the response it writes on
+ * the socket as `_httpMessage`, which no public API exposes.
+ */
+function responseUnderway(socket: Duplex): boolean {
+  const current = (socket as Duplex & { _httpMessage?: { headersSent?: boolean } | null })
+    ._httpMessage;
+  return current?.headersSent === true;
 }
 
 /**

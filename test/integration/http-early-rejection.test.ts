@@ -3,7 +3,7 @@ import pino from 'pino';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { listenLocally, startTestAppOn, type TestApp } from '../support/app.js';
 import { createTestDatabase, type TestDatabase } from '../support/database.js';
-import { within } from '../support/event-streams.js';
+import { insertWorkflow, within } from '../support/event-streams.js';
 import { connectRaw, type RawConnection } from '../support/raw-http.js';
 
 /**
@@ -22,6 +22,7 @@ const PAST_THE_TIMEOUT_MS = TIMEOUT_MS * 3;
 let database: TestDatabase;
 let testApp: TestApp;
 let adminKey: string;
+let tenantId: string;
 let port: number;
 const lines: Record<string, unknown>[] = [];
 
@@ -35,6 +36,7 @@ beforeAll(async () => {
   const created = await testApp.services.tenancy.bootstrap();
   if (!created) throw new Error('bootstrap created nothing on an empty database');
   adminKey = created.adminKey.secret;
+  tenantId = created.tenant.id;
   ({ port } = await listenLocally(testApp.app));
 });
 afterAll(async () => {
@@ -174,4 +176,29 @@ describe('a request refused after its body has arrived whole', () => {
     expect(heads.map((head) => head.split(' ')[1])).toEqual(['401', '200']);
     expect(heads[0]).not.toContain('connection: close');
   }, 15_000);
+});
+
+describe('a malformed request behind an open event stream', () => {
+  it('the connection is closed, with no 400 written into the stream', async () => {
+    const id = await insertWorkflow(testApp, tenantId);
+    const connection = await connectRaw(port);
+    connection.socket.write(
+      `GET /v1/workflows/${id}/events HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${adminKey}\r\n\r\n`,
+    );
+    await within(
+      new Promise<void>((resolve) => {
+        const check = () =>
+          connection.received().includes('retry:') ? resolve() : setTimeout(check, 20);
+        check();
+      }),
+      5000,
+      'the stream to open',
+    );
+    // Pipelined on the same connection: not HTTP, a parser error.
+    connection.socket.write('NOT HTTP AT ALL\r\n\r\n');
+    await within(connection.closed, 5000, 'the server to close the connection');
+    const heads = responseHeads(connection.received());
+    expect(heads.map((head) => head.split(' ')[1])).toEqual(['200']);
+    expect(connection.received()).not.toContain('malformed');
+  });
 });
