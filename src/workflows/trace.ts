@@ -76,8 +76,8 @@ export interface WorkflowTrace {
 /**
  * Events a trace reads at most. Nothing else bounds a workflow's log: at
  * the default caps a pipeline runs up to 12 stages x 3 attempts x 11
- * turns, each turn's tool calls unbounded but by the model's output, and
- * a user may retry a stage again and again. Measured (2 cores, 2026-12):
+ * turns of up to 16 tool calls each (TOOL_CALLS_MAX_PER_TURN, which an
+ * operator may raise), and a user may retry a stage again and again. Measured (2 cores, 2026-12):
  * 4,472 events (5 tool calls a turn) made 2,235 spans, 0.73 MB, in
  * 0.2-0.7 s; 36,872 (50 a turn) 18,435 spans, 5.8 MB, in 1.3-2.9 s, all
  * held in memory while it is built and serialized.
