@@ -8,6 +8,7 @@ import { jsonSyntaxProblem } from './json-limits.js';
 import { type Catalogue, catalogueSchema } from './llm/catalogue.js';
 import { modelSettingProblems } from './llm/model-settings.js';
 import { SDK_LOG_LEVELS } from './llm/sdk-logger.js';
+import { RATE_LIMIT_MAX_BOUND } from './tenancy/types.js';
 
 /**
  * Every setting of the service, read from the environment through this one
@@ -60,10 +61,10 @@ export const configSchema = z.object({
     .describe(
       'Time a client has to send a whole request, headers and body; past it the request gets 408 and its connection is closed. The response is not limited: an event stream stays open. Raise it with BODY_LIMIT_BYTES for large bodies over slow links.',
     ),
-  RATE_LIMIT_MAX: integer(1, 1_000_000)
+  RATE_LIMIT_MAX: integer(1, RATE_LIMIT_MAX_BOUND)
     .default(600)
     .describe(
-      'Requests one tenant may make per window, per replica, all its API keys and stream tokens together.',
+      'Requests one tenant may make per window, per replica, all its API keys and stream tokens together, unless the tenant has a limit of its own (`rateLimit`).',
     ),
   RATE_LIMIT_WINDOW_MS: integer(1000, 3_600_000)
     .default(60_000)

@@ -9,6 +9,7 @@ import { serializerCompiler, validatorCompiler } from 'fastify-type-provider-zod
 import { AppError } from '../errors.js';
 import { redactUrl } from '../logger.js';
 import type { Services } from '../services.js';
+import type { TenancyService } from '../tenancy/service.js';
 import { createStreamTokens } from '../tenancy/stream-tokens.js';
 import { builtinTools } from '../tools/registry.js';
 import { bearerAuth } from './auth.js';
@@ -161,7 +162,11 @@ export async function buildApp(services: Services): Promise<FastifyInstance> {
         // keys gives a tenant no more), not per address, and counts a request
         // before its body is read and validated.
         hook: 'onRequest',
-        max: config.RATE_LIMIT_MAX,
+        // The tenant's own limit when the operator gave it one (its plan).
+        // Read with each request, from the principal (cached, dropped on
+        // every replica when the tenant changes), so a change applies to
+        // the next request; the counts already made in the window stay.
+        max: (request) => rateLimitMax(request, services.tenancy, config.RATE_LIMIT_MAX),
         timeWindow: config.RATE_LIMIT_WINDOW_MS,
         keyGenerator: rateLimitKey,
         errorResponseBuilder: (_request, context) =>
@@ -223,4 +228,23 @@ function requestLogFields(request: FastifyRequest) {
 function rateLimitKey(request: FastifyRequest): string {
   const tenantId = request.principal?.tenant.id ?? request.streamGrant?.tenantId;
   return tenantId === undefined ? request.ip : `tenant:${tenantId}`;
+}
+
+/**
+ * The most requests the request's tenant may make per window: its own
+ * limit, else RATE_LIMIT_MAX. A key's comes with its principal, without a
+ * query. A stream token carries no principal: its tenant's limit is read
+ * from the store, so the requests it makes count against the same limit
+ * as its tenant's keys'.
+ */
+async function rateLimitMax(
+  request: FastifyRequest,
+  tenancy: TenancyService,
+  defaultMax: number,
+): Promise<number> {
+  const grant = request.streamGrant;
+  const own = grant
+    ? (await tenancy.rateLimitOf(grant.tenantId)).max
+    : request.principal?.tenant.rateLimit.max;
+  return own ?? defaultMax;
 }

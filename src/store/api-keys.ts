@@ -39,6 +39,7 @@ export function apiKeysRepository(db: DbOrTx) {
           't.budget_max_iterations as tenant_budget_max_iterations',
           't.budget_max_tokens as tenant_budget_max_tokens',
           't.budget_max_cost_usd as tenant_budget_max_cost_usd',
+          't.rate_limit_max as tenant_rate_limit_max',
           't.endpoints_version as tenant_endpoints_version',
         ])
         .where('k.key_hash', '=', keyHash)
@@ -54,6 +55,7 @@ export function apiKeysRepository(db: DbOrTx) {
         tenant_budget_max_iterations,
         tenant_budget_max_tokens,
         tenant_budget_max_cost_usd,
+        tenant_rate_limit_max,
         tenant_endpoints_version,
         ...key
       } = row;
@@ -69,6 +71,7 @@ export function apiKeysRepository(db: DbOrTx) {
           budget_max_iterations: tenant_budget_max_iterations,
           budget_max_tokens: tenant_budget_max_tokens,
           budget_max_cost_usd: tenant_budget_max_cost_usd,
+          rate_limit_max: tenant_rate_limit_max,
           endpoints_version: tenant_endpoints_version,
         },
       };

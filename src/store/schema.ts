@@ -28,6 +28,8 @@ export interface TenantsTable {
   budget_max_iterations: ColumnType<number | null, number | null | undefined, number | null>;
   budget_max_tokens: ColumnType<string | null, number | null | undefined, number | null>;
   budget_max_cost_usd: ColumnType<string | null, number | null | undefined, number | null>;
+  /** Requests per RATE_LIMIT_WINDOW_MS in place of RATE_LIMIT_MAX (migration 0023); null inherits it. */
+  rate_limit_max: ColumnType<number | null, number | null | undefined, number | null>;
   /** Changed by every change to the tenant's HTTP tools or MCP servers (migration 0014); a bigint, as a string. */
   endpoints_version: ColumnType<string, never, never>;
 }

@@ -21,6 +21,7 @@ import {
   type Scope,
   type Tenant,
   type TenantBudget,
+  type TenantRateLimit,
 } from './types.js';
 
 /** Serialises the first-start bootstrap across replicas ("wm-boot" in ASCII). */
@@ -37,6 +38,7 @@ export interface NewTenant {
   defaultModel?: string;
   allowedModels?: string[];
   budget?: Partial<TenantBudget>;
+  rateLimit?: Partial<TenantRateLimit>;
 }
 
 /** A partial update of a tenant: what is absent stays; a null clears a setting back to its default. */
@@ -46,6 +48,7 @@ export interface TenantChanges {
   allowedModels?: string[] | null;
   /** Only the caps named change. */
   budget?: Partial<TenantBudget>;
+  rateLimit?: Partial<TenantRateLimit>;
 }
 
 export interface TenancyOptions {
@@ -78,6 +81,16 @@ export function createTenancyService(db: Db, options: TenancyOptions = {}) {
         const found = await apiKeysRepository(db).findActiveByHash(keyHash);
         return found && { tenant: toTenant(found.tenant), key: toApiKey(found.key) };
       });
+    },
+
+    /**
+     * A tenant's rate limit, for requests that carry a stream token and so
+     * no principal: one query by primary key per such request (an event
+     * stream opened or reopened), read afresh so a change applies at once.
+     */
+    async rateLimitOf(tenantId: string): Promise<TenantRateLimit> {
+      const row = await tenantsRepository(db).findById(tenantId);
+      return { max: row?.rate_limit_max ?? null };
     },
 
     /** Model settings are checked against the catalogue by the caller. */
@@ -118,6 +131,7 @@ export function createTenancyService(db: Db, options: TenancyOptions = {}) {
             maxTokens: changed(budget.maxTokens, current.budget.maxTokens),
             maxCostUsd: changed(budget.maxCostUsd, current.budget.maxCostUsd),
           },
+          rateLimit: { max: changed(changes.rateLimit?.max, current.rateLimit.max) },
         };
         check?.(next);
         const updated = await tenants.update(id, {
@@ -125,6 +139,7 @@ export function createTenancyService(db: Db, options: TenancyOptions = {}) {
           default_model: next.defaultModel,
           allowed_models: next.allowedModels,
           ...budgetColumns(next.budget),
+          rate_limit_max: next.rateLimit.max,
         });
         if (!updated) throw notFound('Tenant');
         await announce(tx, { tenantId: id, keyId: null });
@@ -222,6 +237,7 @@ async function insertTenantWithAdminKey(
     default_model: input.defaultModel ?? null,
     allowed_models: input.allowedModels ?? null,
     ...budgetColumns({ maxIterations: null, maxTokens: null, maxCostUsd: null, ...input.budget }),
+    rate_limit_max: input.rateLimit?.max ?? null,
   });
   const adminKey = await issueKey(tx, tenant.id, {
     name: input.adminKeyName ?? 'admin key',
@@ -260,6 +276,7 @@ function toTenant(row: TenantRow): Tenant {
       maxTokens: row.budget_max_tokens === null ? null : Number(row.budget_max_tokens),
       maxCostUsd: row.budget_max_cost_usd === null ? null : Number(row.budget_max_cost_usd),
     },
+    rateLimit: { max: row.rate_limit_max },
   };
 }
 

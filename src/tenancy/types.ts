@@ -21,6 +21,18 @@ export interface Tenant {
   allowedModels: string[] | null;
   /** Caps on its workflows, overriding the configured defaults. */
   budget: TenantBudget;
+  rateLimit: TenantRateLimit;
+}
+
+/** Most requests per window a tenant may be allowed: RATE_LIMIT_MAX's bound, and its override's. */
+export const RATE_LIMIT_MAX_BOUND = 1_000_000;
+
+/**
+ * A tenant's rate limit, set by the operator (plans): `max` requests per
+ * RATE_LIMIT_WINDOW_MS, counted per replica; null inherits RATE_LIMIT_MAX.
+ */
+export interface TenantRateLimit {
+  max: number | null;
 }
 
 /**

@@ -13,6 +13,7 @@ function principal(tenantId: string, keyId: string): Principal {
       defaultModel: null,
       allowedModels: null,
       budget: { maxIterations: null, maxTokens: null, maxCostUsd: null },
+      rateLimit: { max: null },
     },
     key: {
       id: keyId,

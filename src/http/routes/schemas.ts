@@ -1,6 +1,6 @@
 import { z } from 'zod';
 import type { ApiKey, IssuedApiKey, Tenant } from '../../tenancy/types.js';
-import { SCOPES } from '../../tenancy/types.js';
+import { RATE_LIMIT_MAX_BOUND, SCOPES } from '../../tenancy/types.js';
 import { tenantBudgetSchema } from './budget-schemas.js';
 
 /** Wire shapes shared by the routes (the tenancy routes' own among them); the OpenAPI document names them. */
@@ -84,8 +84,36 @@ export const tenantSchema = z
       .nullable()
       .describe('Models the tenant may use; null: every configured model'),
     budget: tenantBudgetSchema,
+    rateLimit: z
+      .object({
+        max: z
+          .number()
+          .int()
+          .nullable()
+          .describe('Requests per RATE_LIMIT_WINDOW_MS, per replica; null: RATE_LIMIT_MAX'),
+      })
+      .meta({ id: 'TenantRateLimit' })
+      .describe('The tenant’s rate limit: all its API keys and stream tokens together'),
   })
   .meta({ id: 'Tenant' });
+
+/** The rate limit an operator gives a tenant (its plan), in POST and PATCH /v1/tenants. */
+export const tenantRateLimitChangesSchema = z
+  .object({
+    max: z
+      .number()
+      .int()
+      .min(1)
+      .max(RATE_LIMIT_MAX_BOUND)
+      .nullable()
+      .optional()
+      .describe('Requests per RATE_LIMIT_WINDOW_MS; null: RATE_LIMIT_MAX'),
+  })
+  .strict()
+  .describe(
+    'The tenant’s own rate limit: `max` left out stays as it is, null returns it to RATE_LIMIT_MAX. ' +
+      'It applies to the tenant’s next request, on every replica.',
+  );
 
 /**
  * A resource's id in a path. A uuid names it in capitals too (PostgreSQL finds
@@ -118,6 +146,7 @@ export function tenantToWire(tenant: Tenant): z.infer<typeof tenantSchema> {
     defaultModel: tenant.defaultModel,
     allowedModels: tenant.allowedModels,
     budget: tenant.budget,
+    rateLimit: tenant.rateLimit,
   };
 }
 

@@ -13,6 +13,7 @@ import {
   issuedApiKeySchema,
   issuedApiKeyToWire,
   nameSchema,
+  tenantRateLimitChangesSchema,
   tenantSchema,
   tenantToWire,
 } from './schemas.js';
@@ -33,6 +34,7 @@ const createTenantBody = z
     defaultModel: defaultModelSchema.optional(),
     allowedModels: allowedModelsSchema.optional(),
     budget: tenantBudgetChangesSchema.optional(),
+    rateLimit: tenantRateLimitChangesSchema.optional(),
   })
   .strict();
 
@@ -48,6 +50,7 @@ const updateTenantBody = z
       .optional()
       .describe('Catalogue model names the tenant may use; null: all of them'),
     budget: tenantBudgetChangesSchema.optional(),
+    rateLimit: tenantRateLimitChangesSchema.optional(),
   })
   .strict();
 
@@ -85,11 +88,11 @@ export const tenantRoutes: FastifyPluginAsyncZod<{
       config: { scope: 'admin', operatorOnly: true },
       schema: {
         tags: ['tenants'],
-        summary: 'Change a tenant’s name, models or budget (operator admins only)',
+        summary: 'Change a tenant’s name, models, budget or rate limit (operator admins only)',
         description:
           'A field left out stays as it is; null returns a setting to its default. The new ' +
           'settings apply to workflows created afterwards; running workflows keep the budget ' +
-          'they were created with.',
+          'they were created with. A new rate limit applies to the tenant’s next request.',
         params: idParamsSchema,
         body: updateTenantBody,
         response: { 200: tenantSchema, ...problemResponses(400, 401, 403, 404, 415, 429) },

@@ -1,0 +1,11 @@
+-- A tenant's own rate limit: requests per RATE_LIMIT_WINDOW_MS in place of
+-- RATE_LIMIT_MAX; NULL inherits it. Set by operator admins with POST and
+-- PATCH /v1/tenants.
+--
+-- Nullable with no default: added without rewriting the table, and a
+-- replica of the release before, which reads tenants with SELECT * and
+-- maps the columns it knows, goes on working beside it (applying
+-- RATE_LIMIT_MAX to every tenant until it is replaced). The upper bound
+-- is the API's (that of RATE_LIMIT_MAX), not the table's, so a later
+-- release may raise it without a migration.
+ALTER TABLE tenants ADD COLUMN rate_limit_max integer CHECK (rate_limit_max > 0);
