@@ -38,7 +38,7 @@ const PINO_LEVELS: Readonly<Record<SdkLogLevel, LevelWithSilent>> = {
  * ANTHROPIC_LOG), its lines are written at that level whatever LOG_LEVEL
  * says: an operator who asks for an SDK's debug lines gets them without
  * every other debug line of the service. Unset, the SDK logs its warnings
- * and LOG_LEVEL filters them as any other line, so LOG_LEVEL=debug alone
+ * and LOG_LEVEL filters them like every other line, so LOG_LEVEL=debug alone
  * never logs each request's body (the prompt) and headers.
  */
 export function sdkLog(
