@@ -4,7 +4,7 @@ import { badRequest } from '../errors.js';
 /**
  * Keyset pagination, newest first, over a table with a uuid `id` and the
  * timestamp of a list's order: `created` (`created_at`: workflows,
- * sessions) or `activity` (`last_activity_at`: sessions). A page continues
+ * sessions, tenants) or `activity` (`last_activity_at`: sessions). A page continues
  * after the position of the previous page's last row, which the client
  * holds as an opaque cursor.
  */

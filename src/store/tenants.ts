@@ -1,4 +1,10 @@
 import type { DbOrTx } from './database.js';
+import {
+  type ListPosition,
+  olderThan,
+  type PositionedRow,
+  positionMicros,
+} from './list-position.js';
 import type { NewTenantRow, TenantRow, TenantUpdate } from './schema.js';
 
 export function tenantsRepository(db: DbOrTx) {
@@ -28,6 +34,21 @@ export function tenantsRepository(db: DbOrTx) {
         .where('id', '=', id)
         .returningAll()
         .executeTakeFirst();
+    },
+
+    /**
+     * Newest first, keyset-paginated on (created_at DESC, id DESC), the
+     * order of the tenants_created index (migration 0024): a page reads
+     * its own rows however deep it is, and a tenant created meanwhile
+     * never shifts a page (as OFFSET would, repeating or skipping one).
+     */
+    async list(page: {
+      limit: number;
+      after?: ListPosition;
+    }): Promise<(TenantRow & PositionedRow)[]> {
+      let query = db.selectFrom('tenants').selectAll().select(positionMicros('created'));
+      if (page.after) query = query.where(olderThan(page.after));
+      return query.orderBy('created_at', 'desc').orderBy('id', 'desc').limit(page.limit).execute();
     },
 
     async count(): Promise<number> {
