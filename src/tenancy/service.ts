@@ -3,6 +3,7 @@ import { sql } from 'kysely';
 import { conflict, notFound } from '../errors.js';
 import { apiKeysRepository } from '../store/api-keys.js';
 import type { Db, DbOrTx } from '../store/database.js';
+import { decodeCursor, pageOf } from '../store/list-position.js';
 import type { ApiKeyRow, TenantRow } from '../store/schema.js';
 import { tenantsRepository } from '../store/tenants.js';
 import { workflowEventsRepository } from '../store/workflow-events.js';
@@ -49,6 +50,12 @@ export interface TenantChanges {
   /** Only the caps named change. */
   budget?: Partial<TenantBudget>;
   rateLimit?: Partial<TenantRateLimit>;
+}
+
+/** A page of tenants, newest first; `nextCursor` continues after its last one, null on the last page. */
+export interface TenantPage {
+  items: Tenant[];
+  nextCursor: string | null;
 }
 
 export interface TenancyOptions {
@@ -98,6 +105,22 @@ export function createTenancyService(db: Db, options: TenancyOptions = {}) {
       return db
         .transaction()
         .execute((tx) => insertTenantWithAdminKey(tx, { ...input, isOperator: false }));
+    },
+
+    async getTenant(id: string): Promise<Tenant> {
+      const row = await tenantsRepository(db).findById(id);
+      if (!row) throw notFound('Tenant');
+      return toTenant(row);
+    },
+
+    /** Every tenant, the operator's among them, newest first; `cursor` continues after a previous page. */
+    async listTenants(query: { limit: number; cursor?: string }): Promise<TenantPage> {
+      const rows = await tenantsRepository(db).list({
+        // One more than asked tells whether another page follows.
+        limit: query.limit + 1,
+        after: query.cursor === undefined ? undefined : decodeCursor(query.cursor),
+      });
+      return pageOf(rows, { limit: query.limit, order: 'created' }, toTenant);
     },
 
     /**

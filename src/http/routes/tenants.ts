@@ -12,7 +12,9 @@ import {
   idParamsSchema,
   issuedApiKeySchema,
   issuedApiKeyToWire,
+  listPageFields,
   nameSchema,
+  pageSchema,
   tenantRateLimitChangesSchema,
   tenantSchema,
   tenantToWire,
@@ -54,6 +56,10 @@ const updateTenantBody = z
   })
   .strict();
 
+const listTenantsQuery = z.object({ ...listPageFields }).strict();
+
+const tenantPageSchema = pageSchema(tenantSchema, 'TenantPage');
+
 export const tenantRoutes: FastifyPluginAsyncZod<{
   tenancy: TenancyService;
   catalogue: Catalogue;
@@ -80,6 +86,38 @@ export const tenantRoutes: FastifyPluginAsyncZod<{
         adminKey: issuedApiKeyToWire(created.adminKey),
       });
     },
+  );
+
+  app.get(
+    '/tenants',
+    {
+      config: { scope: 'admin', operatorOnly: true },
+      schema: {
+        tags: ['tenants'],
+        summary: 'List the tenants, newest first (operator admins only)',
+        description: 'Every tenant, the operator tenant among them, with its settings.',
+        querystring: listTenantsQuery,
+        response: { 200: tenantPageSchema, ...problemResponses(400, 401, 403, 429) },
+      },
+    },
+    async (request) => {
+      const page = await tenancy.listTenants(request.query);
+      return { items: page.items.map(tenantToWire), nextCursor: page.nextCursor };
+    },
+  );
+
+  app.get(
+    '/tenants/:id',
+    {
+      config: { scope: 'admin', operatorOnly: true },
+      schema: {
+        tags: ['tenants'],
+        summary: 'Get a tenant and its settings (operator admins only)',
+        params: idParamsSchema,
+        response: { 200: tenantSchema, ...problemResponses(400, 401, 403, 404, 429) },
+      },
+    },
+    async (request) => tenantToWire(await tenancy.getTenant(request.params.id)),
   );
 
   app.patch(
