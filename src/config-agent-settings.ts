@@ -78,6 +78,16 @@ export const agentSettings = {
     .describe(
       'How long a run reuses the tools an MCP server listed for an earlier run on this replica, connecting to the server only when the model calls one of them; 0: every run connects to each server and lists its tools before its first model call.',
     ),
+  HTTP_TOOLS_MAX_PER_TENANT: integer(1, 10_000)
+    .default(64)
+    .describe(
+      'HTTP tools one tenant may register; one more is refused (409 tool_limit_reached) until one is deleted. Every workflow offers the model all of them, and model APIs refuse requests with too many tools (OpenAI: 128).',
+    ),
+  MCP_SERVERS_MAX_PER_TENANT: integer(1, 10_000)
+    .default(16)
+    .describe(
+      'MCP servers one tenant may register; one more is refused (409 mcp_server_limit_reached) until one is deleted. It does not cap the tools each server lists.',
+    ),
   HTTP_FETCH_ALLOWED_HOSTS: hostPatterns.describe(
     'Hosts the built-in http_fetch tool may fetch, comma-separated; `*.example.com` matches its subdomains. Empty: the tool is not offered.',
   ),

@@ -157,9 +157,13 @@ export function createServices(options: {
     log: options.log,
     onChanged: endpointsMemory.forget,
   };
-  const httpTools = createHttpToolsService(endpointServices);
+  const httpTools = createHttpToolsService({
+    ...endpointServices,
+    maxPerTenant: options.config.HTTP_TOOLS_MAX_PER_TENANT,
+  });
   const mcpServers = createMcpServersService({
     ...endpointServices,
+    maxPerTenant: options.config.MCP_SERVERS_MAX_PER_TENANT,
     ...(options.config.MCP_TOOLS_CACHE_MS > 0 && {
       toolLists: createMcpToolLists({ ttlMs: options.config.MCP_TOOLS_CACHE_MS }),
     }),

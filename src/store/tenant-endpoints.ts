@@ -1,5 +1,5 @@
 import { type Insertable, type RawBuilder, type Selectable, sql, type Updateable } from 'kysely';
-import type { DbOrTx } from './database.js';
+import type { Db, DbOrTx } from './database.js';
 import type { Database, HttpToolRow, McpServerRow } from './schema.js';
 
 /** The tables of what a tenant registers by name: HTTP tools and MCP servers. */
@@ -27,17 +27,6 @@ export function tenantEndpointsRepository<T extends EndpointTable>(db: DbOrTx, t
   const from = table as 'http_tools';
   type Row = Selectable<Database[T]>;
   return {
-    /** Undefined when the tenant already has one of that name (the unique index decides, so two racing creates cannot both win). */
-    async insert(row: Insertable<Database[T]>): Promise<Row | undefined> {
-      const inserted = await db
-        .insertInto(from)
-        .values(row as Insertable<Database['http_tools']>)
-        .onConflict((conflict) => conflict.columns(['tenant_id', 'name']).doNothing())
-        .returningAll()
-        .executeTakeFirst();
-      return inserted as Row | undefined;
-    },
-
     async listByTenant(tenantId: string): Promise<Row[]> {
       const listed = await db
         .selectFrom(from)
@@ -89,6 +78,58 @@ export function tenantEndpointsRepository<T extends EndpointTable>(db: DbOrTx, t
       return result.numDeletedRows > 0n;
     },
   };
+}
+
+/** What `insertEndpoint` did: the row inserted, or why none was. */
+export type EndpointInsert<Row> =
+  | { inserted: Row }
+  | { refused: 'name_taken' }
+  | { refused: 'limit_reached'; limit: number };
+
+/**
+ * Inserts a tenant's endpoint unless it has `limit` of that kind already
+ * or one of that name (the unique index decides).
+ *
+ * The count and the insert run in one transaction after the tenant's row is
+ * locked, so a tenant's creates queue there and each counts what the one
+ * before it committed: two racing at limit - 1 cannot both win. One
+ * INSERT ... SELECT ... WHERE count < limit would not do: a statement
+ * counts from the snapshot it started with, even after waiting for a lock.
+ * FOR NO KEY UPDATE is the lock the endpoints_version trigger (migration
+ * 0014) takes anyway; unlike FOR UPDATE it does not block the tenant's
+ * inserts elsewhere (workflows, sessions), whose foreign keys lock the
+ * row FOR KEY SHARE.
+ */
+export async function insertEndpoint<T extends EndpointTable>(
+  db: Db,
+  options: { table: T; row: Insertable<Database[T]> & { tenant_id: string }; limit: number },
+): Promise<EndpointInsert<Selectable<Database[T]>>> {
+  const from = options.table as 'http_tools';
+  const tenantId = options.row.tenant_id;
+  return db.transaction().execute(async (tx) => {
+    await tx
+      .selectFrom('tenants')
+      .select('id')
+      .where('id', '=', tenantId)
+      .forNoKeyUpdate()
+      .execute();
+    const { count } = await tx
+      .selectFrom(from)
+      .select((eb) => eb.fn.countAll<string>().as('count'))
+      .where('tenant_id', '=', tenantId)
+      .executeTakeFirstOrThrow();
+    if (Number(count) >= options.limit) {
+      return { refused: 'limit_reached', limit: options.limit } as const;
+    }
+    const inserted = await tx
+      .insertInto(from)
+      .values(options.row as Insertable<Database['http_tools']>)
+      .onConflict((conflict) => conflict.columns(['tenant_id', 'name']).doNothing())
+      .returningAll()
+      .executeTakeFirst();
+    if (!inserted) return { refused: 'name_taken' } as const;
+    return { inserted: inserted as Selectable<Database[T]> };
+  });
 }
 
 /** A row as json_agg gives it: its timestamp as text. */

@@ -4,7 +4,11 @@ import type { Logger } from 'pino';
 import { badRequest, conflict, notFound } from '../errors.js';
 import type { Db } from '../store/database.js';
 import type { HttpToolRow } from '../store/schema.js';
-import { type EndpointChanges, tenantEndpointsRepository } from '../store/tenant-endpoints.js';
+import {
+  type EndpointChanges,
+  insertEndpoint,
+  tenantEndpointsRepository,
+} from '../store/tenant-endpoints.js';
 import { type HttpToolPolicy, isHostAllowed, toHttpTool } from './http-tool.js';
 import {
   InvalidParametersSchema,
@@ -58,6 +62,8 @@ export function createHttpToolsService(options: {
   db: Db;
   policy: HttpToolPolicy;
   log: Logger;
+  /** HTTP_TOOLS_MAX_PER_TENANT: every workflow offers the model all of them, and model APIs refuse too many tools. */
+  maxPerTenant: number;
   /** Told once one of a tenant's tools was registered, changed or removed (see workflows/early-start.ts). */
   onChanged: (tenantId: string) => void;
 }) {
@@ -76,21 +82,33 @@ export function createHttpToolsService(options: {
       }
       checkParameters(input.parameters);
       const url = checkDestination(input.url, policy);
-      const row = await tenantEndpointsRepository(db, 'http_tools').insert({
-        id: randomUUID(),
-        tenant_id: tenantId,
-        name: input.name,
-        description: input.description,
-        parameters: JSON.stringify(input.parameters),
-        url: url.href,
-        headers: JSON.stringify(input.headers),
-        timeout_ms: input.timeoutMs,
-        sequential: input.sequential,
-        requires_approval: input.requiresApproval,
+      const result = await insertEndpoint(db, {
+        table: 'http_tools',
+        limit: options.maxPerTenant,
+        row: {
+          id: randomUUID(),
+          tenant_id: tenantId,
+          name: input.name,
+          description: input.description,
+          parameters: JSON.stringify(input.parameters),
+          url: url.href,
+          headers: JSON.stringify(input.headers),
+          timeout_ms: input.timeoutMs,
+          sequential: input.sequential,
+          requires_approval: input.requiresApproval,
+        },
       });
-      if (!row) {
-        throw conflict('tool_name_taken', `The tenant already has a tool named "${input.name}"`);
+      if ('refused' in result) {
+        if (result.refused === 'name_taken') {
+          throw conflict('tool_name_taken', `The tenant already has a tool named "${input.name}"`);
+        }
+        throw conflict(
+          'tool_limit_reached',
+          `The tenant has ${result.limit} HTTP tools, the most it may have (HTTP_TOOLS_MAX_PER_TENANT); delete one first`,
+          { limit: result.limit },
+        );
       }
+      const row = result.inserted;
       options.onChanged(tenantId);
       return toInfo(row);
     },

@@ -3,7 +3,11 @@ import type { Logger } from 'pino';
 import { badRequest, conflict, notFound } from '../errors.js';
 import type { Db } from '../store/database.js';
 import type { McpServerRow, McpToolSnapshot } from '../store/schema.js';
-import { type EndpointChanges, tenantEndpointsRepository } from '../store/tenant-endpoints.js';
+import {
+  type EndpointChanges,
+  insertEndpoint,
+  tenantEndpointsRepository,
+} from '../store/tenant-endpoints.js';
 import type { HttpToolPolicy } from './http-tool.js';
 import { checkDestination } from './http-tools-service.js';
 import type { JsonSchemaObject } from './json-schema-parameters.js';
@@ -74,6 +78,8 @@ export function createMcpServersService(options: {
   db: Db;
   policy: HttpToolPolicy;
   log: Logger;
+  /** MCP_SERVERS_MAX_PER_TENANT: every workflow offers the model all their tools, and model APIs refuse too many tools. */
+  maxPerTenant: number;
   /** Told once one of a tenant's MCP servers was registered, changed or removed (see workflows/early-start.ts). */
   onChanged: (tenantId: string) => void;
   /** Servers' tools as runs on this replica listed them (MCP_TOOLS_CACHE_MS); listed by every run when unset. */
@@ -90,22 +96,34 @@ export function createMcpServersService(options: {
       const url = checkDestination(input.url, policy).href;
       const server = { name: input.name, url, headers: input.headers, timeout_ms: input.timeoutMs };
       const tools = await listToolsOf(server, { policy, log, field: 'body.url' });
-      const row = await tenantEndpointsRepository(db, 'mcp_servers').insert({
-        id: randomUUID(),
-        tenant_id: tenantId,
-        name: server.name,
-        url: server.url,
-        headers: JSON.stringify(server.headers),
-        timeout_ms: input.timeoutMs,
-        tools: JSON.stringify(tools),
-        requires_approval: input.requiresApproval,
+      const result = await insertEndpoint(db, {
+        table: 'mcp_servers',
+        limit: options.maxPerTenant,
+        row: {
+          id: randomUUID(),
+          tenant_id: tenantId,
+          name: server.name,
+          url: server.url,
+          headers: JSON.stringify(server.headers),
+          timeout_ms: input.timeoutMs,
+          tools: JSON.stringify(tools),
+          requires_approval: input.requiresApproval,
+        },
       });
-      if (!row) {
+      if ('refused' in result) {
+        if (result.refused === 'name_taken') {
+          throw conflict(
+            'mcp_server_name_taken',
+            `The tenant already has an MCP server named "${input.name}"`,
+          );
+        }
         throw conflict(
-          'mcp_server_name_taken',
-          `The tenant already has an MCP server named "${input.name}"`,
+          'mcp_server_limit_reached',
+          `The tenant has ${result.limit} MCP servers, the most it may have (MCP_SERVERS_MAX_PER_TENANT); delete one first`,
+          { limit: result.limit },
         );
       }
+      const row = result.inserted;
       // Listed just now: this replica's next runs need not list them again.
       options.toolLists?.remember(row, tools);
       options.onChanged(tenantId);

@@ -125,7 +125,8 @@ export const mcpServerRoutes: FastifyPluginAsyncZod<{ mcpServers: McpServersServ
           'The URL is checked like an HTTP tool’s (400 `host_not_allowed`, `private_address`), ' +
           'then the server is connected once to list its tools: 400 `mcp_unreachable` with the ' +
           'reason when that fails. The name must not be another server’s of the tenant ' +
-          '(409 `mcp_server_name_taken`).',
+          '(409 `mcp_server_name_taken`). A tenant with `MCP_SERVERS_MAX_PER_TENANT` servers gets ' +
+          '409 `mcp_server_limit_reached` until it deletes one.',
         body: createMcpServerBody,
         response: { 201: mcpServerSchema, ...problemResponses(400, 401, 403, 409, 413, 415, 429) },
       },

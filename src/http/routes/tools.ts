@@ -169,7 +169,8 @@ export const toolRoutes: FastifyPluginAsyncZod<{
           'of workflow, step and call. The URL’s host must be allowed (`HTTP_TOOLS_ALLOWED_HOSTS`; ' +
           '400 `host_not_allowed`) and not a private address (400 `private_address`); the name ' +
           'must not be a built-in’s (400 `reserved_tool_name`) nor another tool’s of the tenant ' +
-          '(409 `tool_name_taken`).',
+          '(409 `tool_name_taken`). A tenant with `HTTP_TOOLS_MAX_PER_TENANT` tools gets 409 ' +
+          '`tool_limit_reached` until it deletes one.',
         body: createToolBody,
         response: { 201: httpToolSchema, ...problemResponses(400, 401, 403, 409, 413, 415, 429) },
       },
