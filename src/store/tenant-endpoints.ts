@@ -27,6 +27,16 @@ export function tenantEndpointsRepository<T extends EndpointTable>(db: DbOrTx, t
   const from = table as 'http_tools';
   type Row = Selectable<Database[T]>;
   return {
+    /** How many the tenant has (the per-tenant cap: insertEndpoint). */
+    async countByTenant(tenantId: string): Promise<number> {
+      const { count } = await db
+        .selectFrom(from)
+        .select((eb) => eb.fn.countAll<string>().as('count'))
+        .where('tenant_id', '=', tenantId)
+        .executeTakeFirstOrThrow();
+      return Number(count);
+    },
+
     async listByTenant(tenantId: string): Promise<Row[]> {
       const listed = await db
         .selectFrom(from)
@@ -113,12 +123,8 @@ export async function insertEndpoint<T extends EndpointTable>(
       .where('id', '=', tenantId)
       .forNoKeyUpdate()
       .execute();
-    const { count } = await tx
-      .selectFrom(from)
-      .select((eb) => eb.fn.countAll<string>().as('count'))
-      .where('tenant_id', '=', tenantId)
-      .executeTakeFirstOrThrow();
-    if (Number(count) >= options.limit) {
+    const count = await tenantEndpointsRepository(tx, options.table).countByTenant(tenantId);
+    if (count >= options.limit) {
       return { refused: 'limit_reached', limit: options.limit } as const;
     }
     const inserted = await tx

@@ -95,6 +95,10 @@ export function createMcpServersService(options: {
     async create(tenantId: string, input: NewMcpServer): Promise<McpServerInfo> {
       const url = checkDestination(input.url, policy).href;
       const server = { name: input.name, url, headers: input.headers, timeout_ms: input.timeoutMs };
+      // A tenant at its cap is refused before its server is connected to and
+      // listed, which can take seconds; the insert checks again, under a lock.
+      const registered = await tenantEndpointsRepository(db, 'mcp_servers').countByTenant(tenantId);
+      if (registered >= options.maxPerTenant) throw limitReached(options.maxPerTenant);
       const tools = await listToolsOf(server, { policy, log, field: 'body.url' });
       const result = await insertEndpoint(db, {
         table: 'mcp_servers',
@@ -117,11 +121,7 @@ export function createMcpServersService(options: {
             `The tenant already has an MCP server named "${input.name}"`,
           );
         }
-        throw conflict(
-          'mcp_server_limit_reached',
-          `The tenant has ${result.limit} MCP servers, the most it may have (MCP_SERVERS_MAX_PER_TENANT); delete one first`,
-          { limit: result.limit },
-        );
+        throw limitReached(result.limit);
       }
       const row = result.inserted;
       // Listed just now: this replica's next runs need not list them again.
@@ -252,4 +252,13 @@ function toInfo(row: McpServerRow): McpServerInfo {
     }),
     createdAt: row.created_at,
   };
+}
+
+/** The 409 of a create past the tenant's cap on MCP servers. */
+function limitReached(limit: number) {
+  return conflict(
+    'mcp_server_limit_reached',
+    `The tenant has ${limit} MCP servers, the most it may have (MCP_SERVERS_MAX_PER_TENANT); delete one first`,
+    { limit },
+  );
 }

@@ -108,3 +108,25 @@ describe.each(kinds)('the per-tenant limit on $kind', ({ path, code, body, store
     expect(await stored(tenantId)).toHaveLength(LIMIT);
   });
 });
+
+describe('an MCP server registration past the limit', () => {
+  it('is refused before the server is contacted', async () => {
+    const { key } = await newTenant();
+    const create = () =>
+      testApp.app.inject({
+        method: 'POST',
+        url: '/v1/mcp-servers',
+        headers: bearer(key),
+        payload: { name: `srv_${randomUUID().slice(0, 8)}`, url: mcp.url },
+      });
+    for (let i = 0; i < LIMIT; i++) expect((await create()).statusCode).toBe(201);
+    const contacted = mcp.requests.length;
+    const refused = await create();
+    expect(refused.statusCode, refused.body).toBe(409);
+    expect(refused.json()).toMatchObject({
+      code: 'mcp_server_limit_reached',
+      current: { limit: LIMIT },
+    });
+    expect(mcp.requests.length).toBe(contacted);
+  });
+});
