@@ -3,7 +3,7 @@ import { conflict, notFound } from '../errors.js';
 import type { Catalogue } from '../llm/catalogue.js';
 import { selectModel, type TenantModelSettings } from '../llm/model-selection.js';
 import type { Message } from '../llm/types.js';
-import type { Db } from '../store/database.js';
+import { type Db, inTransaction } from '../store/database.js';
 import { decodeCursor, pageOf } from '../store/list-position.js';
 import type { SessionMessageRow, SessionRow } from '../store/schema.js';
 import {
@@ -140,7 +140,7 @@ export function createSessionService(options: { db: Db; catalogue: Catalogue }) 
      * it first). Returns how many workflows went with it.
      */
     async delete(tenantId: string, id: string): Promise<{ workflows: number }> {
-      const deletion = await db.transaction().execute(async (tx) => {
+      const deletion = await inTransaction(db, async (tx) => {
         const inTx = sessionsRepository(tx);
         await inTx.lockForDelete(tenantId, id);
         return inTx.deleteIfIdle(tenantId, id);

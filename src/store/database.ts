@@ -1,7 +1,11 @@
 import { Kysely, PostgresDialect, sql, type Transaction } from 'kysely';
 import pg from 'pg';
 import type { Logger } from 'pino';
-import { type PreparedStatementsOptions, preparingClientClass } from './prepared-statements.js';
+import {
+  isStalePlan,
+  type PreparedStatementsOptions,
+  preparingClientClass,
+} from './prepared-statements.js';
 import type { Database } from './schema.js';
 import { SessionClient } from './session-client.js';
 
@@ -85,6 +89,33 @@ export function openDatabase(options: {
       if (!pool.ended) await pool.end();
     },
   };
+}
+
+/** At most this many runs of one transaction that meets stale prepared statements (inTransaction). */
+const STALE_PLAN_ATTEMPTS = 5;
+
+/**
+ * Runs `work` in one transaction, which every store transaction goes
+ * through. With prepared statements on, a prepared `SELECT *` /
+ * `RETURNING *` whose table has changed (a rolling upgrade: another
+ * replica's migration added a column) fails once on each connection that
+ * prepared it, and inside a transaction that aborts the transaction. The
+ * statement has a new name by then, so the transaction runs again from
+ * the start: once for each such statement it meets, at most
+ * STALE_PLAN_ATTEMPTS times. So `work` may run more than once: it must
+ * only touch the database through `tx`.
+ */
+export async function inTransaction<T>(
+  db: Db,
+  work: (tx: Transaction<Database>) => Promise<T>,
+): Promise<T> {
+  for (let attempt = 1; ; attempt++) {
+    try {
+      return await db.transaction().execute(work);
+    } catch (error) {
+      if (!isStalePlan(error) || attempt >= STALE_PLAN_ATTEMPTS) throw error;
+    }
+  }
 }
 
 /** What node-postgres and its pool say, in their messages only, when a connection cannot be had or is gone. */

@@ -97,7 +97,8 @@ export function preparingClientClass(options: PreparedStatementsOptions): typeof
         if (isStatementOfOtherSession(error)) throw explainPooler(error);
         if (!isStalePlan(error)) throw error;
         const renewed = issue(text);
-        // Inside a transaction the failure has aborted it: only its owner can start again.
+        // Inside a transaction the failure has aborted it: only its owner
+        // can start again (database.ts inTransaction does).
         if (this.#inTransaction) throw error;
         return run(renewed);
       });
@@ -118,7 +119,8 @@ export function preparingClientClass(options: PreparedStatementsOptions): typeof
   };
 }
 
-function isStalePlan(error: unknown): boolean {
+/** A prepared `*` statement whose table changed: renamed already, it runs afresh when sent again. */
+export function isStalePlan(error: unknown): boolean {
   return (
     error instanceof Error &&
     (error as { code?: unknown }).code === FEATURE_NOT_SUPPORTED &&

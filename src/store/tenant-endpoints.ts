@@ -1,5 +1,5 @@
 import { type Insertable, type RawBuilder, type Selectable, sql, type Updateable } from 'kysely';
-import type { Db, DbOrTx } from './database.js';
+import { type Db, type DbOrTx, inTransaction } from './database.js';
 import type { Database, HttpToolRow, McpServerRow } from './schema.js';
 
 /** The tables of what a tenant registers by name: HTTP tools and MCP servers. */
@@ -116,7 +116,7 @@ export async function insertEndpoint<T extends EndpointTable>(
 ): Promise<EndpointInsert<Selectable<Database[T]>>> {
   const from = options.table as 'http_tools';
   const tenantId = options.row.tenant_id;
-  return db.transaction().execute(async (tx) => {
+  return inTransaction(db, async (tx) => {
     await tx
       .selectFrom('tenants')
       .select('id')

@@ -2,7 +2,7 @@ import { randomUUID } from 'node:crypto';
 import { sql } from 'kysely';
 import { conflict, notFound } from '../errors.js';
 import { apiKeysRepository } from '../store/api-keys.js';
-import type { Db, DbOrTx } from '../store/database.js';
+import { type Db, type DbOrTx, inTransaction } from '../store/database.js';
 import { decodeCursor, pageOf } from '../store/list-position.js';
 import type { ApiKeyRow, TenantRow } from '../store/schema.js';
 import { tenantsRepository } from '../store/tenants.js';
@@ -102,9 +102,9 @@ export function createTenancyService(db: Db, options: TenancyOptions = {}) {
 
     /** Model settings are checked against the catalogue by the caller. */
     async createTenant(input: NewTenant): Promise<CreatedTenant> {
-      return db
-        .transaction()
-        .execute((tx) => insertTenantWithAdminKey(tx, { ...input, isOperator: false }));
+      return inTransaction(db, (tx) =>
+        insertTenantWithAdminKey(tx, { ...input, isOperator: false }),
+      );
     },
 
     async getTenant(id: string): Promise<Tenant> {
@@ -138,7 +138,7 @@ export function createTenancyService(db: Db, options: TenancyOptions = {}) {
       changes: TenantChanges,
       check?: (next: Tenant) => void,
     ): Promise<Tenant> {
-      const tenant = await db.transaction().execute(async (tx) => {
+      const tenant = await inTransaction(db, async (tx) => {
         const tenants = tenantsRepository(tx);
         const row = await tenants.lockById(id);
         if (!row) throw notFound('Tenant');
@@ -185,7 +185,7 @@ export function createTenancyService(db: Db, options: TenancyOptions = {}) {
     async bootstrap(
       deliver?: (created: CreatedTenant) => Promise<void>,
     ): Promise<CreatedTenant | undefined> {
-      return db.transaction().execute(async (tx) => {
+      return inTransaction(db, async (tx) => {
         await sql`SELECT pg_advisory_xact_lock(${BOOTSTRAP_LOCK_KEY.toString()}::bigint)`.execute(
           tx,
         );
@@ -224,7 +224,7 @@ export function createTenancyService(db: Db, options: TenancyOptions = {}) {
      * manage the tenant's keys afterwards.
      */
     async revokeKey(tenantId: string, id: string): Promise<ApiKey> {
-      const key = await db.transaction().execute(async (tx) => {
+      const key = await inTransaction(db, async (tx) => {
         const keys = apiKeysRepository(tx);
         const activeAdmins = await keys.lockActiveAdminKeyIds(tenantId);
         const row = await keys.findById(tenantId, id);

@@ -1,5 +1,6 @@
 import type { Transaction } from 'kysely';
 import { withoutNul } from '../json-limits.js';
+import { inTransaction } from '../store/database.js';
 import type { Database } from '../store/schema.js';
 import {
   type NewEventRow,
@@ -131,7 +132,7 @@ export function createWorkflowTracker<R extends Returning = 'workflow'>(
     alsoInTransaction: (tx: Transaction<Database>) => Promise<void>,
   ): Promise<WorkflowEvent> {
     return runStatement(async (merged) => {
-      return db.transaction().execute(async (tx) => {
+      return inTransaction(db, async (tx) => {
         await alsoInTransaction(tx);
         const { rows } = await workflowEventsRepository(tx).appendNotified({
           workflowId,

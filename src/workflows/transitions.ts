@@ -1,6 +1,6 @@
 import { type RawBuilder, sql, type Transaction } from 'kysely';
 import { conflict, notFound } from '../errors.js';
-import type { Db, DbOrTx } from '../store/database.js';
+import { type Db, type DbOrTx, inTransaction } from '../store/database.js';
 import { encodeEvents } from '../store/event-statement-parts.js';
 import { parametersOf } from '../store/fixed-statement.js';
 import type { Database, NewLlmCallRow, WorkflowRow } from '../store/schema.js';
@@ -199,7 +199,7 @@ export async function transitionWorkflow(
     // Refused: the locked path below says why (or, if the workflow changed
     // back meanwhile, makes the transition after all).
   }
-  return db.transaction().execute(async (tx) => {
+  return inTransaction(db, async (tx) => {
     const locked = await sql<WorkflowRow>`
       SELECT * FROM workflows WHERE id = ${input.workflowId} AND tenant_id = ${input.tenantId}
       FOR UPDATE ${input.skipLocked ? sql`SKIP LOCKED` : sql``}`.execute(tx);

@@ -2,7 +2,7 @@ import { sql } from 'kysely';
 import pg from 'pg';
 import pino from 'pino';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { type DatabaseHandle, openDatabase } from '../../src/store/database.js';
+import { type DatabaseHandle, inTransaction, openDatabase } from '../../src/store/database.js';
 import { createTestDatabase, type TestDatabase } from '../support/database.js';
 
 /**
@@ -81,11 +81,42 @@ describe('named prepared statements', () => {
       label: 'one',
       colour: 'red',
     });
-    // Inside a transaction the failure cannot be retried: the caller gets it, then the next one works.
+  });
+
+  it('a transaction that meets stale `*` statements runs again, once for each, and commits once', async () => {
+    const read = () => sql<Record<string, unknown>>`SELECT * FROM things WHERE id = ${2}`;
+    const write = (label: string) =>
+      sql<Record<string, unknown>>`UPDATE things SET label = ${label} WHERE id = ${2} RETURNING *`;
+    await inTransaction(handle.db, async (tx) => {
+      await read().execute(tx);
+      await write('two').execute(tx);
+    });
     await migrateElsewhere('ALTER TABLE things ADD COLUMN size integer NOT NULL DEFAULT 3');
+    let runs = 0;
+    const written = await inTransaction(handle.db, async (tx) => {
+      runs += 1;
+      await read().execute(tx);
+      return (await write('zwei').execute(tx)).rows[0];
+    });
+    expect(written).toMatchObject({ id: 2, label: 'zwei', size: 3 });
+    // The read failed in the first run, the update in the second.
+    expect(runs).toBe(3);
+    // Kysely's own transaction gets the failure: its caller would have to start again.
+    await migrateElsewhere('ALTER TABLE things ADD COLUMN weight integer NOT NULL DEFAULT 4');
     await expect(handle.db.transaction().execute((tx) => read().execute(tx))).rejects.toThrow(
       /cached plan must not change result type/,
     );
-    expect((await read().execute(handle.db)).rows[0]).toMatchObject({ colour: 'red', size: 3 });
+    expect((await read().execute(handle.db)).rows[0]).toMatchObject({ size: 3, weight: 4 });
+  });
+
+  it('a transaction refused for another reason runs once', async () => {
+    let runs = 0;
+    await expect(
+      inTransaction(handle.db, async (tx) => {
+        runs += 1;
+        await sql`SELECT * FROM things WHERE id = ${'not a number'}`.execute(tx);
+      }),
+    ).rejects.toThrow(/invalid input syntax/);
+    expect(runs).toBe(1);
   });
 });
