@@ -88,6 +88,11 @@ export const agentSettings = {
     .describe(
       'MCP servers one tenant may register; one more is refused (409 mcp_server_limit_reached) until one is deleted. It does not cap the tools each server lists.',
     ),
+  TOOLS_MAX_OFFERED: integer(1, 10_000)
+    .default(128)
+    .describe(
+      'Tools one workflow offers the model: its built-ins, then the tenant’s HTTP tools, then its MCP servers’ tools (narrowed to the request’s `tools` when it names some). Those past it are left out of the run with a tools_over_limit warning naming them: OpenAI refuses a request with more than 128.',
+    ),
   HTTP_FETCH_ALLOWED_HOSTS: hostPatterns.describe(
     'Hosts the built-in http_fetch tool may fetch, comma-separated; `*.example.com` matches its subdomains. Empty: the tool is not offered.',
   ),

@@ -199,6 +199,7 @@ export function createServices(options: {
       defaultBudget: budgetDefaults,
       costOf: turnCost(llm.catalogue),
       toolOutputMaxChars: options.config.TOOL_OUTPUT_MAX_CHARS,
+      toolsMaxOffered: options.config.TOOLS_MAX_OFFERED,
       toolCalls: {
         maxPerTurn: options.config.TOOL_CALLS_MAX_PER_TURN,
         concurrency: options.config.TOOL_CALLS_CONCURRENCY,

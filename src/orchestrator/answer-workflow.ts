@@ -41,6 +41,8 @@ export interface OrchestratorSettings {
   /** What a turn of a catalogue model cost, at its prices. */
   costOf: LoopOptions['costOf'];
   toolOutputMaxChars: number;
+  /** TOOLS_MAX_OFFERED: the workflow's tools past it are left out (withinToolCap). */
+  toolsMaxOffered: number;
   toolCalls: ToolCallLimits;
   pipeline: PipelineSettings;
 }
@@ -103,9 +105,9 @@ export async function answerWorkflow(given: AnswerWorkflowInput): Promise<LoopOu
       message: `The tools of MCP server "${missing.server}" are unavailable: ${missing.reason}`,
     });
   }
-  const available = workflowTools(settings.builtinTools, toolset.tools, context.tools, input.log);
+  const tools = workflowTools(settings.builtinTools, toolset.tools, context.tools, input.log);
   // Checked at the create; gone since (removed, or not listed by their MCP server now).
-  const missing = context.tools.filter((name) => !available.some((tool) => tool.name === name));
+  const missing = context.tools.filter((name) => !tools.some((tool) => tool.name === name));
   if (missing.length > 0) {
     context.tracker.enqueue('warning', null, 'info', {
       code: 'requested_tools_unavailable',
@@ -113,21 +115,22 @@ export async function answerWorkflow(given: AnswerWorkflowInput): Promise<LoopOu
       tools: missing,
     });
   }
+  const available = withinToolCap(tools, settings.toolsMaxOffered, context.tracker);
   input.throwIfStopped();
   if (kind === 'complex') {
     await input.created;
     input.throwIfStopped();
     return await answerWithPipeline(input, available);
   }
-  const tools = createToolRegistry(available);
+  const registry = createToolRegistry(available);
   const system = buildSystemPrompt({
-    tools: tools.definitions(),
+    tools: registry.definitions(),
     hasSession: context.sessionId !== null,
     kind,
     now: new Date(),
   });
   return await runToolLoop({
-    ...loopOptions(input, tools),
+    ...loopOptions(input, registry),
     answerRequired: true,
     system,
     messages: [...context.history, { role: 'user', content: context.input }],
@@ -269,6 +272,37 @@ async function classify(
     id: context.workflowId,
   });
   return { kind: classification.kind, usage: classification.usage };
+}
+
+/** Names a tools_over_limit warning lists at most; `leftOutCount` counts them all. */
+const LEFT_OUT_NAMES_LISTED = 100;
+
+/**
+ * The first `max` of the workflow's tools. Model APIs refuse a request
+ * with too many (OpenAI's Chat Completions more than 128): with more, the
+ * run leaves the rest out and a warning names them, rather than every turn
+ * failing. The order is workflowTools': built-ins, HTTP tools, MCP tools.
+ */
+function withinToolCap(
+  tools: Tool[],
+  max: number,
+  tracker: Pick<WorkflowTracker, 'enqueue'>,
+): Tool[] {
+  if (tools.length <= max) return tools;
+  const leftOut = tools.slice(max).map((tool) => tool.name);
+  const listed = leftOut.slice(0, LEFT_OUT_NAMES_LISTED);
+  const more = leftOut.length - listed.length;
+  tracker.enqueue('warning', null, 'info', {
+    code: 'tools_over_limit',
+    message:
+      `The workflow has ${tools.length} tools; a model is offered at most ${max} ` +
+      `(TOOLS_MAX_OFFERED), so these are left out: ${listed.join(', ')}` +
+      (more > 0 ? ` and ${more} more` : ''),
+    limit: max,
+    tools: listed,
+    leftOutCount: leftOut.length,
+  });
+  return tools.slice(0, max);
 }
 
 /**
