@@ -60,21 +60,27 @@ export function tenantEndpointsRepository<T extends EndpointTable>(db: DbOrTx, t
     /**
      * Sets `changes` on the tenant's row in one statement (the last of two
      * racing changes wins, field by field); undefined when it has no such
-     * row. The row trigger of migration 0014 bumps the tenant's
+     * row, or when `unchanged` is given and the row's URL or headers are no
+     * longer those. The row trigger of migration 0014 bumps the tenant's
      * endpoints_version with it.
      */
     async update(
       tenantId: string,
       id: string,
       changes: EndpointChanges<T>,
+      unchanged?: { url: string; headers: Record<string, string> },
     ): Promise<Row | undefined> {
-      const updated = await db
+      let update = db
         .updateTable(from)
         .set(changes as Updateable<Database['http_tools']>)
         .where('tenant_id', '=', tenantId)
-        .where('id', '=', id)
-        .returningAll()
-        .executeTakeFirst();
+        .where('id', '=', id);
+      if (unchanged) {
+        update = update
+          .where('url', '=', unchanged.url)
+          .where(sql<boolean>`headers = ${JSON.stringify(unchanged.headers)}::jsonb`);
+      }
+      const updated = await update.returningAll().executeTakeFirst();
       return updated as Row | undefined;
     },
 

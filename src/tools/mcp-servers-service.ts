@@ -142,19 +142,33 @@ export function createMcpServersService(options: {
      * Sets the fields `changes` gives (none: the server as it is, nothing
      * written). A change naming `url` or `headers` connects with the
      * server's new URL, headers and timeout and lists its tools, as a
-     * registration does, and writes URL, headers and tools together: the
-     * last of two racing changes wins, and the stored tools are always
-     * those the stored URL and headers listed. Runs see the change from
-     * their next start or resume (the write bumps the tenant's
-     * endpoints_version, migration 0014; a list this or another replica
-     * remembers is for the old URL and headers, so not used).
+     * registration does, and writes URL, headers and tools together, on
+     * condition that the row's URL and headers are still those it read: a
+     * concurrent change of the other (one changing the URL, one the
+     * headers) has it read, connect and list again, so neither is lost and
+     * the stored tools are always those the stored URL and headers listed.
+     * Runs see the change from their next start or resume (the write bumps
+     * the tenant's endpoints_version, migration 0014; a list this or
+     * another replica remembers is for the old URL and headers, so not used).
      */
     async update(tenantId: string, id: string, changes: McpServerChanges): Promise<McpServerInfo> {
       const url =
         changes.url === undefined ? undefined : checkDestination(changes.url, policy).href;
       const repository = tenantEndpointsRepository(db, 'mcp_servers');
-      let relisted: EndpointChanges<'mcp_servers'> = {};
-      if (url !== undefined || changes.headers !== undefined) {
+      const settings: EndpointChanges<'mcp_servers'> = {
+        ...(changes.timeoutMs !== undefined && { timeout_ms: changes.timeoutMs }),
+        ...(changes.requiresApproval !== undefined && {
+          requires_approval: changes.requiresApproval,
+        }),
+      };
+      if (url === undefined && changes.headers === undefined) {
+        if (Object.keys(settings).length === 0) return get(tenantId, id);
+        const row = await repository.update(tenantId, id, settings);
+        if (!row) throw notFound('MCP server');
+        options.onChanged(tenantId);
+        return toInfo(row);
+      }
+      for (let attempt = 1; ; attempt++) {
         const current = await repository.findById(tenantId, id);
         if (!current) throw notFound('MCP server');
         const server = {
@@ -165,26 +179,25 @@ export function createMcpServersService(options: {
         };
         const field = url === undefined ? 'body.headers' : 'body.url';
         const tools = await listToolsOf(server, { policy, log, field });
-        relisted = {
+        const relisted = {
           url: server.url,
           headers: JSON.stringify(server.headers),
           tools: JSON.stringify(tools),
         };
+        const row = await repository.update(tenantId, id, { ...relisted, ...settings }, current);
+        if (row) {
+          // Listed just now, from what the row now holds: this replica's next runs need not list them again.
+          options.toolLists?.remember(row, row.tools);
+          options.onChanged(tenantId);
+          return toInfo(row);
+        }
+        if (attempt >= RELIST_ATTEMPTS) {
+          throw conflict(
+            'concurrent_change',
+            'The MCP server’s URL or headers kept changing while this change listed its tools; send it again',
+          );
+        }
       }
-      const columns: EndpointChanges<'mcp_servers'> = {
-        ...relisted,
-        ...(changes.timeoutMs !== undefined && { timeout_ms: changes.timeoutMs }),
-        ...(changes.requiresApproval !== undefined && {
-          requires_approval: changes.requiresApproval,
-        }),
-      };
-      if (Object.keys(columns).length === 0) return get(tenantId, id);
-      const row = await repository.update(tenantId, id, columns);
-      if (!row) throw notFound('MCP server');
-      // Listed just now, from what the row now holds: this replica's next runs need not list them again.
-      if (relisted.tools !== undefined) options.toolLists?.remember(row, row.tools);
-      options.onChanged(tenantId);
-      return toInfo(row);
     },
 
     async delete(tenantId: string, id: string): Promise<void> {
@@ -210,6 +223,9 @@ export function createMcpServersService(options: {
 }
 
 export type McpServersService = ReturnType<typeof createMcpServersService>;
+
+/** Reads, connections and conditional writes of one change racing others (update) before it gives up with 409. */
+const RELIST_ATTEMPTS = 3;
 
 /**
  * Connects to a server being registered or changed and lists its tools;

@@ -37,7 +37,11 @@ const NEW_SECRET = 'Bearer mcp-rotated-token-4242';
 beforeAll(async () => {
   mcp = await startMcpTestServer();
   other = await startMcpTestServer({ brokenTool: true });
-  testApp = await startTestApp({ HTTP_TOOLS_ALLOW_PRIVATE: 'true' });
+  // Each test registers servers of its own, more than the default cap in all.
+  testApp = await startTestApp({
+    HTTP_TOOLS_ALLOW_PRIVATE: 'true',
+    MCP_SERVERS_MAX_PER_TENANT: '100',
+  });
   strict = await startTestAppOn(testApp.database);
   allowlisted = await startTestAppOn(testApp.database, {
     HTTP_TOOLS_ALLOWED_HOSTS: '*.example.com',
@@ -159,6 +163,92 @@ describe('PATCH /v1/mcp-servers/:id', () => {
       `${server.name}__add`,
     ]);
     expect((await get(server.id)).json).toEqual(reply.json);
+  });
+
+  it('a url change and a headers change racing: both are kept, and the tools are those the kept url and headers listed', async () => {
+    const server = await registered();
+    // The new url's server holds its first listing until released, and says whose headers each listing had.
+    let releaseFirst: (() => void) | undefined;
+    const firstHeld = new Promise<void>((resolve) => {
+      releaseFirst = resolve;
+    });
+    let arrived: () => void = () => undefined;
+    const firstArrived = new Promise<void>((resolve) => {
+      arrived = resolve;
+    });
+    const listedWith: string[] = [];
+    const moved = await startRawMcpServer((message, response, request) => {
+      if (message.method === 'initialize') {
+        replyResult(response, message.id, INITIALIZE_RESULT);
+      } else if (message.id === undefined) {
+        acceptNotification(response);
+      } else {
+        const keyHeader = request.headers['x-api-key'];
+        listedWith.push(keyHeader === undefined ? 'Authorization' : 'X-Api-Key');
+        const answer = () =>
+          replyResult(response, message.id, {
+            tools: [{ name: `listed_${listedWith.length}`, inputSchema: { type: 'object' } }],
+          });
+        if (listedWith.length > 1) return answer();
+        arrived();
+        void firstHeld.then(answer);
+      }
+    });
+    try {
+      const urlChange = patch(server.id, { url: moved.url });
+      await firstArrived;
+      // Meanwhile, a change of the headers alone (listed at the url the row still has).
+      const headersChange = await patch(server.id, { headers: { 'X-Api-Key': NEW_SECRET } });
+      expect(headersChange.status, headersChange.text).toBe(200);
+      releaseFirst?.();
+      const reply = await urlChange;
+      expect(reply.status, reply.text).toBe(200);
+      // Listed with the old headers, refused to be written; read again and listed with the new ones.
+      expect(listedWith).toEqual(['Authorization', 'X-Api-Key']);
+      const stored = (await get(server.id)).json;
+      expect(stored).toMatchObject({ url: moved.url, headerNames: ['X-Api-Key'] });
+      expect(stored.tools.map((tool: { toolName: string }) => tool.toolName)).toEqual([
+        `${server.name}__listed_2`,
+      ]);
+      expect(reply.json).toEqual(stored);
+    } finally {
+      releaseFirst?.();
+      await moved.close();
+    }
+  });
+
+  it('a url change whose server’s headers change during each of its 3 listings gives up with 409 concurrent_change, changing nothing', async () => {
+    const server = await registered();
+    let listings = 0;
+    const moved = await startRawMcpServer((message, response) => {
+      if (message.method === 'initialize') {
+        replyResult(response, message.id, INITIALIZE_RESULT);
+      } else if (message.id === undefined) {
+        acceptNotification(response);
+      } else {
+        listings += 1;
+        // Another change of the headers commits while this listing runs.
+        void testApp.services.database.pool
+          .query('UPDATE mcp_servers SET headers = $1 WHERE id = $2', [
+            JSON.stringify({ 'X-Changed': `change-${listings}-of-the-headers` }),
+            server.id,
+          ])
+          .then(() => replyResult(response, message.id, { tools: [] }));
+      }
+    });
+    try {
+      const reply = await patch(server.id, { url: moved.url });
+      expect(reply.status, reply.text).toBe(409);
+      expect(reply.json).toMatchObject({ code: 'concurrent_change', status: 409 });
+      expect(listings).toBe(3);
+      expect((await get(server.id)).json).toMatchObject({
+        url: mcp.url,
+        headerNames: ['X-Changed'],
+        tools: server.tools,
+      });
+    } finally {
+      await moved.close();
+    }
   });
 
   it('a server that cannot be used at the new url or with the new headers is a 400 mcp_unreachable, and nothing changes', async () => {

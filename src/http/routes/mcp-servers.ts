@@ -189,12 +189,17 @@ export const mcpServerRoutes: FastifyPluginAsyncZod<{ mcpServers: McpServersServ
           'naming `url` or `headers` connects to the server with them and lists its tools again ' +
           '(400 `mcp_unreachable` with the reason, and nothing changed, when that fails); the ' +
           'server’s `tools` are then the new list. The name cannot change: its tools are named ' +
-          'after it. Without a version to match, the last of two concurrent changes wins; URL, ' +
-          'headers and tools are written together. A call already waiting for approval still ' +
+          'after it. Without a version to match, the last of two concurrent changes wins, field ' +
+          'by field; URL, headers and tools are written together, only if the URL and headers ' +
+          'are still those the change listed with: otherwise it reads, connects and lists again ' +
+          '(409 `concurrent_change` after 3 tries). A call already waiting for approval still ' +
           'waits for it.',
         params: idParamsSchema,
         body: updateMcpServerBody,
-        response: { 200: mcpServerSchema, ...problemResponses(400, 401, 403, 404, 413, 415, 429) },
+        response: {
+          200: mcpServerSchema,
+          ...problemResponses(400, 401, 403, 404, 409, 413, 415, 429),
+        },
       },
     },
     async (request) => {
