@@ -9,7 +9,6 @@ import { serializerCompiler, validatorCompiler } from 'fastify-type-provider-zod
 import { AppError } from '../errors.js';
 import { redactUrl } from '../logger.js';
 import type { Services } from '../services.js';
-import type { TenancyService } from '../tenancy/service.js';
 import { createStreamTokens } from '../tenancy/stream-tokens.js';
 import { builtinTools } from '../tools/registry.js';
 import { bearerAuth } from './auth.js';
@@ -166,7 +165,7 @@ export async function buildApp(services: Services): Promise<FastifyInstance> {
         // Read with each request, from the principal (cached, dropped on
         // every replica when the tenant changes), so a change applies to
         // the next request; the counts already made in the window stay.
-        max: (request) => rateLimitMax(request, services.tenancy, config.RATE_LIMIT_MAX),
+        max: (request) => rateLimitMax(request, config.RATE_LIMIT_MAX),
         timeWindow: config.RATE_LIMIT_WINDOW_MS,
         keyGenerator: rateLimitKey,
         errorResponseBuilder: (_request, context) =>
@@ -233,18 +232,10 @@ function rateLimitKey(request: FastifyRequest): string {
 /**
  * The most requests the request's tenant may make per window: its own
  * limit, else RATE_LIMIT_MAX. A key's comes with its principal, without a
- * query. A stream token carries no principal: its tenant's limit is read
- * from the store, so the requests it makes count against the same limit
- * as its tenant's keys'.
+ * query; a stream token's was read with its tenant by the auth hook, so
+ * the requests it makes count against the same limit as its tenant's keys'.
  */
-async function rateLimitMax(
-  request: FastifyRequest,
-  tenancy: TenancyService,
-  defaultMax: number,
-): Promise<number> {
-  const grant = request.streamGrant;
-  const own = grant
-    ? (await tenancy.rateLimitOf(grant.tenantId)).max
-    : request.principal?.tenant.rateLimit.max;
+function rateLimitMax(request: FastifyRequest, defaultMax: number): number {
+  const own = request.streamGrant?.rateLimit.max ?? request.principal?.tenant.rateLimit.max;
   return own ?? defaultMax;
 }

@@ -3,14 +3,19 @@ import fp from 'fastify-plugin';
 import { forbidden, unauthorized } from '../errors.js';
 import type { TenancyService } from '../tenancy/service.js';
 import type { StreamGrant, StreamTokens } from '../tenancy/stream-tokens.js';
-import { hasScope, type Principal, type Scope } from '../tenancy/types.js';
+import { hasScope, type Principal, type Scope, type TenantRateLimit } from '../tenancy/types.js';
+
+/** A stream token's grant, with its tenant's rate limit as read when the request came. */
+export interface StreamAccess extends StreamGrant {
+  rateLimit: TenantRateLimit;
+}
 
 declare module 'fastify' {
   interface FastifyRequest {
     /** Set by the auth hook on every /v1 request; absent elsewhere. */
     principal: Principal | null;
     /** Set instead of `principal` when a route accepting stream tokens was called with `?token=`. */
-    streamGrant: StreamGrant | null;
+    streamGrant: StreamAccess | null;
   }
   interface FastifyContextConfig {
     /** Scope a route needs; `member` when unset. */
@@ -49,13 +54,17 @@ export const bearerAuth = fp(
       if (request.routeOptions.config.streamToken && !request.headers.authorization) {
         const token = (request.query as { token?: unknown }).token;
         if (token !== undefined) {
-          request.streamGrant = await verifyStreamToken(options.streamTokens, request, token);
+          const grant = await verifyStreamToken(options.streamTokens, request, token);
+          const tenant = await options.tenancy.streamTenantOf(grant.tenantId);
+          if (tenant.refused) throw tenantSuspended();
+          request.streamGrant = { ...grant, rateLimit: tenant.rateLimit };
           return;
         }
       }
       const secret = bearerToken(request);
       const principal = await options.tenancy.authenticate(secret);
       if (!principal) throw unauthorized('invalid_api_key', 'The API key is unknown or revoked');
+      if (principal.tenant.suspendedAt) throw tenantSuspended();
       request.principal = principal;
       const config = request.routeOptions.config;
       const scope = config.scope ?? 'member';
@@ -69,6 +78,14 @@ export const bearerAuth = fp(
   },
   { name: 'waymark-bearer-auth' },
 );
+
+/** 403 for every key and stream token of a tenant the operator has suspended. */
+function tenantSuspended() {
+  return forbidden(
+    'tenant_suspended',
+    'The tenant is suspended: its API keys and stream tokens are refused until the operator lifts it',
+  );
+}
 
 async function verifyStreamToken(
   streamTokens: StreamTokens,

@@ -40,6 +40,7 @@ export function apiKeysRepository(db: DbOrTx) {
           't.budget_max_tokens as tenant_budget_max_tokens',
           't.budget_max_cost_usd as tenant_budget_max_cost_usd',
           't.rate_limit_max as tenant_rate_limit_max',
+          't.suspended_at as tenant_suspended_at',
           't.endpoints_version as tenant_endpoints_version',
         ])
         .where('k.key_hash', '=', keyHash)
@@ -56,6 +57,7 @@ export function apiKeysRepository(db: DbOrTx) {
         tenant_budget_max_tokens,
         tenant_budget_max_cost_usd,
         tenant_rate_limit_max,
+        tenant_suspended_at,
         tenant_endpoints_version,
         ...key
       } = row;
@@ -72,6 +74,7 @@ export function apiKeysRepository(db: DbOrTx) {
           budget_max_tokens: tenant_budget_max_tokens,
           budget_max_cost_usd: tenant_budget_max_cost_usd,
           rate_limit_max: tenant_rate_limit_max,
+          suspended_at: tenant_suspended_at,
           endpoints_version: tenant_endpoints_version,
         },
       };

@@ -30,6 +30,8 @@ export interface TenantsTable {
   budget_max_cost_usd: ColumnType<string | null, number | null | undefined, number | null>;
   /** Requests per RATE_LIMIT_WINDOW_MS in place of RATE_LIMIT_MAX (migration 0023); null inherits it. */
   rate_limit_max: ColumnType<number | null, number | null | undefined, number | null>;
+  /** Since when the operator has suspended the tenant (migration 0025); null while it is not. */
+  suspended_at: ColumnType<Date | null, Date | null | undefined, Date | null>;
   /** Changed by every change to the tenant's HTTP tools or MCP servers (migration 0014); a bigint, as a string. */
   endpoints_version: ColumnType<string, never, never>;
 }

@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import { sql } from 'kysely';
-import { conflict, notFound } from '../errors.js';
+import { badRequest, conflict, notFound } from '../errors.js';
 import { apiKeysRepository } from '../store/api-keys.js';
 import { type Db, type DbOrTx, inTransaction } from '../store/database.js';
 import { decodeCursor, pageOf } from '../store/list-position.js';
@@ -50,6 +50,15 @@ export interface TenantChanges {
   /** Only the caps named change. */
   budget?: Partial<TenantBudget>;
   rateLimit?: Partial<TenantRateLimit>;
+  /** true suspends the tenant (from now, or since it already was), false lifts it. */
+  suspended?: boolean;
+}
+
+/** A stream token's tenant as its requests need it (streamTenantOf). */
+export interface StreamTenant {
+  rateLimit: TenantRateLimit;
+  /** Suspended, or gone: its stream tokens open nothing. */
+  refused: boolean;
 }
 
 /** A page of tenants, newest first; `nextCursor` continues after its last one, null on the last page. */
@@ -91,13 +100,17 @@ export function createTenancyService(db: Db, options: TenancyOptions = {}) {
     },
 
     /**
-     * A tenant's rate limit, for requests that carry a stream token and so
-     * no principal: one query by primary key per such request (an event
-     * stream opened or reopened), read afresh so a change applies at once.
+     * What a request carrying a stream token, and so no principal, needs
+     * of its tenant: its rate limit, and whether it is suspended (or gone).
+     * One query by primary key per such request (an event stream opened or
+     * reopened), read afresh so a change applies at once.
      */
-    async rateLimitOf(tenantId: string): Promise<TenantRateLimit> {
+    async streamTenantOf(tenantId: string): Promise<StreamTenant> {
       const row = await tenantsRepository(db).findById(tenantId);
-      return { max: row?.rate_limit_max ?? null };
+      return {
+        rateLimit: { max: row?.rate_limit_max ?? null },
+        refused: row === undefined || row.suspended_at !== null,
+      };
     },
 
     /** Model settings are checked against the catalogue by the caller. */
@@ -155,7 +168,15 @@ export function createTenancyService(db: Db, options: TenancyOptions = {}) {
             maxCostUsd: changed(budget.maxCostUsd, current.budget.maxCostUsd),
           },
           rateLimit: { max: changed(changes.rateLimit?.max, current.rateLimit.max) },
+          suspendedAt: suspendedSince(changes.suspended, current.suspendedAt),
         };
+        if (next.isOperator && next.suspendedAt) {
+          throw badRequest(
+            'operator_not_suspendable',
+            'The operator tenant cannot be suspended: its admins manage the others',
+            [{ field: 'body.suspended', message: 'the operator tenant cannot be suspended' }],
+          );
+        }
         check?.(next);
         const updated = await tenants.update(id, {
           name: next.name,
@@ -163,6 +184,7 @@ export function createTenancyService(db: Db, options: TenancyOptions = {}) {
           allowed_models: next.allowedModels,
           ...budgetColumns(next.budget),
           rate_limit_max: next.rateLimit.max,
+          suspended_at: next.suspendedAt,
         });
         if (!updated) throw notFound('Tenant');
         await announce(tx, { tenantId: id, keyId: null });
@@ -300,6 +322,7 @@ function toTenant(row: TenantRow): Tenant {
       maxCostUsd: row.budget_max_cost_usd === null ? null : Number(row.budget_max_cost_usd),
     },
     rateLimit: { max: row.rate_limit_max },
+    suspendedAt: row.suspended_at,
   };
 }
 
@@ -309,6 +332,12 @@ function budgetColumns(budget: TenantBudget) {
     budget_max_tokens: budget.maxTokens,
     budget_max_cost_usd: budget.maxCostUsd,
   };
+}
+
+/** When a tenant is suspended since after a change: kept as it is unless `suspended` says otherwise. */
+function suspendedSince(suspended: boolean | undefined, current: Date | null): Date | null {
+  if (suspended === undefined) return current;
+  return suspended ? (current ?? new Date()) : null;
 }
 
 /** A setting after a partial update: absent keeps the current value, null clears it. */

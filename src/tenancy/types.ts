@@ -22,6 +22,8 @@ export interface Tenant {
   /** Caps on its workflows, overriding the configured defaults. */
   budget: TenantBudget;
   rateLimit: TenantRateLimit;
+  /** Since when the operator has suspended it: its keys and stream tokens are refused. Null: not suspended. */
+  suspendedAt: Date | null;
 }
 
 /** Most requests per window a tenant may be allowed: RATE_LIMIT_MAX's bound, and its override's. */

@@ -14,6 +14,7 @@ function principal(tenantId: string, keyId: string): Principal {
       allowedModels: null,
       budget: { maxIterations: null, maxTokens: null, maxCostUsd: null },
       rateLimit: { max: null },
+      suspendedAt: null,
     },
     key: {
       id: keyId,

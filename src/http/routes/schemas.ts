@@ -94,6 +94,12 @@ export const tenantSchema = z
       })
       .meta({ id: 'TenantRateLimit' })
       .describe('The tenant’s rate limit: all its API keys and stream tokens together'),
+    suspendedAt: z.iso
+      .datetime()
+      .nullable()
+      .describe(
+        'Since when the operator has suspended the tenant (its keys and stream tokens get 403 `tenant_suspended`); null: not suspended',
+      ),
   })
   .meta({ id: 'Tenant' });
 
@@ -147,6 +153,7 @@ export function tenantToWire(tenant: Tenant): z.infer<typeof tenantSchema> {
     allowedModels: tenant.allowedModels,
     budget: tenant.budget,
     rateLimit: tenant.rateLimit,
+    suspendedAt: tenant.suspendedAt?.toISOString() ?? null,
   };
 }
 

@@ -53,6 +53,12 @@ const updateTenantBody = z
       .describe('Catalogue model names the tenant may use; null: all of them'),
     budget: tenantBudgetChangesSchema.optional(),
     rateLimit: tenantRateLimitChangesSchema.optional(),
+    suspended: z
+      .boolean()
+      .optional()
+      .describe(
+        'true suspends the tenant: its API keys and stream tokens get 403 `tenant_suspended` from its next request on, on every replica (the operator tenant: 400 `operator_not_suspendable`); false lifts it',
+      ),
   })
   .strict();
 
@@ -126,11 +132,14 @@ export const tenantRoutes: FastifyPluginAsyncZod<{
       config: { scope: 'admin', operatorOnly: true },
       schema: {
         tags: ['tenants'],
-        summary: 'Change a tenant’s name, models, budget or rate limit (operator admins only)',
+        summary:
+          'Change a tenant’s name, models, budget or rate limit, or suspend it (operator admins only)',
         description:
           'A field left out stays as it is; null returns a setting to its default. The new ' +
           'settings apply to workflows created afterwards; running workflows keep the budget ' +
-          'they were created with. A new rate limit applies to the tenant’s next request.',
+          'they were created with. A new rate limit, and a suspension, apply to the tenant’s ' +
+          'next request. A suspended tenant’s running workflows go on to their end or their ' +
+          'next pause; event streams already open go on.',
         params: idParamsSchema,
         body: updateTenantBody,
         response: { 200: tenantSchema, ...problemResponses(400, 401, 403, 404, 415, 429) },
