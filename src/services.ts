@@ -3,6 +3,7 @@ import { hostname } from 'node:os';
 import type { Logger } from 'pino';
 import type { Config } from './config.js';
 import { createLlm, type Llm } from './llm/create-llm.js';
+import { createUsageReports, type UsageReports } from './llm/usage-reports.js';
 import { createWaymarkMetrics, type WaymarkMetrics } from './metrics/waymark-metrics.js';
 import { classifierSettings } from './orchestrator/classify.js';
 import { createExecutions, type Executions } from './orchestrator/executions.js';
@@ -63,6 +64,8 @@ export interface Services {
   reviews: PipelineReviews;
   /** Sessions: conversations whose history later workflows see. */
   sessions: SessionService;
+  /** What a tenant's model calls used and cost over a time range, from the usage ledger. */
+  usageReports: UsageReports;
   /** Tenants' HTTP tools: registration, listing, and their `Tool`s for a workflow. */
   httpTools: HttpToolsService;
   /** Tenants' MCP servers: registration, listing, and their connected `Tool`s for one run. */
@@ -252,6 +255,7 @@ export function createServices(options: {
     llm,
     executions,
     sessions,
+    usageReports: createUsageReports(database.db),
     retention: createRetentionSweeper({
       db: database.db,
       log: options.log,

@@ -25,6 +25,7 @@ import { modelRoutes } from './routes/models.js';
 import { sessionRoutes } from './routes/sessions.js';
 import { tenantRoutes } from './routes/tenants.js';
 import { toolRoutes } from './routes/tools.js';
+import { usageRoutes } from './routes/usage.js';
 import { workflowActionRoutes } from './routes/workflow-actions.js';
 import { workflowEventRoutes } from './routes/workflow-events.js';
 import { workflowPipelineRoutes } from './routes/workflow-pipeline.js';
@@ -202,6 +203,10 @@ export async function buildApp(services: Services): Promise<FastifyInstance> {
       });
       await v1.register(mcpServerRoutes, { mcpServers: services.mcpServers });
       await v1.register(sessionRoutes, { sessions: services.sessions });
+      await v1.register(usageRoutes, {
+        usageReports: services.usageReports,
+        tenancy: services.tenancy,
+      });
     },
     { prefix: '/v1' },
   );

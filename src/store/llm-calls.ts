@@ -40,6 +40,32 @@ export function llmCallsRepository(db: DbOrTx) {
       return Number(result.numAffectedRows ?? 0n);
     },
 
+    /**
+     * The tenant's calls that started in [from, to), added up: one row for
+     * all of them (`key` null) and, with `groupBy`, one per model, provider
+     * or UTC day, in one statement (GROUPING SETS). A range scan of the
+     * (tenant_id, started_at) index.
+     */
+    async summarize(query: UsageQuery): Promise<UsageSumRow[]> {
+      const key = query.groupBy ? USAGE_KEYS[query.groupBy] : undefined;
+      const result = await sql<UsageSumRow>`
+        SELECT ${key ?? sql`NULL::text`} AS key,
+          ${key ? sql`grouping(${key}) = 1` : sql`true`} AS is_total,
+          count(*) AS calls,
+          count(*) FILTER (WHERE outcome <> 'ok') AS failed_calls,
+          coalesce(sum(input_tokens), 0) AS input_tokens,
+          coalesce(sum(output_tokens), 0) AS output_tokens,
+          coalesce(sum(cached_input_tokens), 0) AS cached_input_tokens,
+          coalesce(sum(cache_write_tokens), 0) AS cache_write_tokens,
+          coalesce(sum(cost_usd), 0) AS cost_usd
+        FROM llm_calls
+        WHERE tenant_id = ${query.tenantId}
+          AND started_at >= ${query.from} AND started_at < ${query.to}
+        GROUP BY ${key ? sql`GROUPING SETS ((), (${key}))` : sql`()`}
+        ORDER BY is_total DESC, key`.execute(db);
+      return result.rows;
+    },
+
     async listByWorkflow(tenantId: string, workflowId: string) {
       return db
         .selectFrom('llm_calls')
@@ -61,6 +87,39 @@ export function llmCallsRepository(db: DbOrTx) {
     },
   };
 }
+
+/** What usage is added up by: each a group of its own. */
+export type UsageGrouping = 'model' | 'provider' | 'day';
+
+export interface UsageQuery {
+  tenantId: string;
+  /** Calls that started at or after it, */
+  from: Date;
+  /** and before it. */
+  to: Date;
+  groupBy?: UsageGrouping;
+}
+
+/** A sum of ledger rows; counts and tokens are bigints and the cost numeric, as strings. */
+export interface UsageSumRow {
+  /** The group's model, provider or UTC day (YYYY-MM-DD); null on the total. */
+  key: string | null;
+  is_total: boolean;
+  calls: string;
+  failed_calls: string;
+  input_tokens: string;
+  output_tokens: string;
+  cached_input_tokens: string;
+  cache_write_tokens: string;
+  cost_usd: string;
+}
+
+/** The column each grouping adds up by. */
+const USAGE_KEYS: Record<UsageGrouping, RawBuilder<string>> = {
+  model: sql`model`,
+  provider: sql`provider`,
+  day: sql`to_char(started_at AT TIME ZONE 'UTC', 'YYYY-MM-DD')`,
+};
 
 /**
  * The INSERT of ledger rows read from `records` (a jsonb array of

@@ -1,0 +1,100 @@
+import { badRequest } from '../errors.js';
+import type { Db } from '../store/database.js';
+import { llmCallsRepository, type UsageGrouping, type UsageSumRow } from '../store/llm-calls.js';
+
+/**
+ * What a tenant's model calls used and cost over a time range, added up
+ * from the usage ledger (`llm_calls`, one row per attempt, retries and
+ * fallbacks included): what `GET /v1/usage` and an operator's
+ * `GET /v1/tenants/:id/usage` answer.
+ */
+
+/** The range a report covers when the request gives none: the 30 days up to now. */
+export const USAGE_RANGE_DEFAULT_DAYS = 30;
+/** The longest range one report may cover: each reads every ledger row of it. */
+export const USAGE_RANGE_MAX_DAYS = 366;
+
+const DAY_MS = 86_400_000;
+
+export interface UsageSums {
+  /** Model call attempts, failed ones included. */
+  calls: number;
+  /** Attempts that ended in an error (their usage reported before it is counted too). */
+  failedCalls: number;
+  inputTokens: number;
+  outputTokens: number;
+  cachedInputTokens: number;
+  cacheWriteTokens: number;
+  /** At the catalogue's prices when each call was made. */
+  costUsd: number;
+}
+
+export interface UsageReport {
+  /** Calls that started at or after `from` and before `to`. */
+  from: Date;
+  to: Date;
+  groupBy: UsageGrouping | null;
+  totals: UsageSums;
+  /** One per model, provider or UTC day (`key`) with calls in the range, in `key` order; empty without `groupBy`. */
+  groups: (UsageSums & { key: string })[];
+}
+
+export interface UsageReportQuery {
+  from?: Date;
+  to?: Date;
+  groupBy?: UsageGrouping;
+}
+
+export function createUsageReports(db: Db) {
+  return {
+    /** 400 `invalid_time_range` when `from` is not before `to`, or they are more than USAGE_RANGE_MAX_DAYS apart. */
+    async summarize(tenantId: string, query: UsageReportQuery): Promise<UsageReport> {
+      const to = query.to ?? new Date();
+      const from = query.from ?? new Date(to.getTime() - USAGE_RANGE_DEFAULT_DAYS * DAY_MS);
+      checkRange(from, to);
+      const rows = await llmCallsRepository(db).summarize({
+        tenantId,
+        from,
+        to,
+        ...(query.groupBy ? { groupBy: query.groupBy } : {}),
+      });
+      const total = rows.find((row) => row.is_total);
+      return {
+        from,
+        to,
+        groupBy: query.groupBy ?? null,
+        totals: total ? sumsOf(total) : sumsOf(undefined),
+        groups: rows.flatMap((row) =>
+          row.is_total || row.key === null ? [] : [{ key: row.key, ...sumsOf(row) }],
+        ),
+      };
+    },
+  };
+}
+
+export type UsageReports = ReturnType<typeof createUsageReports>;
+
+function checkRange(from: Date, to: Date): void {
+  const problem =
+    from.getTime() >= to.getTime()
+      ? '`from` must be before `to`'
+      : to.getTime() - from.getTime() > USAGE_RANGE_MAX_DAYS * DAY_MS
+        ? `a report covers at most ${USAGE_RANGE_MAX_DAYS} days`
+        : undefined;
+  if (problem === undefined) return;
+  throw badRequest('invalid_time_range', `The time range is not one a report covers: ${problem}`, [
+    { field: 'query.from', message: problem },
+  ]);
+}
+
+function sumsOf(row: UsageSumRow | undefined): UsageSums {
+  return {
+    calls: Number(row?.calls ?? 0),
+    failedCalls: Number(row?.failed_calls ?? 0),
+    inputTokens: Number(row?.input_tokens ?? 0),
+    outputTokens: Number(row?.output_tokens ?? 0),
+    cachedInputTokens: Number(row?.cached_input_tokens ?? 0),
+    cacheWriteTokens: Number(row?.cache_write_tokens ?? 0),
+    costUsd: Number(row?.cost_usd ?? 0),
+  };
+}
