@@ -132,11 +132,12 @@ export async function customAndGenericPlans(
   }
 }
 
-/** A parameter as the text PostgreSQL reads it from: a string, a number, or an array of them. */
+/** A parameter as the text PostgreSQL reads it from: a string, a number, a time, or an array of them. */
 function textOf(value: unknown): string {
   if (Array.isArray(value)) {
     return `{${value.map((item) => `"${String(item).replace(/["\\]/g, '\\$&')}"`).join(',')}}`;
   }
   if (typeof value === 'string' || typeof value === 'number') return String(value);
+  if (value instanceof Date) return value.toISOString();
   throw new Error(`no text for the parameter ${String(value)}`);
 }
