@@ -116,6 +116,14 @@ export interface InsertedWorkflow {
  * the CHECK of migration 0003 ties that status to a non-null
  * awaiting_reason (see LEASABLE_ROWS).
  */
+/** What deleteIfEnded found, and did. */
+export interface WorkflowDeletion {
+  status: WorkflowRow['status'];
+  awaiting_reason: WorkflowRow['awaiting_reason'];
+  version: number;
+  deleted: boolean;
+}
+
 const PAUSED_ROWS = sql<boolean>`awaiting_reason IS NOT NULL`;
 
 /**
@@ -175,6 +183,30 @@ export function workflowsRepository(db: DbOrTx) {
         .where('tenant_id', '=', tenantId)
         .where('id', '=', id)
         .executeTakeFirst();
+    },
+
+    /**
+     * Deletes the tenant's workflow, with its events, turns, plans and
+     * stage attempts (ON DELETE CASCADE), if it has ended, in one
+     * statement: its row is locked first, so a transition racing it either
+     * commits before (and the delete sees the new status) or finds it gone.
+     * Undefined when the tenant has no such workflow; else whether it was
+     * deleted, and the status and version it had.
+     */
+    async deleteIfEnded(tenantId: string, id: string): Promise<WorkflowDeletion | undefined> {
+      const { rows } = await sql<WorkflowDeletion>`
+        WITH target AS (
+          SELECT id, status, awaiting_reason, version FROM workflows
+          WHERE tenant_id = ${tenantId} AND id = ${id}
+          FOR UPDATE
+        ), deleted AS (
+          DELETE FROM workflows w USING target
+          WHERE w.id = target.id AND target.status IN ('completed', 'failed', 'cancelled')
+          RETURNING w.id
+        )
+        SELECT status, awaiting_reason, version, EXISTS (SELECT 1 FROM deleted) AS deleted
+        FROM target`.execute(db);
+      return rows[0];
     },
 
     /** Served by the unique index on (tenant_id, idempotency_key). */

@@ -239,6 +239,27 @@ export function createWorkflowService(options: WorkflowServiceOptions) {
       return toWorkflow(row);
     },
 
+    /**
+     * Deletes an ended workflow with its events, turns and plans; 409
+     * `workflow_not_finished` while it is queued, running or paused (cancel
+     * it first). Its usage ledger rows and, in a session, its messages are
+     * kept, as when the retention sweep deletes it.
+     */
+    async delete(tenantId: string, id: string): Promise<void> {
+      const deletion = await repository.deleteIfEnded(tenantId, id);
+      if (!deletion) throw notFound('Workflow');
+      if (deletion.deleted) return;
+      throw conflict(
+        'workflow_not_finished',
+        'The workflow has not ended; cancel it (or let it end) first',
+        {
+          status: deletion.status,
+          awaitingReason: deletion.awaiting_reason,
+          version: deletion.version,
+        },
+      );
+    },
+
     /** Newest first; `cursor` continues after the last item of a previous page. */
     async list(
       tenantId: string,

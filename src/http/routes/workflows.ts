@@ -106,6 +106,32 @@ export const workflowRoutes: FastifyPluginAsyncZod<{ workflows: WorkflowService 
     },
   );
 
+  app.delete(
+    '/workflows/:id',
+    {
+      schema: {
+        tags: ['workflows'],
+        summary: 'Delete an ended workflow',
+        description:
+          'Deletes a completed, failed or cancelled workflow with its events, turns and plans → ' +
+          '204. One queued, running or paused answers 409 `workflow_not_finished` (cancel it ' +
+          'first). Its usage ledger rows and, in a session, its question and answer among the ' +
+          'session’s messages are kept (delete the session to remove those); its ' +
+          '`Idempotency-Key`, if it had one, may be used again.',
+        params: idParamsSchema,
+        response: {
+          204: z.null().describe('Deleted'),
+          ...problemResponses(400, 401, 403, 404, 409, 429),
+        },
+      },
+    },
+    async (request, reply) => {
+      const { tenant } = principalOf(request);
+      await workflows.delete(tenant.id, request.params.id);
+      return reply.code(204).send(null);
+    },
+  );
+
   app.post(
     '/workflows/:id/cancel',
     {
