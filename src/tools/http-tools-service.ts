@@ -146,6 +146,18 @@ export function createHttpToolsService(options: {
       return toInfo(row);
     },
 
+    /** One of the tenant's HTTP tools as a workflow runs it (404 for none; 400 for a schema that no longer converts). */
+    async toolOf(tenantId: string, id: string): Promise<Tool> {
+      const row = await tenantEndpointsRepository(db, 'http_tools').findById(tenantId, id);
+      if (!row) throw notFound('Tool');
+      try {
+        return toHttpTool(row, policy);
+      } catch (error) {
+        if (!(error instanceof InvalidParametersSchema)) throw error;
+        throw badRequest('invalid_parameters_schema', error.message);
+      }
+    },
+
     async delete(tenantId: string, id: string): Promise<void> {
       if (!(await tenantEndpointsRepository(db, 'http_tools').delete(tenantId, id)))
         throw notFound('Tool');

@@ -1,6 +1,7 @@
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 import { z } from 'zod';
 import { toolParametersJsonSchema } from '../../llm/tool-arguments.js';
+import { testTool } from '../../orchestrator/tool-test.js';
 import type { HttpToolInfo, HttpToolsService } from '../../tools/http-tools-service.js';
 import { MCP_TOOL_NAME_SEPARATOR } from '../../tools/mcp-tools.js';
 import type { Tool } from '../../tools/types.js';
@@ -153,6 +154,9 @@ function builtinToolToWire(tool: Tool): z.infer<typeof builtinToolSchema> {
   };
 }
 
+/** A test call's run signal: only the tool's timeout ends it. */
+const NEVER_ABORTED = new AbortController().signal;
+
 export const toolRoutes: FastifyPluginAsyncZod<{
   httpTools: HttpToolsService;
   builtins: readonly Tool[];
@@ -239,6 +243,55 @@ export const toolRoutes: FastifyPluginAsyncZod<{
     async (request) => {
       const { tenant } = principalOf(request);
       return httpToolToWire(await httpTools.update(tenant.id, request.params.id, request.body));
+    },
+  );
+
+  app.post(
+    '/tools/:id/test',
+    {
+      config: { scope: 'admin' },
+      schema: {
+        tags: ['tools'],
+        summary: 'Call an HTTP tool once, outside any workflow, to check it',
+        description:
+          'The arguments are checked against the tool’s parameters as a model’s call’s are ' +
+          '(400 `invalid_arguments`), then the tool is called as a workflow calls it: its URL ' +
+          'and headers, its timeout, the host rules, an `Idempotency-Key` ending with the ' +
+          'answer’s `callId`. → 200 with what the tool loop reads: `outcome` (`completed`, ' +
+          '`failed`, `timeout`), `isError`, `content` (header secrets redacted), `elapsedMs`. ' +
+          'A tool that fails or times out is still a 200: its result says so.',
+        params: idParamsSchema,
+        body: z
+          .object({
+            arguments: z
+              .record(z.string(), z.unknown())
+              .refine(hasNoNulInJson, NO_NUL_MESSAGE)
+              .describe('The call’s arguments, as a model would give them'),
+          })
+          .strict(),
+        response: {
+          200: z
+            .object({
+              outcome: z.enum(['completed', 'failed', 'timeout', 'interrupted']),
+              isError: z.boolean(),
+              content: z.string(),
+              elapsedMs: z.number().int(),
+              callId: z.string(),
+            })
+            .meta({ id: 'ToolTest' }),
+          ...problemResponses(400, 401, 403, 404, 413, 415, 429),
+        },
+      },
+    },
+    async (request) => {
+      const { tenant } = principalOf(request);
+      const tool = await httpTools.toolOf(tenant.id, request.params.id);
+      return testTool(tool, {
+        tenantId: tenant.id,
+        args: request.body.arguments,
+        // Bounded by the tool's own timeout (at most 120 s), as in a workflow.
+        signal: NEVER_ABORTED,
+      });
     },
   );
 
