@@ -23,9 +23,12 @@ export interface ToolTest {
   callId: string;
 }
 
+/** A test call's run signal: only the tool's own timeout (at most 120 s) ends it, as in a workflow. */
+const NEVER_ABORTED = new AbortController().signal;
+
 export async function testTool(
   tool: Tool,
-  options: { tenantId: string; args: unknown; signal: AbortSignal },
+  options: { tenantId: string; args: unknown },
 ): Promise<ToolTest> {
   const parsed = tool.parameters.safeParse(options.args);
   if (!parsed.success) {
@@ -40,7 +43,7 @@ export async function testTool(
     args: parsed.data,
     // No workflow: the test's own ids make the Idempotency-Key.
     context: { tenantId: options.tenantId, workflowId: 'test', step: 'test', callId },
-    signal: options.signal,
+    signal: NEVER_ABORTED,
   });
   return {
     outcome: execution.outcome,

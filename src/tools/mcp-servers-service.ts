@@ -20,6 +20,7 @@ import {
   mcpToolName,
   mcpToolProblem,
 } from './mcp-tools.js';
+import type { Tool } from './types.js';
 
 /**
  * MCP servers of a tenant: registration and changes (the URL checked
@@ -198,6 +199,32 @@ export function createMcpServersService(options: {
           );
         }
       }
+    },
+
+    /**
+     * One tool of the tenant's server (`toolName` as the server lists it)
+     * over a connection opened now, for a test call; the caller must
+     * `close()` it. 404 for no such server; 400 `mcp_unreachable` when it
+     * cannot be used, `unknown_tool` when it lists no such tool.
+     */
+    async toolForTest(
+      tenantId: string,
+      id: string,
+      toolName: string,
+    ): Promise<{ tool: Tool; close: () => Promise<void> }> {
+      const row = await tenantEndpointsRepository(db, 'mcp_servers').findById(tenantId, id);
+      if (!row) throw notFound('MCP server');
+      const toolset = await connectMcpTools([row], { policy, log: log.child({ tenantId }) });
+      const reason = toolset.unavailable[0]?.reason;
+      const tool = toolset.tools.find((each) => each.name === mcpToolName(row.name, toolName));
+      if (tool) return { tool, close: toolset.close };
+      await toolset.close();
+      if (reason !== undefined) {
+        throw badRequest('mcp_unreachable', `The MCP server could not be used: ${reason}`);
+      }
+      throw badRequest('unknown_tool', `The MCP server lists no usable tool named "${toolName}"`, [
+        { field: 'body.tool', message: `not among the server's tools: ${toolName}` },
+      ]);
     },
 
     async delete(tenantId: string, id: string): Promise<void> {

@@ -1,10 +1,12 @@
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 import { z } from 'zod';
+import { testTool } from '../../orchestrator/tool-test.js';
 import type { McpServerInfo, McpServersService } from '../../tools/mcp-servers-service.js';
 import { principalOf } from '../auth.js';
 import { problemResponses } from '../problem.js';
 import { storedHeadersSchema } from './header-schemas.js';
 import { idParamsSchema } from './schemas.js';
+import { toolTestArguments, toolTestSchema } from './tool-test-schemas.js';
 
 /**
  * MCP servers of the caller's tenant (streamable HTTP transport). Their
@@ -205,6 +207,48 @@ export const mcpServerRoutes: FastifyPluginAsyncZod<{ mcpServers: McpServersServ
     async (request) => {
       const { tenant } = principalOf(request);
       return toWire(await mcpServers.update(tenant.id, request.params.id, request.body));
+    },
+  );
+
+  app.post(
+    '/mcp-servers/:id/test',
+    {
+      config: { scope: 'admin' },
+      schema: {
+        tags: ['tools'],
+        summary: 'Call one tool of an MCP server once, outside any workflow, to check it',
+        description:
+          'Connects to the server, lists its tools and calls `tool` (its name as the server ' +
+          'lists it, without the `<server>__` prefix) as a workflow calls it, its arguments ' +
+          'checked against its input schema first (400 `invalid_arguments`). 400 ' +
+          '`mcp_unreachable` when the server cannot be used, `unknown_tool` when it lists no ' +
+          'such tool (or one left out of workflows, with a `problem`). → 200 as for an HTTP ' +
+          'tool’s test call.',
+        params: idParamsSchema,
+        body: z
+          .object({
+            tool: z.string().min(1).max(200).describe('The tool’s name as the server lists it'),
+            arguments: toolTestArguments,
+          })
+          .strict(),
+        response: {
+          200: toolTestSchema,
+          ...problemResponses(400, 401, 403, 404, 413, 415, 429),
+        },
+      },
+    },
+    async (request) => {
+      const { tenant } = principalOf(request);
+      const { tool, close } = await mcpServers.toolForTest(
+        tenant.id,
+        request.params.id,
+        request.body.tool,
+      );
+      try {
+        return await testTool(tool, { tenantId: tenant.id, args: request.body.arguments });
+      } finally {
+        await close();
+      }
     },
   );
 

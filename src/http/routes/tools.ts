@@ -9,6 +9,7 @@ import { principalOf } from '../auth.js';
 import { problemResponses } from '../problem.js';
 import { storedHeadersSchema } from './header-schemas.js';
 import { hasNoNul, hasNoNulInJson, idParamsSchema, NO_NUL_MESSAGE } from './schemas.js';
+import { toolTestArguments, toolTestSchema } from './tool-test-schemas.js';
 
 /**
  * Tools of the caller's tenant: its HTTP tools (registered here) and the
@@ -154,9 +155,6 @@ function builtinToolToWire(tool: Tool): z.infer<typeof builtinToolSchema> {
   };
 }
 
-/** A test call's run signal: only the tool's timeout ends it. */
-const NEVER_ABORTED = new AbortController().signal;
-
 export const toolRoutes: FastifyPluginAsyncZod<{
   httpTools: HttpToolsService;
   builtins: readonly Tool[];
@@ -261,24 +259,9 @@ export const toolRoutes: FastifyPluginAsyncZod<{
           '`failed`, `timeout`), `isError`, `content` (header secrets redacted), `elapsedMs`. ' +
           'A tool that fails or times out is still a 200: its result says so.',
         params: idParamsSchema,
-        body: z
-          .object({
-            arguments: z
-              .record(z.string(), z.unknown())
-              .refine(hasNoNulInJson, NO_NUL_MESSAGE)
-              .describe('The call’s arguments, as a model would give them'),
-          })
-          .strict(),
+        body: z.object({ arguments: toolTestArguments }).strict(),
         response: {
-          200: z
-            .object({
-              outcome: z.enum(['completed', 'failed', 'timeout', 'interrupted']),
-              isError: z.boolean(),
-              content: z.string(),
-              elapsedMs: z.number().int(),
-              callId: z.string(),
-            })
-            .meta({ id: 'ToolTest' }),
+          200: toolTestSchema,
           ...problemResponses(400, 401, 403, 404, 413, 415, 429),
         },
       },
@@ -286,12 +269,7 @@ export const toolRoutes: FastifyPluginAsyncZod<{
     async (request) => {
       const { tenant } = principalOf(request);
       const tool = await httpTools.toolOf(tenant.id, request.params.id);
-      return testTool(tool, {
-        tenantId: tenant.id,
-        args: request.body.arguments,
-        // Bounded by the tool's own timeout (at most 120 s), as in a workflow.
-        signal: NEVER_ABORTED,
-      });
+      return testTool(tool, { tenantId: tenant.id, args: request.body.arguments });
     },
   );
 
