@@ -43,6 +43,28 @@ export const apiKeyRoutes: FastifyPluginAsyncZod<{ tenancy: TenancyService }> = 
     },
   );
 
+  app.post(
+    '/tenants/:id/api-keys',
+    {
+      config: { scope: 'admin', operatorOnly: true },
+      schema: {
+        tags: ['api keys'],
+        summary: 'Issue an API key for any tenant (operator admins only); the secret is shown once',
+        description:
+          'For a tenant that lost its keys, or to hand one to a customer: as the tenant’s own ' +
+          '`POST /v1/api-keys`, from the operator. 404 for no such tenant.',
+        params: idParamsSchema,
+        body: createApiKeyBody,
+        response: { 201: issuedApiKeySchema, ...problemResponses(400, 401, 403, 404, 415, 429) },
+      },
+    },
+    async (request, reply) => {
+      const tenant = await tenancy.getTenant(request.params.id);
+      const issued = await tenancy.issueKey(tenant.id, request.body);
+      return reply.code(201).send(issuedApiKeyToWire(issued));
+    },
+  );
+
   app.get(
     '/api-keys',
     {
