@@ -64,6 +64,10 @@ export const bearerAuth = fp(
       const secret = bearerToken(request);
       const principal = await options.tenancy.authenticate(secret);
       if (!principal) throw unauthorized('invalid_api_key', 'The API key is unknown or revoked');
+      const expiresAt = principal.key.expiresAt;
+      if (expiresAt && expiresAt.getTime() <= Date.now()) {
+        throw unauthorized('api_key_expired', `The API key expired at ${expiresAt.toISOString()}`);
+      }
       if (principal.tenant.suspendedAt) throw tenantSuspended();
       request.principal = principal;
       const config = request.routeOptions.config;

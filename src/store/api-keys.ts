@@ -31,6 +31,7 @@ export function apiKeysRepository(db: DbOrTx) {
           'k.scopes',
           'k.created_at',
           'k.revoked_at',
+          'k.expires_at',
           't.name as tenant_name',
           't.is_operator as tenant_is_operator',
           't.created_at as tenant_created_at',
@@ -110,6 +111,7 @@ export function apiKeysRepository(db: DbOrTx) {
         .select('id')
         .where('tenant_id', '=', tenantId)
         .where('revoked_at', 'is', null)
+        .where(sql<boolean>`(expires_at IS NULL OR expires_at > now())`)
         .where(sql<boolean>`'admin' = ANY(scopes)`)
         .forUpdate()
         .execute();

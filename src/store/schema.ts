@@ -45,6 +45,8 @@ export interface ApiKeysTable {
   scopes: string[];
   created_at: ColumnType<Date, never, never>;
   revoked_at: ColumnType<Date | null, never, Date | null>;
+  /** When it stops authenticating (migration 0026); null: never. Set at issue only. */
+  expires_at: ColumnType<Date | null, Date | null | undefined, never>;
 }
 
 export interface LlmCallsTable {

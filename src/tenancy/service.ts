@@ -54,6 +54,13 @@ export interface TenantChanges {
   suspended?: boolean;
 }
 
+/** A key to issue: `expiresAt`, in the future, when it is to stop working (none: never). */
+export interface NewApiKey {
+  name: string;
+  scopes: Scope[];
+  expiresAt?: Date;
+}
+
 /** A stream token's tenant as its requests need it (streamTenantOf). */
 export interface StreamTenant {
   rateLimit: TenantRateLimit;
@@ -222,10 +229,7 @@ export function createTenancyService(db: Db, options: TenancyOptions = {}) {
       });
     },
 
-    async issueKey(
-      tenantId: string,
-      input: { name: string; scopes: Scope[] },
-    ): Promise<IssuedApiKey> {
+    async issueKey(tenantId: string, input: NewApiKey): Promise<IssuedApiKey> {
       return issueKey(db, tenantId, input);
     },
 
@@ -291,11 +295,12 @@ async function insertTenantWithAdminKey(
   return { tenant: toTenant(tenant), adminKey };
 }
 
-async function issueKey(
-  db: DbOrTx,
-  tenantId: string,
-  input: { name: string; scopes: Scope[] },
-): Promise<IssuedApiKey> {
+async function issueKey(db: DbOrTx, tenantId: string, input: NewApiKey): Promise<IssuedApiKey> {
+  if (input.expiresAt && input.expiresAt.getTime() <= Date.now()) {
+    throw badRequest('invalid_expiry', 'An API key’s expiry must be in the future', [
+      { field: 'body.expiresAt', message: 'must be in the future' },
+    ]);
+  }
   const generated = generateApiKey();
   const row = await apiKeysRepository(db).insert({
     id: randomUUID(),
@@ -304,6 +309,7 @@ async function issueKey(
     prefix: generated.prefix,
     key_hash: generated.hash,
     scopes: [...new Set(input.scopes)],
+    expires_at: input.expiresAt ?? null,
   });
   return { apiKey: toApiKey(row), secret: generated.secret };
 }
@@ -356,5 +362,6 @@ function toApiKey(row: ApiKeyRow): ApiKey {
     ),
     createdAt: row.created_at,
     revokedAt: row.revoked_at,
+    expiresAt: row.expires_at,
   };
 }

@@ -56,6 +56,8 @@ export interface ApiKey {
   scopes: Scope[];
   createdAt: Date;
   revokedAt: Date | null;
+  /** When it stops authenticating (401 api_key_expired); null: never. */
+  expiresAt: Date | null;
 }
 
 export interface Principal {

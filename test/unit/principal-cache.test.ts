@@ -24,6 +24,7 @@ function principal(tenantId: string, keyId: string): Principal {
       scopes: ['member'],
       createdAt: new Date(0),
       revokedAt: null,
+      expiresAt: null,
     },
   };
 }

@@ -17,6 +17,13 @@ const createApiKeyBody = z
   .object({
     name: nameSchema,
     scopes: z.array(scopeSchema).min(1).default(['member']),
+    expiresAt: z.iso
+      .datetime({ offset: true })
+      .transform((text) => new Date(text))
+      .optional()
+      .describe(
+        'When the key stops working (401 `api_key_expired`), in the future (400 `invalid_expiry`); none: never',
+      ),
   })
   .strict();
 

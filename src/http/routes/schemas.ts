@@ -60,6 +60,10 @@ export const apiKeySchema = z
     scopes: z.array(scopeSchema),
     createdAt: z.iso.datetime(),
     revokedAt: z.iso.datetime().nullable(),
+    expiresAt: z.iso
+      .datetime()
+      .nullable()
+      .describe('When it stops working (401 `api_key_expired`); null: never'),
   })
   .meta({ id: 'ApiKey' });
 
@@ -136,6 +140,7 @@ export function apiKeyToWire(key: ApiKey): z.infer<typeof apiKeySchema> {
     scopes: key.scopes,
     createdAt: key.createdAt.toISOString(),
     revokedAt: key.revokedAt?.toISOString() ?? null,
+    expiresAt: key.expiresAt?.toISOString() ?? null,
   };
 }
 
