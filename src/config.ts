@@ -190,7 +190,7 @@ export const configSchema = z.object({
   REVOKED_KEY_RETENTION_DAYS: integer(0, 36_500)
     .default(90)
     .describe(
-      'Revoked API keys are deleted this many days after their revocation (until then GET /v1/api-keys lists them); 0 keeps them forever.',
+      'Revoked or expired API keys are deleted this many days after their revocation or expiry, whichever came first (until then GET /v1/api-keys lists them); 0 keeps them forever.',
     ),
   PAUSED_WORKFLOW_EXPIRY_DAYS: integer(0, 36_500)
     .default(0)

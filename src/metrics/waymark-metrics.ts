@@ -112,7 +112,7 @@ export function createWaymarkMetrics(options: {
   }
   const retentionDeleted = registry.counter({
     name: 'waymark_retention_deleted_total',
-    help: 'Rows this replica’s retention sweep deleted, by kind: workflows (finished, past WORKFLOW_RETENTION_DAYS), llm_calls (past USAGE_LEDGER_RETENTION_DAYS) or api_keys (revoked, past REVOKED_KEY_RETENTION_DAYS).',
+    help: 'Rows this replica’s retention sweep deleted, by kind: workflows (finished, past WORKFLOW_RETENTION_DAYS), llm_calls (past USAGE_LEDGER_RETENTION_DAYS) or api_keys (revoked or expired, past REVOKED_KEY_RETENTION_DAYS).',
     labelNames: ['kind'],
   });
   const pausedExpired = registry.counter({

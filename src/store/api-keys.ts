@@ -9,7 +9,7 @@ export interface ActiveKey {
 
 /**
  * Every query but `findActiveByHash` (which finds the tenant) and the
- * retention sweep's `deleteRevokedBefore` (across tenants) is scoped by tenant.
+ * retention sweep's `deleteEndedBefore` (across tenants) is scoped by tenant.
  */
 export function apiKeysRepository(db: DbOrTx) {
   return {
@@ -119,19 +119,21 @@ export function apiKeysRepository(db: DbOrTx) {
     },
 
     /**
-     * Deletes up to `limit` keys of any tenant revoked before `cutoff` (the
-     * retention sweep); returns how many. A revoked key authenticates
-     * nothing, and nothing refers to a key's row, so only its listing goes.
+     * Deletes up to `limit` keys of any tenant revoked, or expired, before
+     * `cutoff` (the retention sweep); returns how many. Such a key
+     * authenticates nothing, and nothing refers to a key's row, so only its
+     * listing goes.
      * Keys are few per tenant: the scan needs no index of its own. SKIP
      * LOCKED: replicas sweeping together each take rows the others have not.
      */
-    async deleteRevokedBefore(cutoff: Date, limit: number): Promise<number> {
+    async deleteEndedBefore(cutoff: Date, limit: number): Promise<number> {
+      // least() skips a NULL: a key's end is its revocation or its expiry, whichever came first.
       const result = await sql`
         DELETE FROM api_keys
         WHERE id IN (
           SELECT id FROM api_keys
-          WHERE revoked_at < ${cutoff}
-          ORDER BY revoked_at
+          WHERE least(revoked_at, expires_at) < ${cutoff}
+          ORDER BY least(revoked_at, expires_at)
           LIMIT ${limit}
           FOR UPDATE SKIP LOCKED
         )`.execute(db);

@@ -37,7 +37,7 @@ export interface RetentionSweeperOptions {
 export interface SweepCounts {
   workflows: number;
   llmCalls: number;
-  /** Revoked API keys past REVOKED_KEY_RETENTION_DAYS. */
+  /** API keys revoked or expired more than REVOKED_KEY_RETENTION_DAYS ago. */
   apiKeys: number;
   /** Paused workflows ended because they waited for input past PAUSED_WORKFLOW_EXPIRY_DAYS. */
   expired: number;
@@ -234,7 +234,7 @@ export function createRetentionSweeper(options: RetentionSweeperOptions) {
       table: 'api_keys',
       days: revokedKeyRetentionDays,
       count: 'apiKeys',
-      remove: apiKeysRepository(options.db).deleteRevokedBefore,
+      remove: apiKeysRepository(options.db).deleteEndedBefore,
       message: 'deleted API keys revoked past retention',
     },
   ];

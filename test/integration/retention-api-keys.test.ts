@@ -97,6 +97,27 @@ describe('revoked API keys past their retention', () => {
     expect(accepted.statusCode, accepted.body).toBe(200);
   });
 
+  it('keys that expired over 90 days ago go too; one expired later, or revoked after its expiry within 90 days, stays', async () => {
+    const tenant = await newTenant('expired keys');
+    const expiredLongAgo = await issueKey(tenant, 'expired-long-ago');
+    const expiredLately = await issueKey(tenant, 'expired-lately');
+    const revokedAfterExpiry = await issueKey(tenant, 'expired-then-revoked');
+    const setEnds = async (id: string, expiredDays: number, revokedDays?: number) => {
+      await sql`
+        UPDATE api_keys SET expires_at = now() - make_interval(days => ${expiredDays}),
+          revoked_at = ${revokedDays === undefined ? null : sql`now() - make_interval(days => ${revokedDays})`},
+          created_at = now() - make_interval(days => ${expiredDays + 10})
+        WHERE id = ${id}`.execute(app().services.database.db);
+    };
+    await setEnds(expiredLongAgo.id, 91);
+    await setEnds(expiredLately.id, 89);
+    // Its end is its expiry, 95 days ago, not its later revocation.
+    await setEnds(revokedAfterExpiry.id, 95, 10);
+    const counts = await app().services.retention.sweepOnce();
+    expect(counts.apiKeys).toBe(2);
+    expect(await listedNames(tenant)).toEqual(['admin key', 'expired-lately']);
+  });
+
   it('0 keeps revoked keys for good', async () => {
     const tenant = await newTenant('revoked keys kept');
     const kept = await issueKey(tenant, 'kept');
