@@ -32,6 +32,7 @@ export function apiKeysRepository(db: DbOrTx) {
           'k.created_at',
           'k.revoked_at',
           'k.expires_at',
+          'k.last_used_at',
           't.name as tenant_name',
           't.is_operator as tenant_is_operator',
           't.created_at as tenant_created_at',
@@ -138,6 +139,17 @@ export function apiKeysRepository(db: DbOrTx) {
           FOR UPDATE SKIP LOCKED
         )`.execute(db);
       return Number(result.numAffectedRows ?? 0n);
+    },
+
+    /** Marks the key used now, unless it was within `resolutionMs`: at most one write per key and period. */
+    async markUsed(id: string, resolutionMs: number): Promise<void> {
+      await sql`
+        UPDATE api_keys SET last_used_at = now()
+        WHERE id = ${id}
+          AND (last_used_at IS NULL
+            OR last_used_at < now() - ${resolutionMs}::double precision * interval '1 millisecond')`.execute(
+        db,
+      );
     },
 
     async revoke(tenantId: string, id: string, at: Date): Promise<ApiKeyRow | undefined> {

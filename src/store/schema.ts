@@ -47,6 +47,8 @@ export interface ApiKeysTable {
   revoked_at: ColumnType<Date | null, never, Date | null>;
   /** When it stops authenticating (migration 0026); null: never. Set at issue only. */
   expires_at: ColumnType<Date | null, Date | null | undefined, never>;
+  /** When it was last used, to the hour (migration 0027); null: not since. */
+  last_used_at: ColumnType<Date | null, never, never>;
 }
 
 export interface LlmCallsTable {

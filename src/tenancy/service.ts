@@ -1,5 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import { sql } from 'kysely';
+import { setNewest } from '../bounded-map.js';
 import { badRequest, conflict, notFound } from '../errors.js';
 import { apiKeysRepository } from '../store/api-keys.js';
 import { type Db, type DbOrTx, inTransaction } from '../store/database.js';
@@ -24,6 +25,11 @@ import {
   type TenantBudget,
   type TenantRateLimit,
 } from './types.js';
+
+/** How precisely a key's lastUsedAt follows its use: each replica writes it at most this often per key. */
+const LAST_USED_RESOLUTION_MS = 3_600_000;
+/** Keys whose last marking this replica remembers; past it the oldest is forgotten (and may be written again). */
+const MARKED_KEYS_MAX = 10_000;
 
 /** Serialises the first-start bootstrap across replicas ("wm-boot" in ASCII). */
 const BOOTSTRAP_LOCK_KEY = 0x776d2d626f6f74n;
@@ -95,15 +101,38 @@ export function createTenancyService(db: Db, options: TenancyOptions = {}) {
     );
   }
 
+  /** When this replica last marked each key used (key id -> ms), so it writes at most once per LAST_USED_RESOLUTION_MS. */
+  const markedAt = new Map<string, number>();
+
+  /**
+   * Records that `key` was used, to the hour, without holding the request
+   * up: at most one UPDATE per key and hour from this replica (and the
+   * statement itself skips a key another replica marked within the hour).
+   */
+  function markUsed(key: ApiKey): void {
+    const now = Date.now();
+    const last = Math.max(markedAt.get(key.id) ?? 0, key.lastUsedAt?.getTime() ?? 0);
+    if (now - last < LAST_USED_RESOLUTION_MS) return;
+    setNewest(markedAt, key.id, now, MARKED_KEYS_MAX);
+    apiKeysRepository(db)
+      .markUsed(key.id, LAST_USED_RESOLUTION_MS)
+      .catch(() => {
+        // A hint, not a record: the key's next request tries again.
+        markedAt.delete(key.id);
+      });
+  }
+
   return {
     /** The principal behind a bearer secret, or undefined for an unknown or revoked key. */
     async authenticate(secret: string): Promise<Principal | undefined> {
       if (!looksLikeApiKey(secret)) return undefined;
       const keyHash = hashApiKey(secret);
-      return principals.lookup(keyHash, async () => {
+      const principal = await principals.lookup(keyHash, async () => {
         const found = await apiKeysRepository(db).findActiveByHash(keyHash);
         return found && { tenant: toTenant(found.tenant), key: toApiKey(found.key) };
       });
+      if (principal) markUsed(principal.key);
+      return principal;
     },
 
     /**
@@ -363,5 +392,6 @@ function toApiKey(row: ApiKeyRow): ApiKey {
     createdAt: row.created_at,
     revokedAt: row.revoked_at,
     expiresAt: row.expires_at,
+    lastUsedAt: row.last_used_at,
   };
 }

@@ -58,6 +58,8 @@ export interface ApiKey {
   revokedAt: Date | null;
   /** When it stops authenticating (401 api_key_expired); null: never. */
   expiresAt: Date | null;
+  /** When it was last used, to the hour; null: not yet. */
+  lastUsedAt: Date | null;
 }
 
 export interface Principal {

@@ -25,6 +25,7 @@ function principal(tenantId: string, keyId: string): Principal {
       createdAt: new Date(0),
       revokedAt: null,
       expiresAt: null,
+      lastUsedAt: null,
     },
   };
 }

@@ -64,6 +64,10 @@ export const apiKeySchema = z
       .datetime()
       .nullable()
       .describe('When it stops working (401 `api_key_expired`); null: never'),
+    lastUsedAt: z.iso
+      .datetime()
+      .nullable()
+      .describe('When it was last used, to the hour; null: not yet'),
   })
   .meta({ id: 'ApiKey' });
 
@@ -141,6 +145,7 @@ export function apiKeyToWire(key: ApiKey): z.infer<typeof apiKeySchema> {
     createdAt: key.createdAt.toISOString(),
     revokedAt: key.revokedAt?.toISOString() ?? null,
     expiresAt: key.expiresAt?.toISOString() ?? null,
+    lastUsedAt: key.lastUsedAt?.toISOString() ?? null,
   };
 }
 
