@@ -253,6 +253,8 @@ export function createTenancyService(db: Db, options: TenancyOptions = {}) {
           adminKeyName: 'bootstrap admin key',
           isOperator: true,
         });
+        // Last in the transaction: no statement follows that a stale plan
+        // could fail (inTransaction), so the key is delivered once.
         await deliver?.(created);
         return created;
       });
