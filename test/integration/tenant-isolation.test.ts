@@ -31,7 +31,10 @@ async function snapshotOfA() {
     session: await read(`/v1/sessions/${a.sessionId}?limit=100`),
     tools: await read('/v1/tools'),
     mcpServers: await read('/v1/mcp-servers'),
-    apiKeys: await read('/v1/api-keys'),
+    // Without lastUsedAt, which A's own member key moves (its /v1/me below).
+    apiKeys: ((await read('/v1/api-keys')).items as Record<string, unknown>[]).map(
+      ({ lastUsedAt: _moved, ...key }) => key,
+    ),
     memberKeyWorks: (await f.call(a.memberKey, 'GET', '/v1/me')).status,
   };
 }
