@@ -1,8 +1,9 @@
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { bearer, startTestApp, startTestAppOn, type TestApp } from '../support/app.js';
-import { insertWorkflow } from '../support/event-streams.js';
+import { describe, expect, it } from 'vitest';
+import { bearer, type TestApp } from '../support/app.js';
+import { completedStreamUrl } from '../support/event-streams.js';
 import { expectProblem } from '../support/problems.js';
-import { bootstrapOperator, createTenant, scriptedCatalogue } from '../support/workflows.js';
+import { useTwoReplicas } from '../support/two-replicas.js';
+import { createTenant } from '../support/workflows.js';
 
 /**
  * A tenant's own rate limit (`rateLimit.max`, README "Rate limits"), set by
@@ -13,140 +14,103 @@ import { bootstrapOperator, createTenant, scriptedCatalogue } from '../support/w
 
 /** Above every test's operator calls (creates, PATCHes), which spend the operator tenant's limit. */
 const DEFAULT_LIMIT = 40;
-const AN_HOUR = '3600000';
 
-let replicaA: TestApp;
-let replicaB: TestApp;
-let operatorKey: string;
-
-beforeAll(async () => {
-  const env = {
-    WAYMARK_MODELS: scriptedCatalogue(),
-    RATE_LIMIT_MAX: String(DEFAULT_LIMIT),
-    RATE_LIMIT_WINDOW_MS: '60000',
-    AUTH_CACHE_TTL_MS: AN_HOUR,
-  };
-  replicaA = await startTestApp(env);
-  replicaB = await startTestAppOn(replicaA.database, env);
-  operatorKey = await bootstrapOperator(replicaA);
+const r = useTwoReplicas({
+  RATE_LIMIT_MAX: String(DEFAULT_LIMIT),
+  RATE_LIMIT_WINDOW_MS: '60000',
 });
-afterAll(async () => {
-  await replicaB?.close();
-  await replicaA?.close();
-});
-
-function me(replica: TestApp, key: string) {
-  return replica.app.inject({ method: 'GET', url: '/v1/me', headers: bearer(key) });
-}
-
-/** The operator's PATCH, on replica A: it spends the operator tenant's limit, never the tenant's. */
-function patchTenant(id: string, payload: Record<string, unknown>) {
-  return replicaA.app.inject({
-    method: 'PATCH',
-    url: `/v1/tenants/${id}`,
-    headers: bearer(operatorKey),
-    payload,
-  });
-}
 
 /** `count` requests of `key` on `replica`, by status. */
 async function statuses(replica: TestApp, key: string, count: number): Promise<number[]> {
   const seen: number[] = [];
-  for (let i = 0; i < count; i++) seen.push((await me(replica, key)).statusCode);
+  for (let i = 0; i < count; i++) seen.push((await r.me(replica, key)).statusCode);
   return seen;
 }
 
 /** Waits until replica B has heard of a tenant change and dropped the principals it cached. */
 async function heardOnB(): Promise<void> {
   await expect
-    .poll(() => replicaB.services.principalCache.size(), { timeout: 5_000, interval: 20 })
+    .poll(() => r.b.services.principalCache.size(), { timeout: 5_000, interval: 20 })
     .toBe(0);
 }
 
 describe('a tenant’s own rate limit', () => {
   it('a tenant limited to 3 gets 429 on its 4th request, naming its limit; another keeps the default', async () => {
-    const limited = await createTenant(replicaA, operatorKey, {
+    const limited = await createTenant(r.a, r.operatorKey, {
       name: 'small plan',
       rateLimit: { max: 3 },
     });
-    const other = await createTenant(replicaA, operatorKey, { name: 'default plan' });
+    const other = await createTenant(r.a, r.operatorKey, { name: 'default plan' });
 
-    const first = await me(replicaA, limited.key);
+    const first = await r.me(r.a, limited.key);
     expect(first.json().tenant.rateLimit).toEqual({ max: 3 });
     expect(first.headers['x-ratelimit-limit']).toBe('3');
-    expect(await statuses(replicaA, limited.key, 2)).toEqual([200, 200]);
-    const refused = await me(replicaA, limited.key);
+    expect(await statuses(r.a, limited.key, 2)).toEqual([200, 200]);
+    const refused = await r.me(r.a, limited.key);
     const problem = expectProblem(refused, 429, 'rate_limited');
     expect(problem.detail).toMatch(/^Rate limit of 3 requests per 60 s exceeded; retry in \d+ s$/);
     expect(Number(refused.headers['retry-after'])).toBeGreaterThan(0);
     expect(Number(refused.headers['retry-after'])).toBeLessThanOrEqual(60);
 
-    const unlimited = await me(replicaA, other.key);
+    const unlimited = await r.me(r.a, other.key);
     expect(unlimited.json().tenant.rateLimit).toEqual({ max: null });
     expect(unlimited.headers['x-ratelimit-limit']).toBe(String(DEFAULT_LIMIT));
-    expect(await statuses(replicaA, other.key, 4)).toEqual([200, 200, 200, 200]);
+    expect(await statuses(r.a, other.key, 4)).toEqual([200, 200, 200, 200]);
   });
 
   it('a PATCH on replica A raises, clears and lowers the limit for the next requests on replica B', async () => {
-    const tenant = await createTenant(replicaA, operatorKey, {
+    const tenant = await createTenant(r.a, r.operatorKey, {
       name: 'changing plan',
       rateLimit: { max: 3 },
     });
-    expect(await statuses(replicaB, tenant.key, 4)).toEqual([200, 200, 200, 429]);
-    expect(replicaB.services.principalCache.size()).toBe(1);
+    expect(await statuses(r.b, tenant.key, 4)).toEqual([200, 200, 200, 429]);
+    expect(r.b.services.principalCache.size()).toBe(1);
 
-    const raised = await patchTenant(tenant.id, { rateLimit: { max: 6 } });
+    const raised = await r.patchTenant(tenant.id, { rateLimit: { max: 6 } });
     expect(raised.statusCode, raised.body).toBe(200);
     expect(raised.json().rateLimit).toEqual({ max: 6 });
     await heardOnB();
     // Four counted so far in B's window: two more, then the 7th is refused, naming the new limit.
-    expect(await statuses(replicaB, tenant.key, 2)).toEqual([200, 200]);
-    const refused = await me(replicaB, tenant.key);
+    expect(await statuses(r.b, tenant.key, 2)).toEqual([200, 200]);
+    const refused = await r.me(r.b, tenant.key);
     expect(expectProblem(refused, 429, 'rate_limited').detail).toMatch(/^Rate limit of 6 /);
 
     // Back to RATE_LIMIT_MAX, above the 7 spent in B's window.
-    const cleared = await patchTenant(tenant.id, { rateLimit: { max: null } });
+    const cleared = await r.patchTenant(tenant.id, { rateLimit: { max: null } });
     expect(cleared.json().rateLimit).toEqual({ max: null });
     await heardOnB();
-    const afterClear = await me(replicaB, tenant.key);
+    const afterClear = await r.me(r.b, tenant.key);
     expect(afterClear.statusCode).toBe(200);
     expect(afterClear.json().tenant.rateLimit).toEqual({ max: null });
     expect(afterClear.headers['x-ratelimit-limit']).toBe(String(DEFAULT_LIMIT));
     expect(afterClear.headers['x-ratelimit-remaining']).toBe(String(DEFAULT_LIMIT - 8));
 
-    const lowered = await patchTenant(tenant.id, { rateLimit: { max: 2 } });
+    const lowered = await r.patchTenant(tenant.id, { rateLimit: { max: 2 } });
     expect(lowered.statusCode, lowered.body).toBe(200);
     await heardOnB();
-    expect(expectProblem(await me(replicaB, tenant.key), 429, 'rate_limited').detail).toMatch(
+    expect(expectProblem(await r.me(r.b, tenant.key), 429, 'rate_limited').detail).toMatch(
       /^Rate limit of 2 /,
     );
 
     // A PATCH of other settings keeps the limit.
-    const renamed = await patchTenant(tenant.id, { name: 'renamed plan' });
+    const renamed = await r.patchTenant(tenant.id, { name: 'renamed plan' });
     expect(renamed.json().rateLimit).toEqual({ max: 2 });
   });
 
   it('a stream token’s requests count against its tenant’s own limit, above or below the default', async () => {
-    const small = await createTenant(replicaA, operatorKey, {
+    const small = await createTenant(r.a, r.operatorKey, {
       name: 'small streams',
       rateLimit: { max: 3 },
     });
-    const large = await createTenant(replicaA, operatorKey, {
+    const large = await createTenant(r.a, r.operatorKey, {
       name: 'large streams',
       rateLimit: { max: DEFAULT_LIMIT + 3 },
     });
     const opens = async (tenant: { id: string; key: string }, count: number) => {
-      const workflowId = await insertWorkflow(replicaA, tenant.id, 'completed');
-      const issued = await replicaA.app.inject({
-        method: 'POST',
-        url: `/v1/workflows/${workflowId}/stream-token`,
-        headers: bearer(tenant.key),
-      });
-      expect(issued.statusCode, issued.body).toBe(200);
-      const url = issued.json().url as string;
+      const url = await completedStreamUrl(r.a, tenant);
       const seen: number[] = [];
       for (let i = 0; i < count; i++) {
-        seen.push((await replicaA.app.inject({ method: 'GET', url })).statusCode);
+        seen.push((await r.a.app.inject({ method: 'GET', url })).statusCode);
       }
       return seen;
     };
@@ -160,7 +124,7 @@ describe('a tenant’s own rate limit', () => {
   });
 
   it('refuses a limit that is not a whole number from 1 to 1,000,000 with 400 validation_failed', async () => {
-    const tenant = await createTenant(replicaA, operatorKey, { name: 'validated plan' });
+    const tenant = await createTenant(r.a, r.operatorKey, { name: 'validated plan' });
     for (const rateLimit of [
       { max: 0 },
       { max: -1 },
@@ -171,20 +135,20 @@ describe('a tenant’s own rate limit', () => {
       null,
     ]) {
       const label = JSON.stringify(rateLimit);
-      const created = await replicaA.app.inject({
+      const created = await r.a.app.inject({
         method: 'POST',
         url: '/v1/tenants',
-        headers: bearer(operatorKey),
+        headers: bearer(r.operatorKey),
         payload: { name: 'refused plan', rateLimit },
       });
       expect(created.statusCode, label).toBe(400);
       expect(created.json().code, label).toBe('validation_failed');
-      const patched = await patchTenant(tenant.id, { rateLimit });
+      const patched = await r.patchTenant(tenant.id, { rateLimit });
       expect(patched.statusCode, label).toBe(400);
       const body = expectProblem(patched, 400, 'validation_failed');
       expect(JSON.stringify(body.errors ?? body), label).toMatch(/body\.rateLimit/);
     }
-    const accepted = await patchTenant(tenant.id, { rateLimit: { max: 1_000_000 } });
+    const accepted = await r.patchTenant(tenant.id, { rateLimit: { max: 1_000_000 } });
     expect(accepted.json().rateLimit).toEqual({ max: 1_000_000 });
   });
 });

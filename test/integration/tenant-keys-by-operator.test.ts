@@ -1,24 +1,12 @@
 import { randomUUID } from 'node:crypto';
 import { describe, expect, it } from 'vitest';
-import { bearer, type TestApp } from '../support/app.js';
+import { bearer } from '../support/app.js';
 import { expectProblem } from '../support/problems.js';
 import { useScriptedApp } from '../support/workflows.js';
 
 /** `POST /v1/tenants/:id/api-keys`: an operator admin issues a key for any tenant. */
 
-const { app, newTenant } = useScriptedApp();
-
-/** A new admin key of the operator tenant. */
-async function operatorKey(testApp: TestApp): Promise<string> {
-  const { rows } = await testApp.services.database.pool.query<{ id: string }>(
-    'SELECT id FROM tenants WHERE is_operator',
-  );
-  const issued = await testApp.services.tenancy.issueKey(rows[0]?.id ?? '', {
-    name: 'operator admin',
-    scopes: ['admin'],
-  });
-  return issued.secret;
-}
+const { app, newTenant, operatorKey } = useScriptedApp();
 
 function issue(key: string, tenantId: string, payload: Record<string, unknown>) {
   return app().app.inject({
@@ -35,7 +23,7 @@ function me(key: string) {
 
 describe('an operator issuing a key for a tenant', () => {
   it('gets the tenant’s new key, shown once, which then acts for that tenant with its scopes', async () => {
-    const operator = await operatorKey(app());
+    const operator = operatorKey();
     const tenant = await newTenant('keys-by-operator');
     const response = await issue(operator, tenant.id, {
       name: 'recovered admin',
@@ -62,7 +50,7 @@ describe('an operator issuing a key for a tenant', () => {
   });
 
   it('an unknown tenant is 404; a tenant’s admin may not (403 operator_only); nothing is issued', async () => {
-    const operator = await operatorKey(app());
+    const operator = operatorKey();
     const tenant = await newTenant('keys-refused');
     const other = await newTenant('keys-other');
     expectProblem(await issue(operator, randomUUID(), { name: 'nobody' }), 404, 'not_found');

@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import { describe, expect, it } from 'vitest';
-import { bearer, type TestApp } from '../support/app.js';
+import { bearer } from '../support/app.js';
 import { expectProblem } from '../support/problems.js';
 import {
   startWorkflow,
@@ -16,7 +16,7 @@ import {
  * workflow's calls wrote.
  */
 
-const { app, newTenant } = useScriptedApp();
+const { app, newTenant, operatorKey } = useScriptedApp();
 
 interface LedgerRow {
   at: string;
@@ -56,19 +56,6 @@ async function writeLedger(tenantId: string, rows: LedgerRow[]): Promise<void> {
 
 function usage(key: string, query: string, path = '/v1/usage') {
   return app().app.inject({ method: 'GET', url: `${path}?${query}`, headers: bearer(key) });
-}
-
-/** The operator's key: the scripted app's bootstrap created it. */
-async function operatorKey(testApp: TestApp): Promise<string> {
-  const { rows } = await testApp.services.database.pool.query<{ id: string }>(
-    'SELECT id FROM tenants WHERE is_operator',
-  );
-  expect(rows).toHaveLength(1);
-  const issued = await testApp.services.tenancy.issueKey(rows[0]?.id ?? '', {
-    name: 'usage reader',
-    scopes: ['admin'],
-  });
-  return issued.secret;
 }
 
 const NOVEMBER = 'from=2026-11-01T00:00:00Z&to=2026-11-03T00:00:00Z';
@@ -195,7 +182,7 @@ describe('a tenant’s usage over a time range', () => {
 
   it('an operator admin reads any tenant’s; a tenant’s admin not another’s, a member key not even its own', async () => {
     const tenant = await novemberTenant();
-    const operator = await operatorKey(app());
+    const operator = operatorKey();
     const read = await usage(operator, NOVEMBER, `/v1/tenants/${tenant.id}/usage`);
     expect(read.statusCode, read.body).toBe(200);
     expect(read.json().totals).toEqual(NOVEMBER_TOTALS);

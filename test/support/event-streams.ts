@@ -1,9 +1,10 @@
 import { randomUUID } from 'node:crypto';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { EventSource, type FetchLike } from 'eventsource';
+import { expect } from 'vitest';
 import { createWorkflowTracker, type WorkflowTracker } from '../../src/tracker/tracker.js';
 import { EVENT_TYPES, type WorkflowEvent } from '../../src/workflows/types.js';
-import type { TestApp } from './app.js';
+import { bearer, type TestApp } from './app.js';
 
 /**
  * Helpers for tests of the event streams: workflows made directly in the
@@ -60,6 +61,25 @@ export async function insertWorkflow(
     })
     .execute();
   return id;
+}
+
+/**
+ * The events URL, with a stream token, of a completed workflow of the
+ * tenant inserted for it (insertWorkflow): what a browser's EventSource
+ * opens. Its events URL answers 204 at once.
+ */
+export async function completedStreamUrl(
+  testApp: TestApp,
+  tenant: { id: string; key: string },
+): Promise<string> {
+  const workflowId = await insertWorkflow(testApp, tenant.id, 'completed');
+  const issued = await testApp.app.inject({
+    method: 'POST',
+    url: `/v1/workflows/${workflowId}/stream-token`,
+    headers: bearer(tenant.key),
+  });
+  expect(issued.statusCode, issued.body).toBe(200);
+  return issued.json().url as string;
 }
 
 /** A WorkflowTracker emitting through the given app's hub, as that replica's orchestrator would. */

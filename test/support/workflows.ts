@@ -56,7 +56,7 @@ export async function createTenant(
  * The test file's app on the scripted catalogue, with an operator: started
  * before the file's tests and closed after them. `app()` is the running
  * app; `newTenant` creates a tenant (with `settings`, such as budgets)
- * through the operator's key.
+ * through the operator's key, `operatorKey()`.
  */
 export function useScriptedApp() {
   let testApp: TestApp | undefined;
@@ -73,6 +73,11 @@ export function useScriptedApp() {
   }
   return {
     app,
+    /** The operator tenant's admin key, from the bootstrap. */
+    operatorKey(): string {
+      if (!operatorKey) throw new Error('the scripted app starts in beforeAll');
+      return operatorKey;
+    },
     newTenant(name: string, settings: Record<string, unknown> = {}): Promise<TestTenant> {
       if (!operatorKey) throw new Error('the scripted app starts in beforeAll');
       return createTenant(app(), operatorKey, { name, ...settings });
