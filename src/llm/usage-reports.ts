@@ -1,6 +1,13 @@
 import { badRequest } from '../errors.js';
 import type { Db } from '../store/database.js';
-import { llmCallsRepository, type UsageGrouping, type UsageSumRow } from '../store/llm-calls.js';
+import {
+  llmCallsRepository,
+  USAGE_GROUPINGS,
+  type UsageGrouping,
+  type UsageSumRow,
+} from '../store/llm-calls.js';
+
+export { USAGE_GROUPINGS };
 
 /**
  * What a tenant's model calls used and cost over a time range, added up
@@ -63,7 +70,7 @@ export function createUsageReports(db: Db) {
         from,
         to,
         groupBy: query.groupBy ?? null,
-        totals: total ? sumsOf(total) : sumsOf(undefined),
+        totals: sumsOf(total),
         groups: rows.flatMap((row) =>
           row.is_total || row.key === null ? [] : [{ key: row.key, ...sumsOf(row) }],
         ),

@@ -89,7 +89,8 @@ export function llmCallsRepository(db: DbOrTx) {
 }
 
 /** What usage is added up by: each a group of its own. */
-export type UsageGrouping = 'model' | 'provider' | 'day';
+export const USAGE_GROUPINGS = ['model', 'provider', 'day'] as const;
+export type UsageGrouping = (typeof USAGE_GROUPINGS)[number];
 
 export interface UsageQuery {
   tenantId: string;

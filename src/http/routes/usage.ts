@@ -1,6 +1,7 @@
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 import { z } from 'zod';
 import {
+  USAGE_GROUPINGS,
   USAGE_RANGE_DEFAULT_DAYS,
   USAGE_RANGE_MAX_DAYS,
   type UsageReport,
@@ -12,8 +13,6 @@ import { problemResponses } from '../problem.js';
 import { idParamsSchema } from './schemas.js';
 
 /** `GET /v1/usage` and `GET /v1/tenants/:id/usage`: a tenant's model usage and cost over a range. */
-
-const USAGE_GROUPINGS = ['model', 'provider', 'day'] as const;
 
 const instant = z.iso
   .datetime({ offset: true })
