@@ -7,6 +7,7 @@ import {
   apiKeySchema,
   apiKeyToWire,
   idParamsSchema,
+  instantSchema,
   issuedApiKeySchema,
   issuedApiKeyToWire,
   nameSchema,
@@ -17,9 +18,7 @@ const createApiKeyBody = z
   .object({
     name: nameSchema,
     scopes: z.array(scopeSchema).min(1).default(['member']),
-    expiresAt: z.iso
-      .datetime({ offset: true })
-      .transform((text) => new Date(text))
+    expiresAt: instantSchema
       .optional()
       .describe(
         'When the key stops working (401 `api_key_expired`), in the future (400 `invalid_expiry`); none: never',

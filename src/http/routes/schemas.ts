@@ -134,6 +134,9 @@ export const tenantRateLimitChangesSchema = z
  * the row either way), but the code compares ids, announces them to other
  * replicas and keys caches and runs by them: the lower-case form is the one used.
  */
+/** An instant a request gives, ISO 8601 with `Z` or an offset, as a Date. */
+export const instantSchema = z.iso.datetime({ offset: true }).transform((text) => new Date(text));
+
 export const idParamsSchema = z.object({ id: z.uuid().transform((id) => id.toLowerCase()) });
 
 export function apiKeyToWire(key: ApiKey): z.infer<typeof apiKeySchema> {

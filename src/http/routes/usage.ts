@@ -10,14 +10,11 @@ import {
 import type { TenancyService } from '../../tenancy/service.js';
 import { principalOf } from '../auth.js';
 import { problemResponses } from '../problem.js';
-import { idParamsSchema } from './schemas.js';
+import { idParamsSchema, instantSchema } from './schemas.js';
 
 /** `GET /v1/usage` and `GET /v1/tenants/:id/usage`: a tenant's model usage and cost over a range. */
 
-const instant = z.iso
-  .datetime({ offset: true })
-  .transform((text) => new Date(text))
-  .optional();
+const instant = instantSchema.optional();
 
 const usageQuery = z
   .object({
