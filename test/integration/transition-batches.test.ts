@@ -88,6 +88,51 @@ describe('transition batches', () => {
     );
   });
 
+  it("a batch of a run's own transitions (returning: 'seq') answers with their events alone, as each would alone; one that wants its workflow gets it", async () => {
+    const ids = await Promise.all(Array.from({ length: 7 }, () => setup.newWorkflow()));
+    const shared = batches();
+    // The first goes alone; the next three share a batch where each asks for its seq alone.
+    const first = transitionWorkflow(
+      setup.handle.db,
+      { ...start(setup, ids[0] as string), returning: 'seq' },
+      shared,
+    );
+    const seqOnly = ids
+      .slice(1, 4)
+      .map((id) =>
+        transitionWorkflow(setup.handle.db, { ...start(setup, id), returning: 'seq' }, shared),
+      );
+    const results = await Promise.all([first, ...seqOnly]);
+    for (const [index, result] of results.entries()) {
+      expect(result).not.toHaveProperty('workflow');
+      expect(result.events.map((stored) => [stored.workflowId, stored.seq, stored.type])).toEqual([
+        [ids[index], 1, 'workflow_start'],
+        [ids[index], 2, 'classification'],
+      ]);
+    }
+    // A batch that mixes the two: the one that wants its workflow has it, the others not.
+    const held = transitionWorkflow(
+      setup.handle.db,
+      { ...start(setup, ids[4] as string), returning: 'seq' },
+      shared,
+    );
+    const mixed = await Promise.all([
+      transitionWorkflow(setup.handle.db, { ...start(setup, ids[5] as string) }, shared),
+      transitionWorkflow(
+        setup.handle.db,
+        { ...start(setup, ids[6] as string), returning: 'seq' },
+        shared,
+      ),
+    ]);
+    await held;
+    expect(mixed[0].workflow).toMatchObject({ id: ids[5], status: 'running', version: 2 });
+    expect(mixed[1]).not.toHaveProperty('workflow');
+    expect(mixed[1].events.map((stored) => stored.seq)).toEqual([1, 2]);
+    const written = await writers(setup, ids.slice(4));
+    expect(written.get(ids[5] as string)?.row).toBe(written.get(ids[6] as string)?.row);
+    expect(written.get(ids[4] as string)?.row).not.toBe(written.get(ids[5] as string)?.row);
+  });
+
   it("a batched transition's token text travels in its NOTIFY, after its event", async () => {
     const ids = await Promise.all(Array.from({ length: 3 }, () => setup.newWorkflow()));
     const shared = batches();
