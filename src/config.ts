@@ -74,6 +74,14 @@ export const configSchema = z.object({
     .describe(
       'How long a replica serves an API key’s tenant and scopes from memory instead of a query. Revocations and tenant changes reach every replica at once by NOTIFY; this bounds staleness should one be lost. 0: no cache.',
     ),
+  AUTH_FAILURE_LIMIT: integer(0, 1_000_000)
+    .default(100)
+    .describe(
+      'Unknown or revoked API keys one client address may send per AUTH_FAILURE_WINDOW_MS, per replica (an IPv6 client counted by its /64); past it, its requests whose key is not in the replica’s memory get 429 auth_failures_exceeded, without a query, until the window ends. 0: no bound.',
+    ),
+  AUTH_FAILURE_WINDOW_MS: integer(1000, 3_600_000)
+    .default(60_000)
+    .describe('Length of the window AUTH_FAILURE_LIMIT counts in.'),
   OPENAI_API_KEY: z
     .string()
     .trim()

@@ -12,6 +12,7 @@ import type { Services } from '../services.js';
 import { createStreamTokens } from '../tenancy/stream-tokens.js';
 import { builtinTools } from '../tools/registry.js';
 import { bearerAuth } from './auth.js';
+import { createAuthFailures } from './auth-failures.js';
 import { corsHeadersFor, registerCors } from './cors.js';
 import { answerClientError, answerFrameworkError, installErrorHandling } from './error-handler.js';
 import { parseJsonBodies } from './json-body.js';
@@ -149,13 +150,22 @@ export async function buildApp(services: Services): Promise<FastifyInstance> {
     metrics: services.metrics,
   });
   await app.register(healthRoutes, { services });
+  const auth = {
+    tenancy: services.tenancy,
+    streamTokens,
+    failures: createAuthFailures({
+      limit: config.AUTH_FAILURE_LIMIT,
+      windowMs: config.AUTH_FAILURE_WINDOW_MS,
+    }),
+    metrics: services.metrics,
+  };
   await app.register(async (scope) => {
-    await scope.register(bearerAuth, { tenancy: services.tenancy, streamTokens });
+    await scope.register(bearerAuth, auth);
     await scope.register(metricsRoutes, { metrics: services.metrics });
   });
   await app.register(
     async (v1) => {
-      await v1.register(bearerAuth, { tenancy: services.tenancy, streamTokens });
+      await v1.register(bearerAuth, auth);
       await v1.register(rateLimit, {
         // Right after auth's onRequest hook, so the limit is per tenant (all
         // its keys and stream tokens draw on one budget: issuing itself more

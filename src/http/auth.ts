@@ -1,9 +1,11 @@
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import fp from 'fastify-plugin';
-import { forbidden, unauthorized } from '../errors.js';
+import { AppError, forbidden, unauthorized } from '../errors.js';
+import type { WaymarkMetrics } from '../metrics/waymark-metrics.js';
 import type { TenancyService } from '../tenancy/service.js';
 import type { StreamGrant, StreamTokens } from '../tenancy/stream-tokens.js';
 import { hasScope, type Principal, type Scope, type TenantRateLimit } from '../tenancy/types.js';
+import type { AuthFailures } from './auth-failures.js';
 
 /** A stream token's grant, with its tenant's rate limit as read when the request came. */
 export interface StreamAccess extends StreamGrant {
@@ -30,6 +32,14 @@ declare module 'fastify' {
   }
 }
 
+export interface BearerAuthOptions {
+  tenancy: TenancyService;
+  streamTokens: StreamTokens;
+  /** The app's one count of failed authentications per client address (shared by every scope). */
+  failures: AuthFailures;
+  metrics: Pick<WaymarkMetrics, 'observeKeyLookup'>;
+}
+
 /**
  * Bearer-key authentication for every route registered in the same scope
  * (the /v1 plugin). Runs at onRequest, before the body is read, so an
@@ -38,10 +48,7 @@ declare module 'fastify' {
  * when no Authorization header is sent.
  */
 export const bearerAuth = fp(
-  async (
-    app: FastifyInstance,
-    options: { tenancy: TenancyService; streamTokens: StreamTokens },
-  ) => {
+  async (app: FastifyInstance, options: BearerAuthOptions) => {
     app.decorateRequest('principal', null);
     app.decorateRequest('streamGrant', null);
     app.addHook('onRoute', (route) => {
@@ -61,9 +68,7 @@ export const bearerAuth = fp(
           return;
         }
       }
-      const secret = bearerToken(request);
-      const principal = await options.tenancy.authenticate(secret);
-      if (!principal) throw unauthorized('invalid_api_key', 'The API key is unknown or revoked');
+      const principal = await authenticateKey(request, options);
       const expiresAt = principal.key.expiresAt;
       if (expiresAt && expiresAt.getTime() <= Date.now()) {
         throw unauthorized('api_key_expired', `The API key expired at ${expiresAt.toISOString()}`);
@@ -82,6 +87,51 @@ export const bearerAuth = fp(
   },
   { name: 'waymark-bearer-auth' },
 );
+
+/**
+ * The principal of the request's API key (401 when unknown or revoked). A
+ * key not in memory is read from the store, unless the client's address
+ * has spent its failed authentications (auth-failures.ts): then 429,
+ * without the query.
+ */
+async function authenticateKey(
+  request: FastifyRequest,
+  options: BearerAuthOptions,
+): Promise<Principal> {
+  const secret = bearerToken(request);
+  let queried = false;
+  const principal = await options.tenancy.authenticate(secret, {
+    beforeQuery: () => {
+      const retryAfterMs = options.failures.retryAfterMs(request.ip);
+      if (retryAfterMs !== undefined) {
+        options.metrics.observeKeyLookup('refused');
+        throw authFailuresExceeded(retryAfterMs);
+      }
+      queried = true;
+    },
+  });
+  if (queried) options.metrics.observeKeyLookup(principal ? 'found' : 'unknown');
+  if (principal) return principal;
+  if (queried && options.failures.record(request.ip)) {
+    request.log.warn(
+      { remoteAddress: request.ip },
+      'a client address spent its failed authentications (AUTH_FAILURE_LIMIT): keys not in memory are refused until its window ends',
+    );
+  }
+  throw unauthorized('invalid_api_key', 'The API key is unknown or revoked');
+}
+
+function authFailuresExceeded(retryAfterMs: number): AppError {
+  const seconds = Math.max(1, Math.ceil(retryAfterMs / 1000));
+  return new AppError({
+    code: 'auth_failures_exceeded',
+    status: 429,
+    userMessage: `Too many unknown or revoked API keys from this address; retry in ${seconds} s`,
+    blame: 'user',
+    retryable: true,
+    headers: { 'Retry-After': String(seconds) },
+  });
+}
 
 /** 403 for every key and stream token of a tenant the operator has suspended. */
 function tenantSuspended() {

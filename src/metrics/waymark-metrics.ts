@@ -158,6 +158,11 @@ export function createWaymarkMetrics(options: {
     help: 'Workflow event streams open on this replica.',
     labelNames: [],
   });
+  const keyLookups = registry.counter({
+    name: 'waymark_api_key_lookups_total',
+    help: 'API keys not in this replica’s memory, by result: found (active), unknown (unknown or revoked), refused (not read: the client address had spent AUTH_FAILURE_LIMIT).',
+    labelNames: ['result'],
+  });
   const sseOpened = registry.counter({
     name: 'waymark_sse_streams_opened_total',
     help: 'Workflow event streams opened on this replica.',
@@ -243,6 +248,11 @@ export function createWaymarkMetrics(options: {
       retentionDeleted.inc({ kind: 'llm_calls' }, counts.llmCalls);
       retentionDeleted.inc({ kind: 'api_keys' }, counts.apiKeys);
       pausedExpired.inc({}, counts.expired);
+    },
+
+    /** One API key that was not in memory: read (found or not), or refused without a read. */
+    observeKeyLookup(result: 'found' | 'unknown' | 'refused'): void {
+      keyLookups.inc({ result });
     },
 
     /** An event stream opened; call the returned function once it ends. */

@@ -13,7 +13,9 @@ import type { Principal } from './types.js';
  * The TTL bounds staleness should a notification be lost anyway.
  *
  * Only principals are cached, never "unknown key": a flood of random keys
- * costs a query each, as without the cache, but no memory.
+ * costs no memory here, and a query each until its client address has
+ * spent AUTH_FAILURE_LIMIT (http/auth-failures.ts), which `beforeLoad`
+ * checks.
  */
 
 /** What a change touched: one key of a tenant, or (keyId null) every key of it. */
@@ -91,19 +93,30 @@ export function createPrincipalCache(options: PrincipalCacheOptions) {
   }
 
   return {
-    /** The principal of `keyHash`: from memory when fresh, else from `load` (undefined: unknown or revoked). */
+    /**
+     * The principal of `keyHash`: from memory when fresh, or from a load of
+     * it in progress, else from `load` (undefined: unknown or revoked), after
+     * `beforeLoad`, which may throw to refuse the load.
+     */
     lookup(
       keyHash: Buffer,
       load: () => Promise<Principal | undefined>,
+      beforeLoad?: () => void,
     ): Promise<Principal | undefined> {
-      if (options.ttlMs === 0) return load();
+      if (options.ttlMs === 0) {
+        beforeLoad?.();
+        return load();
+      }
       const id = keyHash.toString('hex');
       const entry = entries.get(id);
       if (entry) {
         if (entry.expiresAt > now()) return Promise.resolve(entry.principal);
         entries.delete(id);
       }
-      return loading.get(id) ?? startLoad(id, load);
+      const joined = loading.get(id);
+      if (joined) return joined;
+      beforeLoad?.();
+      return startLoad(id, load);
     },
 
     /**

@@ -123,14 +123,25 @@ export function createTenancyService(db: Db, options: TenancyOptions = {}) {
   }
 
   return {
-    /** The principal behind a bearer secret, or undefined for an unknown or revoked key. */
-    async authenticate(secret: string): Promise<Principal | undefined> {
+    /**
+     * The principal behind a bearer secret, or undefined for an unknown or
+     * revoked key. `beforeQuery` is called when the key is not in memory,
+     * before the query that reads it, and may throw to refuse it.
+     */
+    async authenticate(
+      secret: string,
+      options: { beforeQuery?: () => void } = {},
+    ): Promise<Principal | undefined> {
       if (!looksLikeApiKey(secret)) return undefined;
       const keyHash = hashApiKey(secret);
-      const principal = await principals.lookup(keyHash, async () => {
-        const found = await apiKeysRepository(db).findActiveByHash(keyHash);
-        return found && { tenant: toTenant(found.tenant), key: toApiKey(found.key) };
-      });
+      const principal = await principals.lookup(
+        keyHash,
+        async () => {
+          const found = await apiKeysRepository(db).findActiveByHash(keyHash);
+          return found && { tenant: toTenant(found.tenant), key: toApiKey(found.key) };
+        },
+        options.beforeQuery,
+      );
       if (principal) markUsed(principal.key);
       return principal;
     },

@@ -1,0 +1,112 @@
+import { randomBytes } from 'node:crypto';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { bearer, listenLocally, startTestApp, type TestApp } from '../support/app.js';
+import { bootstrapOperator } from '../support/workflows.js';
+
+/**
+ * AUTH_FAILURE_LIMIT (src/http/auth-failures.ts) over real sockets: a
+ * client address that has sent that many unknown or revoked keys gets 429
+ * for keys the replica would have to read, without the read, until its
+ * window ends; keys served from memory, other addresses and malformed keys
+ * (never read) are not held up. Addresses come from X-Forwarded-For
+ * (TRUST_PROXY), as behind a load balancer.
+ */
+
+const LIMIT = 3;
+const WINDOW_MS = 1000;
+
+let testApp: TestApp;
+let base: string;
+let operatorKey: string;
+
+beforeAll(async () => {
+  testApp = await startTestApp({
+    AUTH_FAILURE_LIMIT: String(LIMIT),
+    AUTH_FAILURE_WINDOW_MS: String(WINDOW_MS),
+    TRUST_PROXY: 'true',
+  });
+  operatorKey = await bootstrapOperator(testApp);
+  base = (await listenLocally(testApp.app)).url;
+});
+afterAll(async () => testApp?.close());
+
+/** A well-formed key no tenant has. */
+function unknownKey(): string {
+  return `wmk_${randomBytes(32).toString('base64url')}`;
+}
+
+function me(key: string, from: string): Promise<Response> {
+  return fetch(`${base}/v1/me`, { headers: { ...bearer(key), 'x-forwarded-for': from } });
+}
+
+/** The API key lookups this replica counted, by result. */
+async function lookups(): Promise<Record<'found' | 'unknown' | 'refused', number>> {
+  const response = await fetch(`${base}/metrics`, { headers: bearer(operatorKey) });
+  expect(response.status).toBe(200);
+  const counts = { found: 0, unknown: 0, refused: 0 };
+  for (const match of (await response.text()).matchAll(
+    /^waymark_api_key_lookups_total\{result="(\w+)"\} (\d+)$/gm,
+  )) {
+    counts[match[1] as keyof typeof counts] = Number(match[2]);
+  }
+  return counts;
+}
+
+/** A new key of the operator tenant, issued through the API and not used yet (so in no replica's memory). */
+async function freshKey(): Promise<string> {
+  const response = await fetch(`${base}/v1/api-keys`, {
+    method: 'POST',
+    headers: { ...bearer(operatorKey), 'content-type': 'application/json' },
+    body: JSON.stringify({ name: `fresh ${randomBytes(4).toString('hex')}` }),
+  });
+  expect(response.status).toBe(201);
+  return ((await response.json()) as { key: string }).key;
+}
+
+describe('failed authentications per client address', () => {
+  it('past the limit, an address gets 429 without a query for keys not in memory, until its window ends; a key in memory still passes', async () => {
+    const address = '203.0.113.7';
+    const known = await freshKey();
+    // Used once from the address before it fails: from now on in memory.
+    expect((await me(known, address)).status).toBe(200);
+    const waiting = await freshKey();
+    const before = await lookups();
+
+    for (let attempt = 0; attempt < LIMIT; attempt += 1) {
+      const refused = await me(unknownKey(), address);
+      expect(refused.status).toBe(401);
+      expect(((await refused.json()) as { code: string }).code).toBe('invalid_api_key');
+    }
+    const spent = await me(unknownKey(), address);
+    expect(spent.status).toBe(429);
+    expect(spent.headers.get('content-type')).toMatch(/^application\/problem\+json/);
+    expect(spent.headers.get('retry-after')).toBe('1');
+    expect(await spent.json()).toMatchObject({ code: 'auth_failures_exceeded', status: 429 });
+    // A valid key this replica has not read yet is refused too: reading it is what is bounded.
+    expect((await me(waiting, address)).status).toBe(429);
+    // The key it holds in memory costs no query and passes.
+    expect((await me(known, address)).status).toBe(200);
+    // A malformed key is never read: 401 as always.
+    expect((await me('wmk_short', address)).status).toBe(401);
+
+    const after = await lookups();
+    expect(after.unknown - before.unknown).toBe(LIMIT);
+    expect(after.refused - before.refused).toBe(2);
+
+    // Once the window has ended, the address is read from again.
+    await new Promise((resolve) => setTimeout(resolve, WINDOW_MS + 50));
+    expect((await me(waiting, address)).status).toBe(200);
+  });
+
+  it('one address spending its failures leaves other addresses theirs; an IPv6 client counts by its /64', async () => {
+    for (let attempt = 0; attempt < LIMIT; attempt += 1) {
+      // Each from another host of one /64.
+      expect((await me(unknownKey(), `2001:db8:0:7::${attempt + 1}`)).status).toBe(401);
+    }
+    expect((await me(unknownKey(), '2001:db8:0:7:ffff::1')).status).toBe(429);
+    // Another /64, and an IPv4 client: their own counts.
+    expect((await me(unknownKey(), '2001:db8:0:8::1')).status).toBe(401);
+    expect((await me(await freshKey(), '198.51.100.20')).status).toBe(200);
+    expect((await me(unknownKey(), '198.51.100.20')).status).toBe(401);
+  });
+});
