@@ -77,7 +77,7 @@ export const configSchema = z.object({
   AUTH_FAILURE_LIMIT: integer(0, 1_000_000)
     .default(100)
     .describe(
-      'Unknown or revoked API keys one client address may send per AUTH_FAILURE_WINDOW_MS, per replica (an IPv6 client counted by its /64); past it, its requests whose key is not in the replica’s memory get 429 auth_failures_exceeded, without a query, until the window ends. 0: no bound.',
+      'Unknown or revoked API keys one client address may send per AUTH_FAILURE_WINDOW_MS, per replica (an IPv6 client counted by its /64); past it, its requests with a key this replica has not found active before get 429 auth_failures_exceeded, without a query, until the window ends. 0: no bound.',
     ),
   AUTH_FAILURE_WINDOW_MS: integer(1000, 3_600_000)
     .default(60_000)

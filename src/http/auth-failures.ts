@@ -7,9 +7,10 @@ import { setNewest } from '../bounded-map.js';
  * in the replica's cache costs a query; unknown keys are never cached, so
  * without a bound a client sending random or revoked keys made one query
  * per request, as fast as it could send them. Once an address has failed
- * `limit` times in its window, its requests whose key would need a query
- * are refused (429) until the window ends; keys served from memory still
- * pass, so a valid client behind the same address keeps working.
+ * `limit` times in its window, its requests with a key the replica has not
+ * found active before are refused (429) without the query until the window
+ * ends; known keys still pass, so a valid client behind the same address
+ * keeps working.
  *
  * An IPv6 client is counted by its /64, which one host usually holds
  * whole; an IPv4-mapped IPv6 address as the IPv4 address it maps.

@@ -91,8 +91,10 @@ export const bearerAuth = fp(
 /**
  * The principal of the request's API key (401 when unknown or revoked). A
  * key not in memory is read from the store, unless the client's address
- * has spent its failed authentications (auth-failures.ts): then 429,
- * without the query.
+ * has spent its failed authentications (auth-failures.ts) and this replica
+ * has not found the key active before: then 429, without the query. Known
+ * keys are still read, so the working clients behind an address a broken
+ * one shares (a NAT, a proxy without TRUST_PROXY) are not locked out.
  */
 async function authenticateKey(
   request: FastifyRequest,
@@ -101,8 +103,8 @@ async function authenticateKey(
   const secret = bearerToken(request);
   let queried = false;
   const principal = await options.tenancy.authenticate(secret, {
-    beforeQuery: () => {
-      const retryAfterMs = options.failures.retryAfterMs(request.ip);
+    beforeQuery: (key) => {
+      const retryAfterMs = key.known ? undefined : options.failures.retryAfterMs(request.ip);
       if (retryAfterMs !== undefined) {
         options.metrics.observeKeyLookup('refused');
         throw authFailuresExceeded(retryAfterMs);
@@ -115,7 +117,7 @@ async function authenticateKey(
   if (queried && options.failures.record(request.ip)) {
     request.log.warn(
       { remoteAddress: request.ip },
-      'a client address spent its failed authentications (AUTH_FAILURE_LIMIT): keys not in memory are refused until its window ends',
+      'a client address spent its failed authentications (AUTH_FAILURE_LIMIT): keys this replica has not found before are refused until its window ends',
     );
   }
   throw unauthorized('invalid_api_key', 'The API key is unknown or revoked');

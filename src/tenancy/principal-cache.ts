@@ -1,3 +1,4 @@
+import { setNewest } from '../bounded-map.js';
 import type { Principal } from './types.js';
 
 /**
@@ -15,7 +16,8 @@ import type { Principal } from './types.js';
  * Only principals are cached, never "unknown key": a flood of random keys
  * costs no memory here, and a query each until its client address has
  * spent AUTH_FAILURE_LIMIT (http/auth-failures.ts), which `beforeLoad`
- * checks.
+ * checks; keys found active before are remembered apart (bounded, with no
+ * TTL) so that such an address's known clients are still read.
  */
 
 /** What a change touched: one key of a tenant, or (keyId null) every key of it. */
@@ -55,6 +57,12 @@ export function createPrincipalCache(options: PrincipalCacheOptions) {
    */
   let generation = 0;
   let listening = false;
+  /**
+   * Keys this replica has found active, by hash, oldest first: their
+   * principal may have left the cache (TTL, a change) but the key is known,
+   * which `beforeLoad` is told. Not an authorization: a key is still read.
+   */
+  const known = new Map<string, true>();
 
   function invalidate(): void {
     generation += 1;
@@ -80,6 +88,7 @@ export function createPrincipalCache(options: PrincipalCacheOptions) {
     const expiresAt = now() + options.ttlMs;
     const pending = load()
       .then((principal) => {
+        if (principal) setNewest(known, id, true, maxEntries);
         if (principal && listening && generation === startedGeneration) {
           keep(id, principal, expiresAt);
         }
@@ -92,31 +101,47 @@ export function createPrincipalCache(options: PrincipalCacheOptions) {
     return pending;
   }
 
+  /** What `beforeLoad` threw for the key about to be loaded, as a rejection; undefined when it let the load go. */
+  function refusalOf(
+    id: string,
+    beforeLoad: ((key: { known: boolean }) => void) | undefined,
+  ): Promise<never> | undefined {
+    try {
+      beforeLoad?.({ known: known.has(id) });
+      return undefined;
+    } catch (error) {
+      return Promise.reject(error);
+    }
+  }
+
   return {
     /**
      * The principal of `keyHash`: from memory when fresh, or from a load of
      * it in progress, else from `load` (undefined: unknown or revoked), after
-     * `beforeLoad`, which may throw to refuse the load.
+     * `beforeLoad`, which may throw to refuse the load; it is told whether
+     * this replica has found the key active before.
      */
     lookup(
       keyHash: Buffer,
       load: () => Promise<Principal | undefined>,
-      beforeLoad?: () => void,
+      beforeLoad?: (key: { known: boolean }) => void,
     ): Promise<Principal | undefined> {
-      if (options.ttlMs === 0) {
-        beforeLoad?.();
-        return load();
-      }
       const id = keyHash.toString('hex');
+      if (options.ttlMs === 0) {
+        return (
+          refusalOf(id, beforeLoad) ??
+          load().then((principal) => {
+            if (principal) setNewest(known, id, true, maxEntries);
+            return principal;
+          })
+        );
+      }
       const entry = entries.get(id);
       if (entry) {
         if (entry.expiresAt > now()) return Promise.resolve(entry.principal);
         entries.delete(id);
       }
-      const joined = loading.get(id);
-      if (joined) return joined;
-      beforeLoad?.();
-      return startLoad(id, load);
+      return loading.get(id) ?? refusalOf(id, beforeLoad) ?? startLoad(id, load);
     },
 
     /**

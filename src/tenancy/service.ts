@@ -126,11 +126,12 @@ export function createTenancyService(db: Db, options: TenancyOptions = {}) {
     /**
      * The principal behind a bearer secret, or undefined for an unknown or
      * revoked key. `beforeQuery` is called when the key is not in memory,
-     * before the query that reads it, and may throw to refuse it.
+     * before the query that reads it, told whether this replica has found
+     * the key active before, and may throw to refuse the query.
      */
     async authenticate(
       secret: string,
-      options: { beforeQuery?: () => void } = {},
+      options: { beforeQuery?: (key: { known: boolean }) => void } = {},
     ): Promise<Principal | undefined> {
       if (!looksLikeApiKey(secret)) return undefined;
       const keyHash = hashApiKey(secret);

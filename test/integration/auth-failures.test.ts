@@ -6,9 +6,11 @@ import { bootstrapOperator } from '../support/workflows.js';
 /**
  * AUTH_FAILURE_LIMIT (src/http/auth-failures.ts) over real sockets: a
  * client address that has sent that many unknown or revoked keys gets 429
- * for keys the replica would have to read, without the read, until its
- * window ends; keys served from memory, other addresses and malformed keys
- * (never read) are not held up. Addresses come from X-Forwarded-For
+ * for keys the replica has not found active before, without reading them,
+ * until its window ends; keys it knows, other addresses and malformed keys
+ * (never read) are not held up. The principal cache is off
+ * (AUTH_CACHE_TTL_MS=0), so every request of a known key is read as one
+ * whose cache entry has expired is. Addresses come from X-Forwarded-For
  * (TRUST_PROXY), as behind a load balancer.
  */
 
@@ -23,6 +25,7 @@ beforeAll(async () => {
   testApp = await startTestApp({
     AUTH_FAILURE_LIMIT: String(LIMIT),
     AUTH_FAILURE_WINDOW_MS: String(WINDOW_MS),
+    AUTH_CACHE_TTL_MS: '0',
     TRUST_PROXY: 'true',
   });
   operatorKey = await bootstrapOperator(testApp);
@@ -64,11 +67,11 @@ async function freshKey(): Promise<string> {
 }
 
 describe('failed authentications per client address', () => {
-  it('past the limit, an address gets 429 without a query for keys not in memory, until its window ends; a key in memory still passes', async () => {
+  it('past the limit, an address gets 429 without a query for keys this replica has not found before, until its window ends; a known key is still read and passes', async () => {
     const address = '203.0.113.7';
     const known = await freshKey();
-    // Used once from the address before it fails: from now on in memory.
-    expect((await me(known, address)).status).toBe(200);
+    // Used once (from anywhere) before the address fails: from now on known to this replica.
+    expect((await me(known, '192.0.2.50')).status).toBe(200);
     const waiting = await freshKey();
     const before = await lookups();
 
@@ -82,9 +85,9 @@ describe('failed authentications per client address', () => {
     expect(spent.headers.get('content-type')).toMatch(/^application\/problem\+json/);
     expect(spent.headers.get('retry-after')).toBe('1');
     expect(await spent.json()).toMatchObject({ code: 'auth_failures_exceeded', status: 429 });
-    // A valid key this replica has not read yet is refused too: reading it is what is bounded.
+    // A valid key this replica has not found yet is refused too: reading it is what is bounded.
     expect((await me(waiting, address)).status).toBe(429);
-    // The key it holds in memory costs no query and passes.
+    // The key it knows is read (the cache is off) and passes.
     expect((await me(known, address)).status).toBe(200);
     // A malformed key is never read: 401 as always.
     expect((await me('wmk_short', address)).status).toBe(401);
@@ -92,6 +95,8 @@ describe('failed authentications per client address', () => {
     const after = await lookups();
     expect(after.unknown - before.unknown).toBe(LIMIT);
     expect(after.refused - before.refused).toBe(2);
+    // The known key's read, and the scrape's own before it.
+    expect(after.found - before.found).toBe(2);
 
     // Once the window has ended, the address is read from again.
     await new Promise((resolve) => setTimeout(resolve, WINDOW_MS + 50));

@@ -89,6 +89,34 @@ describe('principal cache', () => {
     expect(results.every((result) => result?.key.id === 'k1')).toBe(true);
   });
 
+  it('tells beforeLoad whether the key was found active before, after its entry expired or was dropped; a refusal thrown there loads nothing', async () => {
+    const { cache, clock } = listeningCache({ ttlMs: 1_000 });
+    const found = vi.fn(async () => principal('t1', 'k1'));
+    const seen: boolean[] = [];
+    const before = (key: { known: boolean }) => seen.push(key.known);
+    await cache.lookup(hash('a'), found, before);
+    // Fresh: no load, so no beforeLoad.
+    await cache.lookup(hash('a'), found, before);
+    clock.now += 1_000;
+    await cache.lookup(hash('a'), found, before);
+    cache.drop({ tenantId: 't1', keyId: null });
+    await cache.lookup(hash('a'), found, before);
+    const unknown = vi.fn(async () => undefined);
+    await cache.lookup(hash('b'), unknown, before);
+    await cache.lookup(hash('b'), unknown, before);
+    expect(seen).toEqual([false, true, true, false, false]);
+
+    const refused = vi.fn(async () => principal('t1', 'k2'));
+    await expect(
+      cache.lookup(hash('c'), refused, () => {
+        throw new Error('refused');
+      }),
+    ).rejects.toThrow('refused');
+    expect(refused).not.toHaveBeenCalled();
+    // Nothing was left loading: the next lookup loads.
+    expect(await cache.lookup(hash('c'), refused)).toEqual(principal('t1', 'k2'));
+  });
+
   it('does not keep unknown or revoked keys', async () => {
     const { cache } = listeningCache();
     const load = vi.fn(async () => undefined);
