@@ -5,7 +5,6 @@ import { badRequest, conflict, notFound } from '../errors.js';
 import { apiKeysRepository } from '../store/api-keys.js';
 import { type Db, type DbOrTx, inTransaction } from '../store/database.js';
 import { decodeCursor, pageOf } from '../store/list-position.js';
-import type { ApiKeyRow, TenantRow } from '../store/schema.js';
 import { tenantsRepository } from '../store/tenants.js';
 import { workflowEventsRepository } from '../store/workflow-events.js';
 import { notificationPayload } from '../tracker/notification.js';
@@ -15,15 +14,15 @@ import {
   type PrincipalCache,
   type PrincipalsChange,
 } from './principal-cache.js';
-import {
-  type ApiKey,
-  type IssuedApiKey,
-  type Principal,
-  SCOPES,
-  type Scope,
-  type Tenant,
-  type TenantBudget,
-  type TenantRateLimit,
+import { budgetColumns, toApiKey, toTenant } from './rows.js';
+import type {
+  ApiKey,
+  IssuedApiKey,
+  Principal,
+  Scope,
+  Tenant,
+  TenantBudget,
+  TenantRateLimit,
 } from './types.js';
 
 /** How precisely a key's lastUsedAt follows its use: each replica writes it at most this often per key. */
@@ -357,32 +356,6 @@ async function issueKey(db: DbOrTx, tenantId: string, input: NewApiKey): Promise
   return { apiKey: toApiKey(row), secret: generated.secret };
 }
 
-function toTenant(row: TenantRow): Tenant {
-  return {
-    id: row.id,
-    name: row.name,
-    isOperator: row.is_operator,
-    createdAt: row.created_at,
-    defaultModel: row.default_model,
-    allowedModels: row.allowed_models,
-    budget: {
-      maxIterations: row.budget_max_iterations,
-      maxTokens: row.budget_max_tokens === null ? null : Number(row.budget_max_tokens),
-      maxCostUsd: row.budget_max_cost_usd === null ? null : Number(row.budget_max_cost_usd),
-    },
-    rateLimit: { max: row.rate_limit_max },
-    suspendedAt: row.suspended_at,
-  };
-}
-
-function budgetColumns(budget: TenantBudget) {
-  return {
-    budget_max_iterations: budget.maxIterations,
-    budget_max_tokens: budget.maxTokens,
-    budget_max_cost_usd: budget.maxCostUsd,
-  };
-}
-
 /** When a tenant is suspended since after a change: kept as it is unless `suspended` says otherwise. */
 function suspendedSince(suspended: boolean | undefined, current: Date | null): Date | null {
   if (suspended === undefined) return current;
@@ -392,20 +365,4 @@ function suspendedSince(suspended: boolean | undefined, current: Date | null): D
 /** A setting after a partial update: absent keeps the current value, null clears it. */
 function changed<T>(sent: T | undefined, current: T): T {
   return sent === undefined ? current : sent;
-}
-
-function toApiKey(row: ApiKeyRow): ApiKey {
-  return {
-    id: row.id,
-    tenantId: row.tenant_id,
-    name: row.name,
-    prefix: row.prefix,
-    scopes: row.scopes.filter((scope): scope is Scope =>
-      (SCOPES as readonly string[]).includes(scope),
-    ),
-    createdAt: row.created_at,
-    revokedAt: row.revoked_at,
-    expiresAt: row.expires_at,
-    lastUsedAt: row.last_used_at,
-  };
 }
