@@ -193,6 +193,7 @@ export async function buildApp(services: Services): Promise<FastifyInstance> {
       await v1.register(tenantRoutes, {
         tenancy: services.tenancy,
         catalogue: services.llm.catalogue,
+        workflows: services.workflows,
       });
       await v1.register(modelRoutes, { catalogue: services.llm.catalogue });
       await v1.register(apiKeyRoutes, { tenancy: services.tenancy });

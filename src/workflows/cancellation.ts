@@ -1,4 +1,6 @@
 import { AppError } from '../errors.js';
+import type { Db } from '../store/database.js';
+import { workflowsRepository } from '../store/workflows.js';
 import type { WorkflowTracker } from '../tracker/tracker.js';
 import { CANCELLED_WORK, endingsOfOpenWork } from './open-work.js';
 import { type TransitionInput, WorkflowLocked } from './transitions.js';
@@ -8,6 +10,8 @@ import { AWAITING_REASONS, type Workflow, type WorkflowError } from './types.js'
 export const INPUT_EXPIRED = 'input_expired';
 
 export interface CancellationOptions {
+  /** Where a tenant's open workflows are listed (cancelOpen). */
+  db: Db;
   /** A tracker for one transition made outside the workflow's runs (the workflow service's). */
   trackerFor: (tenantId: string, workflowId: string) => WorkflowTracker;
   /** Stops a workflow's run if it runs on this replica. */
@@ -24,9 +28,20 @@ export interface ExpiredPause {
   expiryDays: number;
 }
 
+/** A tenant's open statuses, in the order an operator's cancel takes them: those spending first. */
+const OPEN_STATUSES = ['running', 'queued', 'awaiting_input'] as const;
+
+/** What an operator's cancel of a tenant's open workflows did. */
+export interface OpenCancelled {
+  cancelled: number;
+  /** Open workflows are left: past the limit, or started meanwhile. */
+  more: boolean;
+}
+
 /**
  * The ends of a workflow made from outside its runs as `cancelled`: a
- * client's cancel and an expired pause, one transition for both.
+ * client's cancel, an operator's cancel of a tenant's open workflows and
+ * an expired pause, one transition for all.
  */
 export function createCancellation(options: CancellationOptions) {
   /** Ends the workflow `cancelled`, `only` on the conditions given; `error` says why, when a code does. */
@@ -58,6 +73,17 @@ export function createCancellation(options: CancellationOptions) {
     }
   }
 
+  /** Cancelled by an operator; false when it ended or went since it was listed (404, 409). */
+  async function endUnlessGone(tenantId: string, id: string): Promise<boolean> {
+    try {
+      await endCancelled(tenantId, id, { reason: 'cancelled by the operator' });
+      return true;
+    } catch (error) {
+      if (error instanceof AppError && (error.status === 404 || error.status === 409)) return false;
+      throw error;
+    }
+  }
+
   return {
     /**
      * Cancels an unfinished workflow: one transaction moves it to
@@ -70,6 +96,32 @@ export function createCancellation(options: CancellationOptions) {
      */
     cancel(tenantId: string, id: string): Promise<Workflow> {
       return endCancelled(tenantId, id, { reason: 'cancelled by request' });
+    },
+
+    /**
+     * Cancels up to `limit` of a tenant's open workflows, as a client's
+     * cancel does each (its runs stopped, on whichever replica), running
+     * ones first, then queued, then paused: an operator stopping what a
+     * tenant spends, with a suspension say. One that ends or goes
+     * meanwhile is left as it is and not counted. In pages, so that one
+     * request stays short: `more` says whether open ones are left.
+     */
+    async cancelOpen(tenantId: string, limit: number): Promise<OpenCancelled> {
+      const workflows = workflowsRepository(options.db);
+      let cancelled = 0;
+      for (const status of OPEN_STATUSES) {
+        if (cancelled >= limit) break;
+        const rows = await workflows.list(tenantId, { status, limit: limit - cancelled });
+        for (const row of rows) {
+          if (await endUnlessGone(tenantId, row.id)) cancelled += 1;
+        }
+      }
+      for (const status of OPEN_STATUSES) {
+        if ((await workflows.list(tenantId, { status, limit: 1 })).length > 0) {
+          return { cancelled, more: true };
+        }
+      }
+      return { cancelled, more: false };
     },
 
     /**

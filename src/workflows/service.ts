@@ -168,7 +168,7 @@ export function createWorkflowService(options: WorkflowServiceOptions) {
     });
   }
 
-  const cancellation = createCancellation({ trackerFor, stopLocalRun: options.stopLocalRun });
+  const cancellation = createCancellation({ db, trackerFor, stopLocalRun: options.stopLocalRun });
 
   return {
     /**
@@ -388,6 +388,7 @@ export function createWorkflowService(options: WorkflowServiceOptions) {
     },
 
     cancel: cancellation.cancel,
+    cancelOpen: cancellation.cancelOpen,
     expirePaused: cancellation.expirePaused,
   };
 }

@@ -3,6 +3,7 @@ import { z } from 'zod';
 import type { Catalogue } from '../../llm/catalogue.js';
 import { validateTenantModels } from '../../llm/model-selection.js';
 import type { TenancyService } from '../../tenancy/service.js';
+import type { WorkflowService } from '../../workflows/service.js';
 import { principalOf } from '../auth.js';
 import { problemResponses } from '../problem.js';
 import { tenantBudgetChangesSchema } from './budget-schemas.js';
@@ -62,6 +63,30 @@ const updateTenantBody = z
   })
   .strict();
 
+/** Workflows one cancel of a tenant's open ones takes when the request does not say. */
+const DEFAULT_CANCEL_LIMIT = 100;
+
+const cancelOpenBody = z
+  .object({
+    limit: z
+      .number()
+      .int()
+      .min(1)
+      .max(500)
+      .optional()
+      .describe(`Most workflows cancelled by this request (${DEFAULT_CANCEL_LIMIT} when omitted)`),
+  })
+  .strict();
+
+const openCancelledSchema = z
+  .object({
+    cancelled: z.number().int().describe('Workflows this request cancelled'),
+    more: z
+      .boolean()
+      .describe('Open workflows are left (past the limit, or started meanwhile): call again'),
+  })
+  .meta({ id: 'OpenWorkflowsCancelled' });
+
 const listTenantsQuery = z.object({ ...listPageFields }).strict();
 
 const tenantPageSchema = pageSchema(tenantSchema, 'TenantPage');
@@ -69,7 +94,8 @@ const tenantPageSchema = pageSchema(tenantSchema, 'TenantPage');
 export const tenantRoutes: FastifyPluginAsyncZod<{
   tenancy: TenancyService;
   catalogue: Catalogue;
-}> = async (app, { tenancy, catalogue }) => {
+  workflows: Pick<WorkflowService, 'cancelOpen'>;
+}> = async (app, { tenancy, catalogue, workflows }) => {
   app.post(
     '/tenants',
     {
@@ -139,7 +165,8 @@ export const tenantRoutes: FastifyPluginAsyncZod<{
           'settings apply to workflows created afterwards; running workflows keep the budget ' +
           'they were created with. A new rate limit, and a suspension, apply to the tenant’s ' +
           'next request. A suspended tenant’s running workflows go on to their end or their ' +
-          'next pause; event streams already open go on.',
+          'next pause (`POST /v1/tenants/:id/workflows/cancel` stops them); event streams ' +
+          'already open go on.',
         params: idParamsSchema,
         body: updateTenantBody,
         response: { 200: tenantSchema, ...problemResponses(400, 401, 403, 404, 415, 429) },
@@ -153,6 +180,30 @@ export const tenantRoutes: FastifyPluginAsyncZod<{
         if (changesModels) validateTenantModels(catalogue, next);
       });
       return tenantToWire(tenant);
+    },
+  );
+
+  app.post(
+    '/tenants/:id/workflows/cancel',
+    {
+      config: { scope: 'admin', operatorOnly: true },
+      schema: {
+        tags: ['tenants'],
+        summary: 'Cancel a tenant’s open workflows (operator admins only)',
+        description:
+          'Cancels up to `limit` of the tenant’s queued, running and paused workflows, running ' +
+          'ones first, each as `POST /v1/workflows/:id/cancel` does (its run stopped on ' +
+          'whichever replica; `workflow_end` reason "cancelled by the operator"): with a ' +
+          'suspension, this stops what the tenant spends. `more` says whether open ones are ' +
+          'left; call again until it is false.',
+        params: idParamsSchema,
+        body: cancelOpenBody.nullish(),
+        response: { 200: openCancelledSchema, ...problemResponses(400, 401, 403, 404, 415, 429) },
+      },
+    },
+    async (request) => {
+      const tenant = await tenancy.getTenant(request.params.id);
+      return workflows.cancelOpen(tenant.id, request.body?.limit ?? DEFAULT_CANCEL_LIMIT);
     },
   );
 
