@@ -82,6 +82,11 @@ export const configSchema = z.object({
   AUTH_FAILURE_WINDOW_MS: integer(1000, 3_600_000)
     .default(60_000)
     .describe('Length of the window AUTH_FAILURE_LIMIT counts in.'),
+  USAGE_REPORT_TIMEOUT_MS: integer(100, 600_000)
+    .default(10_000)
+    .describe(
+      'Longest a usage report (GET /v1/usage, GET /v1/tenants/:id/usage) may take in PostgreSQL; past it the request gets 503 usage_report_timeout, so that a tenant with many calls in a long range does not hold a pooled connection for long.',
+    ),
   OPENAI_API_KEY: z
     .string()
     .trim()

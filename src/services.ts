@@ -255,7 +255,9 @@ export function createServices(options: {
     llm,
     executions,
     sessions,
-    usageReports: createUsageReports(database.db),
+    usageReports: createUsageReports(database.db, {
+      timeoutMs: options.config.USAGE_REPORT_TIMEOUT_MS,
+    }),
     retention: createRetentionSweeper({
       db: database.db,
       log: options.log,

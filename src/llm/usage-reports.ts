@@ -1,5 +1,6 @@
-import { badRequest } from '../errors.js';
-import type { Db } from '../store/database.js';
+import { sql } from 'kysely';
+import { AppError, badRequest } from '../errors.js';
+import { type Db, inTransaction, isStatementCancelled } from '../store/database.js';
 import {
   llmCallsRepository,
   USAGE_GROUPINGS,
@@ -52,18 +53,44 @@ export interface UsageReportQuery {
   groupBy?: UsageGrouping;
 }
 
-export function createUsageReports(db: Db) {
+/**
+ * `timeoutMs` (USAGE_REPORT_TIMEOUT_MS) bounds each report's statement: a
+ * tenant with millions of calls in its range would otherwise hold a pooled
+ * connection for as long as the sum takes, and a few such requests at once
+ * would leave the workflows none.
+ */
+export function createUsageReports(db: Db, options: { timeoutMs: number }) {
   return {
-    /** 400 `invalid_time_range` when `from` is not before `to`, or they are more than USAGE_RANGE_MAX_DAYS apart. */
+    /**
+     * 400 `invalid_time_range` when `from` is not before `to`, or they are
+     * more than USAGE_RANGE_MAX_DAYS apart; 503 `usage_report_timeout` when
+     * the sum takes longer than the timeout.
+     */
     async summarize(tenantId: string, query: UsageReportQuery): Promise<UsageReport> {
       const to = query.to ?? new Date();
       const from = query.from ?? new Date(to.getTime() - USAGE_RANGE_DEFAULT_DAYS * DAY_MS);
       checkRange(from, to);
-      const rows = await llmCallsRepository(db).summarize({
-        tenantId,
-        from,
-        to,
-        ...(query.groupBy ? { groupBy: query.groupBy } : {}),
+      const rows = await inTransaction(db, async (tx) => {
+        // SET LOCAL: the transaction's own, so it holds through a transaction-mode pooler.
+        await sql`SELECT set_config('statement_timeout', ${String(options.timeoutMs)}, true)`.execute(
+          tx,
+        );
+        return llmCallsRepository(tx).summarize({
+          tenantId,
+          from,
+          to,
+          ...(query.groupBy ? { groupBy: query.groupBy } : {}),
+        });
+      }).catch((error: unknown) => {
+        if (!isStatementCancelled(error)) throw error;
+        throw new AppError({
+          code: 'usage_report_timeout',
+          status: 503,
+          userMessage: `The report took longer than ${options.timeoutMs} ms (USAGE_REPORT_TIMEOUT_MS); ask for a shorter range`,
+          blame: 'user',
+          retryable: false,
+          cause: error,
+        });
       });
       const total = rows.find((row) => row.is_total);
       return {

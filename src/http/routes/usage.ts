@@ -82,7 +82,7 @@ export const usageRoutes: FastifyPluginAsyncZod<{
         summary: 'What the caller’s tenant’s model calls used and cost over a time range',
         description,
         querystring: usageQuery,
-        response: { 200: usageSchema, ...problemResponses(400, 401, 403, 429) },
+        response: { 200: usageSchema, ...problemResponses(400, 401, 403, 429, 503) },
       },
     },
     async (request) => {
@@ -102,7 +102,7 @@ export const usageRoutes: FastifyPluginAsyncZod<{
         description,
         params: idParamsSchema,
         querystring: usageQuery,
-        response: { 200: usageSchema, ...problemResponses(400, 401, 403, 404, 429) },
+        response: { 200: usageSchema, ...problemResponses(400, 401, 403, 404, 429, 503) },
       },
     },
     async (request) => {
