@@ -23,12 +23,14 @@ export interface ToolTest {
   callId: string;
 }
 
-/** A test call's run signal: only the tool's own timeout (at most 120 s) ends it, as in a workflow. */
-const NEVER_ABORTED = new AbortController().signal;
-
 export async function testTool(
   tool: Tool,
-  options: { tenantId: string; args: unknown },
+  options: {
+    tenantId: string;
+    args: unknown;
+    /** Stops the call before the tool's own timeout (at most 120 s): its caller went away. */
+    signal: AbortSignal;
+  },
 ): Promise<ToolTest> {
   const parsed = tool.parameters.safeParse(options.args);
   if (!parsed.success) {
@@ -43,7 +45,7 @@ export async function testTool(
     args: parsed.data,
     // No workflow: the test's own ids make the Idempotency-Key.
     context: { tenantId: options.tenantId, workflowId: 'test', step: 'test', callId },
-    signal: NEVER_ABORTED,
+    signal: options.signal,
   });
   return {
     outcome: execution.outcome,

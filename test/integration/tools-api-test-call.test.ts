@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { bearer, startTestApp, type TestApp } from '../support/app.js';
+import { bearer, listenLocally, startTestApp, type TestApp } from '../support/app.js';
 import { expectProblem } from '../support/problems.js';
 import { startToolServer, type ToolServer } from '../support/tool-server.js';
 import { SECRET, tenantKeys, toolsApiHelpers } from '../support/tools-api.js';
@@ -98,6 +98,35 @@ describe('a test call of an HTTP tool', () => {
     expect(timedOut).toMatchObject({ outcome: 'failed', isError: true });
     expect(timedOut.content).toContain('did not answer within 200 ms');
     expect(timedOut.elapsedMs).toBeGreaterThanOrEqual(150);
+  });
+
+  it('a client that goes away ends the call at once, not at the tool’s timeout', async () => {
+    const hanging = await registered({ timeoutMs: 60_000 });
+    let arrived: () => void = () => undefined;
+    const called = new Promise<void>((resolve) => {
+      arrived = resolve;
+    });
+    const closed = new Promise<number>((resolve) => {
+      server.handle((_call, response) => {
+        // Never answers: only the caller can end the request.
+        const start = Date.now();
+        response.once('close', () => resolve(Date.now() - start));
+        arrived();
+      });
+    });
+    const { url } = await listenLocally(testApp.app);
+    const client = new AbortController();
+    const request = fetch(`${url}/v1/tools/${hanging}/test`, {
+      method: 'POST',
+      headers: { ...bearer(adminKey), 'content-type': 'application/json' },
+      body: JSON.stringify({ arguments: { city: 'Oslo' } }),
+      signal: client.signal,
+    }).catch((error: unknown) => error);
+    await called;
+    client.abort();
+    expect(await request).toBeInstanceOf(Error);
+    // The 60 s timeout would have ended it only then.
+    expect(await closed).toBeLessThan(30_000);
   });
 
   it('needs the admin scope; another tenant’s tool answers 404 and is not called', async () => {

@@ -3,6 +3,7 @@ import { z } from 'zod';
 import { testTool } from '../../orchestrator/tool-test.js';
 import type { McpServerInfo, McpServersService } from '../../tools/mcp-servers-service.js';
 import { principalOf } from '../auth.js';
+import { clientGoneSignal } from '../client-gone.js';
 import { problemResponses } from '../problem.js';
 import { storedHeadersSchema } from './header-schemas.js';
 import { idParamsSchema } from './schemas.js';
@@ -237,15 +238,16 @@ export const mcpServerRoutes: FastifyPluginAsyncZod<{ mcpServers: McpServersServ
         },
       },
     },
-    async (request) => {
+    async (request, reply) => {
       const { tenant } = principalOf(request);
+      const signal = clientGoneSignal(reply);
       const { tool, close } = await mcpServers.toolForTest(
         tenant.id,
         request.params.id,
         request.body.tool,
       );
       try {
-        return await testTool(tool, { tenantId: tenant.id, args: request.body.arguments });
+        return await testTool(tool, { tenantId: tenant.id, args: request.body.arguments, signal });
       } finally {
         await close();
       }

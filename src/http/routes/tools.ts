@@ -6,6 +6,7 @@ import type { HttpToolInfo, HttpToolsService } from '../../tools/http-tools-serv
 import { MCP_TOOL_NAME_SEPARATOR } from '../../tools/mcp-tools.js';
 import type { Tool } from '../../tools/types.js';
 import { principalOf } from '../auth.js';
+import { clientGoneSignal } from '../client-gone.js';
 import { problemResponses } from '../problem.js';
 import { storedHeadersSchema } from './header-schemas.js';
 import { hasNoNul, hasNoNulInJson, idParamsSchema, NO_NUL_MESSAGE } from './schemas.js';
@@ -266,10 +267,14 @@ export const toolRoutes: FastifyPluginAsyncZod<{
         },
       },
     },
-    async (request) => {
+    async (request, reply) => {
       const { tenant } = principalOf(request);
       const tool = await httpTools.toolOf(tenant.id, request.params.id);
-      return testTool(tool, { tenantId: tenant.id, args: request.body.arguments });
+      return testTool(tool, {
+        tenantId: tenant.id,
+        args: request.body.arguments,
+        signal: clientGoneSignal(reply),
+      });
     },
   );
 
