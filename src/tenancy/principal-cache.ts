@@ -58,9 +58,10 @@ export function createPrincipalCache(options: PrincipalCacheOptions) {
   let generation = 0;
   let listening = false;
   /**
-   * Keys this replica has found active, by hash, oldest first: their
-   * principal may have left the cache (TTL, a change) but the key is known,
-   * which `beforeLoad` is told. Not an authorization: a key is still read.
+   * Keys this replica has found active, by hash, oldest first, until a read
+   * finds one revoked: their principal may have left the cache (TTL, a
+   * change) but the key is known, which `beforeLoad` is told. Not an
+   * authorization: a key is still read.
    */
   const known = new Map<string, true>();
 
@@ -88,7 +89,7 @@ export function createPrincipalCache(options: PrincipalCacheOptions) {
     const expiresAt = now() + options.ttlMs;
     const pending = load()
       .then((principal) => {
-        if (principal) setNewest(known, id, true, maxEntries);
+        noteFound(id, principal);
         if (principal && listening && generation === startedGeneration) {
           keep(id, principal, expiresAt);
         }
@@ -99,6 +100,12 @@ export function createPrincipalCache(options: PrincipalCacheOptions) {
       });
     loading.set(id, pending);
     return pending;
+  }
+
+  /** Remembers a key found active; forgets one found revoked since, whose reads are bounded again. */
+  function noteFound(id: string, principal: Principal | undefined): void {
+    if (principal) setNewest(known, id, true, maxEntries);
+    else known.delete(id);
   }
 
   /** What `beforeLoad` threw for the key about to be loaded, as a rejection; undefined when it let the load go. */
@@ -131,7 +138,7 @@ export function createPrincipalCache(options: PrincipalCacheOptions) {
         return (
           refusalOf(id, beforeLoad) ??
           load().then((principal) => {
-            if (principal) setNewest(known, id, true, maxEntries);
+            noteFound(id, principal);
             return principal;
           })
         );

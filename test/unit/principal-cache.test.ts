@@ -106,6 +106,13 @@ describe('principal cache', () => {
     await cache.lookup(hash('b'), unknown, before);
     expect(seen).toEqual([false, true, true, false, false]);
 
+    // Found revoked since: no longer known, so its reads are bounded again.
+    const revoked = vi.fn(async () => undefined);
+    clock.now += 1_000;
+    await cache.lookup(hash('a'), revoked, before);
+    await cache.lookup(hash('a'), revoked, before);
+    expect(seen).toEqual([false, true, true, false, false, true, false]);
+
     const refused = vi.fn(async () => principal('t1', 'k2'));
     await expect(
       cache.lookup(hash('c'), refused, () => {
