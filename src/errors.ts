@@ -73,6 +73,23 @@ export function forbidden(code: string, userMessage: string): AppError {
   return new AppError({ code, status: 403, userMessage, blame: 'user' });
 }
 
+/** A 429 whose `Retry-After` (whole seconds, at least 1) the message also names. */
+export function tooManyRequests(
+  code: string,
+  retryAfterMs: number,
+  message: (seconds: number) => string,
+): AppError {
+  const seconds = Math.max(1, Math.ceil(retryAfterMs / 1000));
+  return new AppError({
+    code,
+    status: 429,
+    userMessage: message(seconds),
+    blame: 'user',
+    retryable: true,
+    headers: { 'Retry-After': String(seconds) },
+  });
+}
+
 /** Also the answer for another tenant's resources: their existence is not revealed. */
 export function notFound(what: string): AppError {
   return new AppError({

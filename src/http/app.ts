@@ -6,7 +6,7 @@ import Fastify, {
   type FastifyRequest,
 } from 'fastify';
 import { serializerCompiler, validatorCompiler } from 'fastify-type-provider-zod';
-import { AppError } from '../errors.js';
+import { AppError, tooManyRequests } from '../errors.js';
 import { redactUrl } from '../logger.js';
 import type { Services } from '../services.js';
 import { createStreamTokens } from '../tenancy/stream-tokens.js';
@@ -179,16 +179,14 @@ export async function buildApp(services: Services): Promise<FastifyInstance> {
         max: (request) => rateLimitMax(request, config.RATE_LIMIT_MAX),
         timeWindow: config.RATE_LIMIT_WINDOW_MS,
         keyGenerator: rateLimitKey,
+        // context.ttl is the time left in the window, not the window.
         errorResponseBuilder: (_request, context) =>
-          new AppError({
-            code: 'rate_limited',
-            status: 429,
-            // context.after is the time left in the window, not the window.
-            userMessage: `Rate limit of ${context.max} requests per ${config.RATE_LIMIT_WINDOW_MS / 1000} s exceeded; retry in ${Math.ceil(context.ttl / 1000)} s`,
-            blame: 'user',
-            retryable: true,
-            headers: { 'Retry-After': String(Math.max(1, Math.ceil(context.ttl / 1000))) },
-          }),
+          tooManyRequests(
+            'rate_limited',
+            context.ttl,
+            (seconds) =>
+              `Rate limit of ${context.max} requests per ${config.RATE_LIMIT_WINDOW_MS / 1000} s exceeded; retry in ${seconds} s`,
+          ),
       });
       await v1.register(tenantRoutes, {
         tenancy: services.tenancy,

@@ -1,6 +1,6 @@
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import fp from 'fastify-plugin';
-import { AppError, forbidden, unauthorized } from '../errors.js';
+import { type AppError, forbidden, tooManyRequests, unauthorized } from '../errors.js';
 import type { WaymarkMetrics } from '../metrics/waymark-metrics.js';
 import type { TenancyService } from '../tenancy/service.js';
 import type { StreamGrant, StreamTokens } from '../tenancy/stream-tokens.js';
@@ -124,15 +124,11 @@ async function authenticateKey(
 }
 
 function authFailuresExceeded(retryAfterMs: number): AppError {
-  const seconds = Math.max(1, Math.ceil(retryAfterMs / 1000));
-  return new AppError({
-    code: 'auth_failures_exceeded',
-    status: 429,
-    userMessage: `Too many unknown or revoked API keys from this address; retry in ${seconds} s`,
-    blame: 'user',
-    retryable: true,
-    headers: { 'Retry-After': String(seconds) },
-  });
+  return tooManyRequests(
+    'auth_failures_exceeded',
+    retryAfterMs,
+    (seconds) => `Too many unknown or revoked API keys from this address; retry in ${seconds} s`,
+  );
 }
 
 /** 403 for every key and stream token of a tenant the operator has suspended. */
