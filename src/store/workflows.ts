@@ -144,6 +144,19 @@ const CHANGED = { version: sql<number>`version + 1`, updated_at: sql<Date>`now()
  * through src/workflows/transitions.ts, never through here.
  */
 export function workflowsRepository(db: DbOrTx) {
+  /** A listing's rows in (created_at DESC, id DESC) order, before their columns are chosen (see `list`). */
+  function listed(tenantId: string, filter: ListFilter) {
+    let query = db.selectFrom('workflows').where('tenant_id', '=', tenantId);
+    if (filter.sessionId !== undefined) query = query.where('session_id', '=', filter.sessionId);
+    if (filter.status !== undefined) {
+      query = query.where('status', '=', filter.status);
+      const implied = rowsOfStatus(filter.status);
+      if (implied) query = query.where(implied);
+    }
+    if (filter.after) query = query.where(olderThan(filter.after));
+    return query.orderBy('created_at', 'desc').orderBy('id', 'desc').limit(filter.limit);
+  }
+
   return {
     /**
      * Inserts a workflow; the same statement reads the version of its
@@ -231,23 +244,13 @@ export function workflowsRepository(db: DbOrTx) {
      * within one millisecond are neither repeated nor skipped.
      */
     async list(tenantId: string, filter: ListFilter): Promise<ListedWorkflowRow[]> {
-      let query = db
-        .selectFrom('workflows')
-        .selectAll()
-        .select(positionMicros('created'))
-        .where('tenant_id', '=', tenantId);
-      if (filter.sessionId !== undefined) query = query.where('session_id', '=', filter.sessionId);
-      if (filter.status !== undefined) {
-        query = query.where('status', '=', filter.status);
-        const implied = rowsOfStatus(filter.status);
-        if (implied) query = query.where(implied);
-      }
-      if (filter.after) query = query.where(olderThan(filter.after));
-      return query
-        .orderBy('created_at', 'desc')
-        .orderBy('id', 'desc')
-        .limit(filter.limit)
-        .execute();
+      return listed(tenantId, filter).selectAll().select(positionMicros('created')).execute();
+    },
+
+    /** The ids `list` would page through, without the rows (their inputs may be large). */
+    async listIds(tenantId: string, filter: ListFilter): Promise<string[]> {
+      const rows = await listed(tenantId, filter).select('id').execute();
+      return rows.map((row) => row.id);
     },
 
     /** Extends a lease `owner` holds; false when it no longer does (finished, or taken over). */

@@ -111,13 +111,13 @@ export function createCancellation(options: CancellationOptions) {
       let cancelled = 0;
       for (const status of OPEN_STATUSES) {
         if (cancelled >= limit) break;
-        const rows = await workflows.list(tenantId, { status, limit: limit - cancelled });
-        for (const row of rows) {
-          if (await endUnlessGone(tenantId, row.id)) cancelled += 1;
+        const ids = await workflows.listIds(tenantId, { status, limit: limit - cancelled });
+        for (const id of ids) {
+          if (await endUnlessGone(tenantId, id)) cancelled += 1;
         }
       }
       for (const status of OPEN_STATUSES) {
-        if ((await workflows.list(tenantId, { status, limit: 1 })).length > 0) {
+        if ((await workflows.listIds(tenantId, { status, limit: 1 })).length > 0) {
           return { cancelled, more: true };
         }
       }
