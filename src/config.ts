@@ -64,11 +64,16 @@ export const configSchema = z.object({
   RATE_LIMIT_MAX: integer(1, RATE_LIMIT_MAX_BOUND)
     .default(600)
     .describe(
-      'Requests one tenant may make per window, per replica, all its API keys and stream tokens together, unless the tenant has a limit of its own (`rateLimit`).',
+      'Requests one tenant may make per window, over every replica, all its API keys and stream tokens together, unless the tenant has a limit of its own (`rateLimit`).',
     ),
   RATE_LIMIT_WINDOW_MS: integer(1000, 3_600_000)
     .default(60_000)
     .describe('Length of the rate-limit window.'),
+  RATE_LIMIT_SYNC_MS: integer(0, 60_000)
+    .default(1000)
+    .describe(
+      'How often a replica adds the requests it let through to the counts the replicas share in PostgreSQL and reads back their sums, so that a tenant’s limit holds over all of them. 0: each replica counts alone, and a tenant gets up to the limit from each.',
+    ),
   AUTH_CACHE_TTL_MS: integer(0, 86_400_000)
     .default(60_000)
     .describe(

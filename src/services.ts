@@ -19,6 +19,7 @@ import { listTenantEndpoints } from './store/tenant-endpoints.js';
 import { createWorkflowInsertBatches } from './store/workflow-insert-batches.js';
 import { workflowsRepository } from './store/workflows.js';
 import { createPrincipalCache, type PrincipalCache } from './tenancy/principal-cache.js';
+import { createRateLimitCounts, type RateLimitCounts } from './tenancy/rate-limit-counts.js';
 import { createTenancyService, type TenancyService } from './tenancy/service.js';
 import { createHttpToolsService, type HttpToolsService } from './tools/http-tools-service.js';
 import { createMcpServersService, type McpServersService } from './tools/mcp-servers-service.js';
@@ -76,6 +77,8 @@ export interface Services {
   retention: RetentionSweeper;
   /** Takes over workflows whose runner is gone; `start()` in main.ts, stopped first at shutdown. */
   reclaimer: LeaseReclaimer;
+  /** The rate limit's counts per tenant, shared with the other replicas (tenancy/rate-limit-counts.ts). */
+  rateLimitCounts: RateLimitCounts;
   /** This replica's counters and gauges, served by `GET /metrics`. */
   metrics: WaymarkMetrics;
 }
@@ -250,6 +253,13 @@ export function createServices(options: {
     startup: startupGate(!options.holdReadiness),
     tenancy: createTenancyService(database.db, { principals: principalCache, replicaId }),
     principalCache,
+    rateLimitCounts: createRateLimitCounts({
+      windowMs: options.config.RATE_LIMIT_WINDOW_MS,
+      syncEveryMs: options.config.RATE_LIMIT_SYNC_MS,
+      db: database.db,
+      log: options.log,
+      onSync: metrics.observeRateLimitSync,
+    }),
     httpTools,
     mcpServers,
     llm,
@@ -307,6 +317,8 @@ export async function closeServices(services: Services): Promise<void> {
   await services.executions.drain(0);
   await services.hub.close();
   await services.llm.close();
+  // After the HTTP server has closed (main.ts): no request counts after this last sync.
+  await services.rateLimitCounts.close();
   await services.database.close();
 }
 

@@ -1,5 +1,8 @@
 import { randomUUID } from 'node:crypto';
-import rateLimit from '@fastify/rate-limit';
+import rateLimit, {
+  type FastifyRateLimitStore,
+  type FastifyRateLimitStoreCtor,
+} from '@fastify/rate-limit';
 import Fastify, {
   type FastifyBaseLogger,
   type FastifyInstance,
@@ -9,6 +12,7 @@ import { serializerCompiler, validatorCompiler } from 'fastify-type-provider-zod
 import { AppError, tooManyRequests } from '../errors.js';
 import { redactUrl } from '../logger.js';
 import type { Services } from '../services.js';
+import type { RateLimitCounts } from '../tenancy/rate-limit-counts.js';
 import { createStreamTokens } from '../tenancy/stream-tokens.js';
 import { builtinTools } from '../tools/registry.js';
 import { bearerAuth } from './auth.js';
@@ -179,6 +183,8 @@ export async function buildApp(services: Services): Promise<FastifyInstance> {
         max: (request) => rateLimitMax(request, config.RATE_LIMIT_MAX),
         timeWindow: config.RATE_LIMIT_WINDOW_MS,
         keyGenerator: rateLimitKey,
+        // Counted in sliding windows shared by the replicas (tenancy/rate-limit-counts.ts).
+        store: countsStore(services.rateLimitCounts),
         // context.ttl is the time left in the window, not the window.
         errorResponseBuilder: (_request, context) =>
           tooManyRequests(
@@ -230,6 +236,27 @@ function requestLogFields(request: FastifyRequest) {
     host: request.host,
     remoteAddress: request.ip,
     remotePort: request.socket?.remotePort,
+  };
+}
+
+/**
+ * The rate limit's counts as @fastify/rate-limit asks a store for them.
+ * One store for every route: no route has a limit of its own.
+ */
+function countsStore(counts: RateLimitCounts): FastifyRateLimitStoreCtor {
+  return class CountsStore implements FastifyRateLimitStore {
+    incr(
+      key: string,
+      callback: (error: Error | null, result?: { current: number; ttl: number }) => void,
+      _timeWindow: number,
+      max: number,
+    ): void {
+      callback(null, counts.take(key, max));
+    }
+
+    child(): FastifyRateLimitStore {
+      return this;
+    }
   };
 }
 

@@ -163,6 +163,11 @@ export function createWaymarkMetrics(options: {
     help: 'API keys not in this replica’s memory, by result: found (active), unknown (unknown or revoked), refused (not read: the client address had spent AUTH_FAILURE_LIMIT).',
     labelNames: ['result'],
   });
+  const rateLimitSyncs = registry.counter({
+    name: 'waymark_rate_limit_syncs_total',
+    help: 'Times this replica added its rate-limit counts to the shared ones (RATE_LIMIT_SYNC_MS), by result: ok, failed (it counted alone meanwhile).',
+    labelNames: ['result'],
+  });
   const sseOpened = registry.counter({
     name: 'waymark_sse_streams_opened_total',
     help: 'Workflow event streams opened on this replica.',
@@ -253,6 +258,10 @@ export function createWaymarkMetrics(options: {
     /** One API key that was not in memory: read (found or not), or refused without a read. */
     observeKeyLookup(result: 'found' | 'unknown' | 'refused'): void {
       keyLookups.inc({ result });
+    },
+
+    observeRateLimitSync(result: 'ok' | 'failed'): void {
+      rateLimitSyncs.inc({ result });
     },
 
     /** An event stream opened; call the returned function once it ends. */

@@ -15,6 +15,7 @@ export interface Database {
   workflow_turns: WorkflowTurnsTable;
   workflow_plans: WorkflowPlansTable;
   workflow_stage_attempts: WorkflowStageAttemptsTable;
+  rate_limit_counts: RateLimitCountsTable;
 }
 
 export interface TenantsTable {
@@ -34,6 +35,15 @@ export interface TenantsTable {
   suspended_at: ColumnType<Date | null, Date | null | undefined, Date | null>;
   /** Changed by every change to the tenant's HTTP tools or MCP servers (migration 0014); a bigint, as a string. */
   endpoints_version: ColumnType<string, never, never>;
+}
+
+/** Requests let through per tenant and rate-limit window, summed over the replicas (migration 0028). */
+export interface RateLimitCountsTable {
+  key: string;
+  window_ms: number;
+  window_start: Date;
+  /** bigint: a string when read. */
+  count: ColumnType<string, number, number>;
 }
 
 export interface ApiKeysTable {

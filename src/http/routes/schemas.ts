@@ -98,7 +98,7 @@ export const tenantSchema = z
           .number()
           .int()
           .nullable()
-          .describe('Requests per RATE_LIMIT_WINDOW_MS, per replica; null: RATE_LIMIT_MAX'),
+          .describe('Requests per RATE_LIMIT_WINDOW_MS, over every replica; null: RATE_LIMIT_MAX'),
       })
       .meta({ id: 'TenantRateLimit' })
       .describe('The tenant’s rate limit: all its API keys and stream tokens together'),

@@ -1,0 +1,203 @@
+import pino from 'pino';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { type DatabaseHandle, openDatabase } from '../../src/store/database.js';
+import { createRateLimitCounts } from '../../src/tenancy/rate-limit-counts.js';
+import { createTestDatabase, type TestDatabase } from '../support/database.js';
+import { startTcpProxy } from '../support/tcp-proxy.js';
+
+/**
+ * The rate limit's counts (tenancy/rate-limit-counts.ts) against a real
+ * PostgreSQL: sliding windows on a clock the test sets, and two
+ * "replicas" (two instances on one database) that share their counts.
+ */
+
+const WINDOW_MS = 60_000;
+/**
+ * A window start a little ahead of the real clock: counts over two hours
+ * old are deleted whatever their window (store/rate-limit-counts.ts).
+ */
+const T0 = (Math.floor(Date.now() / WINDOW_MS) + 10) * WINDOW_MS;
+
+let database: TestDatabase;
+let handle: DatabaseHandle;
+
+beforeAll(async () => {
+  database = await createTestDatabase();
+  handle = openDatabase({ url: database.url, poolMax: 4, log: pino({ level: 'silent' }) });
+});
+afterAll(async () => {
+  await handle?.close();
+  await database?.drop();
+});
+
+/** Counts on a clock the test moves (`clock.at`), syncing only when told. */
+function countsAt(clock: { at: number }, options: { syncEveryMs?: number } = {}) {
+  const syncs: string[] = [];
+  const counts = createRateLimitCounts({
+    windowMs: WINDOW_MS,
+    syncEveryMs: options.syncEveryMs ?? 0,
+    db: handle.db,
+    log: pino({ level: 'silent' }),
+    onSync: (result) => syncs.push(result),
+    now: () => clock.at,
+  });
+  return { counts, syncs };
+}
+
+describe('rate-limit counts', () => {
+  it('lets `max` through in a window, refuses the next without counting it, and says when to retry', () => {
+    const clock = { at: T0 + 10_000 };
+    const { counts } = countsAt(clock);
+    expect([1, 2, 3].map(() => counts.take('tenant:a', 3))).toEqual([
+      { current: 1, ttl: 50_000 },
+      { current: 2, ttl: 50_000 },
+      { current: 3, ttl: 50_000 },
+    ]);
+    // Refused ones are not counted: however many, the next window starts
+    // from 3. The 3 (taken as spread over this window) have slid out of the
+    // last 60 s enough for one more 20 s into the next: 70 s from now.
+    for (let i = 0; i < 5; i++) {
+      expect(counts.take('tenant:a', 3)).toEqual({ current: 4, ttl: 70_000 });
+    }
+    // Another key has its own count.
+    expect(counts.take('tenant:b', 3).current).toBe(1);
+
+    // 1 ms into the next window, the 3 of the last one still count (in
+    // proportion to the part of it within the last 60 s, rounded up): still refused.
+    clock.at = T0 + WINDOW_MS + 1;
+    expect(counts.take('tenant:a', 3)).toEqual({ current: 4, ttl: 19_999 });
+    // A third of the way in, 3 × 2/3 = 2 remain: one more goes through.
+    clock.at = T0 + WINDOW_MS + 20_000;
+    expect(counts.take('tenant:a', 3)).toEqual({ current: 3, ttl: 40_000 });
+    expect(counts.take('tenant:a', 3).current).toBe(4);
+  });
+
+  it('says how long the previous window takes to fade enough for one more', () => {
+    const clock = { at: T0 + 59_000 };
+    const { counts } = countsAt(clock);
+    for (let i = 0; i < 2; i++) counts.take('tenant:fade', 4);
+    // Into the next window by 6 s: 2 × 54/60 = 1.8 of the last 2 still count, rounded up 2.
+    clock.at = T0 + WINDOW_MS + 6_000;
+    expect([1, 2].map(() => counts.take('tenant:fade', 4).current)).toEqual([3, 4]);
+    const refused = counts.take('tenant:fade', 4);
+    expect(refused.current).toBe(5);
+    // One more once 2 × (60 - t)/60 ≤ 1, t ≥ 30 s: 24 s from now.
+    expect(refused.ttl).toBe(24_000);
+    clock.at += refused.ttl - 1;
+    expect(counts.take('tenant:fade', 4).current).toBe(5);
+    clock.at += 1;
+    expect(counts.take('tenant:fade', 4).current).toBe(4);
+    expect(counts.take('tenant:fade', 4).current).toBe(5);
+  });
+
+  it('two replicas share their counts: once synced, each sees what the other let through', async () => {
+    const clock = { at: T0 + 5_000 };
+    const a = countsAt(clock);
+    const b = countsAt(clock);
+    const key = 'tenant:shared';
+    expect([1, 2, 3].map(() => a.counts.take(key, 5).current)).toEqual([1, 2, 3]);
+    expect([1, 2].map(() => b.counts.take(key, 5).current)).toEqual([1, 2]);
+    await a.counts.sync();
+    await b.counts.sync();
+    // B read A's 3 with its own 2: the sum is spent.
+    expect(b.counts.take(key, 5).current).toBe(6);
+    // A has not synced since B added its 2: it still believes 3, lets one
+    // through, and learns the sum at its next sync.
+    expect(a.counts.take(key, 5).current).toBe(4);
+    await a.counts.sync();
+    expect(a.counts.take(key, 5).current).toBe(6);
+    expect(a.syncs).toEqual(['ok', 'ok']);
+
+    // A replica started later reads the previous window's sum with its
+    // first sync, and keeps within what is left of the limit.
+    clock.at = T0 + WINDOW_MS + 30_000;
+    const late = countsAt(clock);
+    expect(late.counts.take(key, 5).current).toBe(1);
+    await late.counts.sync();
+    // 6 × 30/60 = 3 of the last window, and its own 1: the next is the 5th.
+    expect(late.counts.take(key, 5).current).toBe(5);
+    expect(late.counts.take(key, 5).current).toBe(6);
+  });
+
+  it('a sync reads the sums of the keys counted here in the window, with nothing of their own to add', async () => {
+    const clock = { at: T0 + 3 * WINDOW_MS + 1_000 };
+    const a = countsAt(clock);
+    const b = countsAt(clock);
+    const key = 'tenant:read';
+    expect(a.counts.take(key, 3).current).toBe(1);
+    await a.counts.sync();
+    expect([1, 2].map(() => b.counts.take(key, 3).current)).toEqual([1, 2]);
+    await b.counts.sync();
+    // A let nothing through since its sync: it reads B's 2 all the same.
+    await a.counts.sync();
+    expect(a.counts.take(key, 3).current).toBe(4);
+  });
+
+  it('deletes the counts of windows no replica reads any more', async () => {
+    const clock = { at: T0 + 7 * WINDOW_MS };
+    const { counts } = countsAt(clock);
+    counts.take('tenant:old', 10);
+    await counts.sync();
+    clock.at += WINDOW_MS;
+    counts.take('tenant:old', 10);
+    await counts.sync();
+    const windowsOf = async () =>
+      (
+        await handle.db
+          .selectFrom('rate_limit_counts')
+          .select('window_start')
+          .where('key', '=', 'tenant:old')
+          .orderBy('window_start')
+          .execute()
+      ).map((row) => row.window_start.getTime());
+    expect(await windowsOf()).toEqual([T0 + 7 * WINDOW_MS, T0 + 8 * WINDOW_MS]);
+    clock.at += WINDOW_MS;
+    counts.take('tenant:old', 10);
+    await counts.sync();
+    // The window before the current one is kept: its count still fades in.
+    expect(await windowsOf()).toEqual([T0 + 8 * WINDOW_MS, T0 + 9 * WINDOW_MS]);
+  });
+
+  it('counts alone while the database cannot be reached, and adds what it counted once it can', async () => {
+    const url = new URL(database.url);
+    const proxy = await startTcpProxy({ host: url.hostname, port: Number(url.port) });
+    const through = openDatabase({
+      url: proxy.through(database.url),
+      poolMax: 1,
+      log: pino({ level: 'silent' }),
+    });
+    try {
+      const clock = { at: T0 + 20 * WINDOW_MS };
+      const syncs: string[] = [];
+      const alone = createRateLimitCounts({
+        windowMs: WINDOW_MS,
+        syncEveryMs: 0,
+        db: through.db,
+        log: pino({ level: 'silent' }),
+        onSync: (result) => syncs.push(result),
+        now: () => clock.at,
+      });
+      const key = 'tenant:offline';
+      await proxy.cut();
+      expect([1, 2].map(() => alone.take(key, 3).current)).toEqual([1, 2]);
+      await expect(alone.sync()).resolves.toBeUndefined();
+      expect(alone.take(key, 3).current).toBe(3);
+      expect(alone.take(key, 3).current).toBe(4);
+      expect(syncs).toEqual(['failed']);
+
+      await proxy.restore();
+      await alone.sync();
+      expect(syncs).toEqual(['failed', 'ok']);
+      const stored = await handle.db
+        .selectFrom('rate_limit_counts')
+        .select('count')
+        .where('key', '=', key)
+        .executeTakeFirstOrThrow();
+      expect(stored).toEqual({ count: '3' });
+    } finally {
+      await proxy.restore().catch(() => undefined);
+      await through.close();
+      await proxy.close();
+    }
+  });
+});
