@@ -48,6 +48,11 @@ type CloseReason =
 export interface StreamOptions {
   streams: EventStreams;
   raw: ServerResponse;
+  /**
+   * The request's: each line names the workflow itself, where a child
+   * logger per stream would serialize its bindings for lines that are
+   * mostly at debug.
+   */
   log: FastifyBaseLogger;
   tenantId: string;
   workflowId: string;
@@ -194,7 +199,7 @@ export function openEventStream(options: StreamOptions): OpenStream & { done: Pr
       (error: unknown) => {
         reading = false;
         if (closed) return; // the pool closing under a stream that has ended anyway
-        log.error({ err: error }, 'reading workflow events for a stream failed');
+        log.error({ err: error, workflowId }, 'reading workflow events for a stream failed');
         close('store_error');
       },
     );
@@ -225,7 +230,10 @@ export function openEventStream(options: StreamOptions): OpenStream & { done: Pr
         // deletes only once finished, so nothing will be emitted for it
         // again. Waiting would hold the stream open for good; ended, its
         // client reconnects and gets 404.
-        log.info({ queuedSeq, wantedSeq }, 'the workflow was deleted while its stream was open');
+        log.info(
+          { workflowId, queuedSeq, wantedSeq },
+          'the workflow was deleted while its stream was open',
+        );
         close('deleted');
         return;
       }
@@ -248,7 +256,7 @@ export function openEventStream(options: StreamOptions): OpenStream & { done: Pr
   }
 
   function onError(error: Error): void {
-    log.debug({ err: error }, 'event stream socket error');
+    log.debug({ err: error, workflowId }, 'event stream socket error');
     close('client_gone');
   }
 
@@ -271,7 +279,7 @@ export function openEventStream(options: StreamOptions): OpenStream & { done: Pr
     heldTokens.clear();
     outboxEmptied?.();
     outboxEmptied = undefined;
-    const fields = { reason, sentSeq, pending };
+    const fields = { workflowId, reason, sentSeq, pending };
     switch (reason) {
       case 'completed':
         endResponse(SSE_HEARTBEAT_MS);
@@ -313,7 +321,7 @@ export function openEventStream(options: StreamOptions): OpenStream & { done: Pr
   void responseClosed.then(() => close('client_gone'));
   heartbeat = setInterval(onHeartbeat, SSE_HEARTBEAT_MS);
   heartbeat.unref();
-  log.debug({ afterSeq: options.afterSeq }, 'event stream opened');
+  log.debug({ workflowId, afterSeq: options.afterSeq }, 'event stream opened');
   if (!options.nothingStored) readStore();
 
   return {

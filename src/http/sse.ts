@@ -119,7 +119,7 @@ export async function streamWorkflowEvents(
   const stream = openEventStream({
     streams,
     raw: reply.raw,
-    log: request.log.child({ workflowId: options.workflowId }),
+    log: request.log,
     tenantId,
     workflowId: options.workflowId,
     afterSeq: options.afterSeq,

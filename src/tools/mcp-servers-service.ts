@@ -240,6 +240,10 @@ export function createMcpServersService(options: {
      * rather than failing the workflow.
      */
     toolsOf(tenantId: string, servers: McpServerRow[]): Promise<McpToolset> {
+      // Most tenants have none: no child logger made, nothing to settle.
+      if (servers.length === 0) {
+        return Promise.resolve({ tools: [], unavailable: [], close: async () => undefined });
+      }
       return connectMcpTools(servers, {
         policy,
         log: log.child({ tenantId }),
