@@ -120,6 +120,7 @@ async function start(running: Running): Promise<void> {
     deliverBootstrapKey(running, adminKey),
   );
   await running.services.hub.start();
+  await loadKnownKeys(running);
   running.services.retention.start();
   running.services.reclaimer.start();
 
@@ -133,6 +134,25 @@ async function start(running: Running): Promise<void> {
     );
   }
   running.services.startup.complete();
+}
+
+/**
+ * The keys active now, known to this replica before it serves (see
+ * AUTH_FAILURE_LIMIT): without them, it would learn its clients' keys only
+ * as they come. A failure is logged; the replica serves all the same.
+ */
+async function loadKnownKeys(running: Running): Promise<void> {
+  const services = running.services;
+  if (!services) return;
+  try {
+    const known = await services.tenancy.loadKnownKeys();
+    running.log.info({ known }, 'read the active API keys');
+  } catch (error) {
+    running.log.warn(
+      { err: error },
+      'reading the active API keys failed; keys are known as they are found',
+    );
+  }
 }
 
 /** Saves the first admin key for the quick start and prints it once. */

@@ -8,13 +8,34 @@ export interface ActiveKey {
 }
 
 /**
- * Every query but `findActiveByHash` (which finds the tenant) and the
- * retention sweep's `deleteEndedBefore` (across tenants) is scoped by tenant.
+ * Every query but `findActiveByHash` (which finds the tenant),
+ * `listActiveHashes` (the replica's known keys) and the retention sweep's
+ * `deleteEndedBefore` (across tenants) is scoped by tenant.
  */
 export function apiKeysRepository(db: DbOrTx) {
   return {
     async insert(row: NewApiKeyRow): Promise<ApiKeyRow> {
       return db.insertInto('api_keys').values(row).returningAll().executeTakeFirstOrThrow();
+    },
+
+    /**
+     * The hashes of keys neither revoked nor expired, at most `limit`, those
+     * used most recently (then issued most recently) first. Across tenants,
+     * for the replica's known keys (tenancy/service.ts loadKnownKeys).
+     */
+    async listActiveHashes(limit: number): Promise<Buffer[]> {
+      const rows = await db
+        .selectFrom('api_keys')
+        .select('key_hash')
+        .where('revoked_at', 'is', null)
+        .where((eb) =>
+          eb.or([eb('expires_at', 'is', null), eb('expires_at', '>', sql<Date>`now()`)]),
+        )
+        .orderBy(sql`last_used_at DESC NULLS LAST`)
+        .orderBy('created_at', 'desc')
+        .limit(limit)
+        .execute();
+      return rows.map((row) => row.key_hash);
     },
 
     /** The key behind a bearer token with its tenant, unless revoked. Served by the unique index on key_hash. */

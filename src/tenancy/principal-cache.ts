@@ -16,8 +16,10 @@ import type { Principal } from './types.js';
  * Only principals are cached, never "unknown key": a flood of random keys
  * costs no memory here, and a query each until its client address has
  * spent AUTH_FAILURE_LIMIT (http/auth-failures.ts), which `beforeLoad`
- * checks; keys found active before are remembered apart (bounded, with no
- * TTL) so that such an address's known clients are still read.
+ * checks. Keys known to be active are remembered apart (bounded, with no
+ * TTL): those active when the replica started (`know`, tenancy/service.ts
+ * loadKnownKeys) and those found active since; such an address's clients
+ * with one of them are still read, on a replica just started too.
  */
 
 /** What a change touched: one key of a tenant, or (keyId null) every key of it. */
@@ -31,12 +33,16 @@ export interface PrincipalCacheOptions {
   ttlMs: number;
   /** Entries kept; past it the oldest is evicted. */
   maxEntries?: number;
+  /** Keys remembered as known to be active; past it the oldest is forgotten. */
+  maxKnown?: number;
   /** Milliseconds clock; tests move it. */
   now?: () => number;
 }
 
 /** More keys than one replica serves in a TTL; the bound only caps memory. */
 const DEFAULT_MAX_ENTRIES = 10_000;
+/** Known keys kept by hash (~150 bytes each): ~15 MB at most. */
+export const DEFAULT_MAX_KNOWN = 100_000;
 
 interface Entry {
   /** Shared by every request of the key: read-only. */
@@ -46,6 +52,7 @@ interface Entry {
 
 export function createPrincipalCache(options: PrincipalCacheOptions) {
   const maxEntries = options.maxEntries ?? DEFAULT_MAX_ENTRIES;
+  const maxKnown = options.maxKnown ?? DEFAULT_MAX_KNOWN;
   const now = options.now ?? Date.now;
   /** By key hash (hex), oldest insertion first: Map keeps insertion order. */
   const entries = new Map<string, Entry>();
@@ -58,10 +65,11 @@ export function createPrincipalCache(options: PrincipalCacheOptions) {
   let generation = 0;
   let listening = false;
   /**
-   * Keys this replica has found active, by hash, oldest first, until a read
-   * finds one revoked: their principal may have left the cache (TTL, a
-   * change) but the key is known, which `beforeLoad` is told. Not an
-   * authorization: a key is still read.
+   * Keys known to be active, by hash, oldest first, until a read finds one
+   * revoked: found active by this replica, or active when it read the
+   * active keys (`know`). Their principal may not be in the cache (never
+   * read here, TTL, a change) but the key is known, which `beforeLoad` is
+   * told. Not an authorization: a key is still read.
    */
   const known = new Map<string, true>();
 
@@ -104,7 +112,7 @@ export function createPrincipalCache(options: PrincipalCacheOptions) {
 
   /** Remembers a key found active; forgets one found revoked since, whose reads are bounded again. */
   function noteFound(id: string, principal: Principal | undefined): void {
-    if (principal) setNewest(known, id, true, maxEntries);
+    if (principal) setNewest(known, id, true, maxKnown);
     else known.delete(id);
   }
 
@@ -173,6 +181,14 @@ export function createPrincipalCache(options: PrincipalCacheOptions) {
       listening = up;
       invalidate();
       entries.clear();
+    },
+
+    /**
+     * Remembers keys read as active (by hash), those that matter most last:
+     * past `maxKnown`, the first given are forgotten first.
+     */
+    know(keyHashes: readonly Buffer[]): void {
+      for (const keyHash of keyHashes) setNewest(known, keyHash.toString('hex'), true, maxKnown);
     },
 
     /** Entries held (tests). */

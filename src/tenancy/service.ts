@@ -11,6 +11,7 @@ import { notificationPayload } from '../tracker/notification.js';
 import { generateApiKey, hashApiKey, looksLikeApiKey } from './api-key-secret.js';
 import {
   createPrincipalCache,
+  DEFAULT_MAX_KNOWN,
   type PrincipalCache,
   type PrincipalsChange,
 } from './principal-cache.js';
@@ -123,10 +124,24 @@ export function createTenancyService(db: Db, options: TenancyOptions = {}) {
 
   return {
     /**
+     * Reads the keys active now (at most the cache's `maxKnown`, the most
+     * recently used first) into the principal cache's known keys, so that
+     * a replica just started tells its clients' keys from unknown ones
+     * before it has served them (http/auth-failures.ts). Returns how many.
+     */
+    async loadKnownKeys(limit = DEFAULT_MAX_KNOWN): Promise<number> {
+      const hashes = await apiKeysRepository(db).listActiveHashes(limit);
+      // The most recently used last: the last forgotten.
+      principals.know(hashes.reverse());
+      return hashes.length;
+    },
+
+    /**
      * The principal behind a bearer secret, or undefined for an unknown or
      * revoked key. `beforeQuery` is called when the key is not in memory,
-     * before the query that reads it, told whether this replica has found
-     * the key active before, and may throw to refuse the query.
+     * before the query that reads it, told whether the key is known to be
+     * active (found so by this replica, or active when it loaded the known
+     * keys), and may throw to refuse the query.
      */
     async authenticate(
       secret: string,

@@ -1,6 +1,12 @@
 import { randomBytes } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { bearer, listenLocally, startTestApp, type TestApp } from '../support/app.js';
+import {
+  bearer,
+  listenLocally,
+  startTestApp,
+  startTestAppOn,
+  type TestApp,
+} from '../support/app.js';
 import { bootstrapOperator } from '../support/workflows.js';
 
 /**
@@ -39,8 +45,8 @@ function unknownKey(): string {
   return `wmk_${randomBytes(32).toString('base64url')}`;
 }
 
-function me(key: string, from: string): Promise<Response> {
-  return fetch(`${base}/v1/me`, { headers: { ...bearer(key), 'x-forwarded-for': from } });
+function me(key: string, from: string, on = base): Promise<Response> {
+  return fetch(`${on}/v1/me`, { headers: { ...bearer(key), 'x-forwarded-for': from } });
 }
 
 /** The API key lookups this replica counted, by result. */
@@ -117,4 +123,45 @@ describe('failed authentications per client address', () => {
     expect((await me(await freshKey(), '198.51.100.20')).status).toBe(200);
     expect((await me(unknownKey(), '198.51.100.20')).status).toBe(401);
   });
+
+  it('a replica just started knows the keys active when it read them: past the limit they still pass there, a key revoked before is refused unread', async () => {
+    const active = await freshKey();
+    const revoked = await freshKey();
+    const revokedId = await keyIdOf(revoked);
+    const revoke = await fetch(`${base}/v1/api-keys/${revokedId}`, {
+      method: 'DELETE',
+      headers: bearer(operatorKey),
+    });
+    expect(revoke.status).toBe(204);
+
+    const started = await startTestAppOn(testApp.database, {
+      AUTH_FAILURE_LIMIT: String(LIMIT),
+      AUTH_FAILURE_WINDOW_MS: String(WINDOW_MS),
+      AUTH_CACHE_TTL_MS: '0',
+      TRUST_PROXY: 'true',
+    });
+    try {
+      // At least the operator's keys issued by these tests; none revoked.
+      expect(await started.services.tenancy.loadKnownKeys()).toBeGreaterThanOrEqual(2);
+      const startedBase = (await listenLocally(started.app)).url;
+      const address = '203.0.113.99';
+      for (let attempt = 0; attempt < LIMIT; attempt += 1) {
+        expect((await me(unknownKey(), address, startedBase)).status).toBe(401);
+      }
+      expect((await me(unknownKey(), address, startedBase)).status).toBe(429);
+      // Never used on this replica, but active when it read the keys: read, and passes.
+      expect((await me(active, address, startedBase)).status).toBe(200);
+      // Revoked before: not among them, so refused without a read.
+      expect((await me(revoked, address, startedBase)).status).toBe(429);
+    } finally {
+      await started.close();
+    }
+  });
 });
+
+/** The id of the operator tenant's key `key` (its /v1/me). */
+async function keyIdOf(key: string): Promise<string> {
+  const response = await me(key, '192.0.2.51');
+  expect(response.status).toBe(200);
+  return ((await response.json()) as { apiKey: { id: string } }).apiKey.id;
+}

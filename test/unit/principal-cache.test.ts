@@ -33,11 +33,12 @@ function principal(tenantId: string, keyId: string): Principal {
 const hash = (name: string) => Buffer.from(name.padEnd(32, '.'));
 
 /** A cache on a clock the test moves, listening as it is once the hub is up. */
-function listeningCache(options: { ttlMs?: number; maxEntries?: number } = {}) {
+function listeningCache(options: { ttlMs?: number; maxEntries?: number; maxKnown?: number } = {}) {
   const clock = { now: 1_000 };
   const cache = createPrincipalCache({
     ttlMs: options.ttlMs ?? 60_000,
     maxEntries: options.maxEntries,
+    maxKnown: options.maxKnown,
     now: () => clock.now,
   });
   cache.setListening(true);
@@ -122,6 +123,24 @@ describe('principal cache', () => {
     expect(refused).not.toHaveBeenCalled();
     // Nothing was left loading: the next lookup loads.
     expect(await cache.lookup(hash('c'), refused)).toEqual(principal('t1', 'k2'));
+  });
+
+  it('knows the keys it is told are active, up to maxKnown, the first told forgotten first', async () => {
+    const { cache } = listeningCache({ maxKnown: 2 });
+    cache.know([hash('a'), hash('b'), hash('c')]);
+    const seen: Array<[string, boolean]> = [];
+    for (const id of ['a', 'b', 'c']) {
+      await cache.lookup(
+        hash(id),
+        async () => undefined,
+        (key) => seen.push([id, key.known]),
+      );
+    }
+    expect(seen).toEqual([
+      ['a', false],
+      ['b', true],
+      ['c', true],
+    ]);
   });
 
   it('does not keep unknown or revoked keys', async () => {
