@@ -1,18 +1,13 @@
 import { randomUUID } from 'node:crypto';
-import rateLimit, {
-  type FastifyRateLimitStore,
-  type FastifyRateLimitStoreCtor,
-} from '@fastify/rate-limit';
 import Fastify, {
   type FastifyBaseLogger,
   type FastifyInstance,
   type FastifyRequest,
 } from 'fastify';
 import { serializerCompiler, validatorCompiler } from 'fastify-type-provider-zod';
-import { AppError, tooManyRequests } from '../errors.js';
+import { AppError } from '../errors.js';
 import { redactUrl } from '../logger.js';
 import type { Services } from '../services.js';
-import type { RateLimitCounts } from '../tenancy/rate-limit-counts.js';
 import { createStreamTokens } from '../tenancy/stream-tokens.js';
 import { builtinTools } from '../tools/registry.js';
 import { bearerAuth } from './auth.js';
@@ -22,6 +17,7 @@ import { answerClientError, answerFrameworkError, installErrorHandling } from '.
 import { parseJsonBodies } from './json-body.js';
 import { registerOpenApi } from './openapi.js';
 import { sendProblem } from './problem.js';
+import { rateLimitHook } from './rate-limit.js';
 import { apiKeyRoutes } from './routes/api-keys.js';
 import { healthRoutes } from './routes/health.js';
 import { mcpServerRoutes } from './routes/mcp-servers.js';
@@ -170,30 +166,14 @@ export async function buildApp(services: Services): Promise<FastifyInstance> {
   await app.register(
     async (v1) => {
       await v1.register(bearerAuth, auth);
-      await v1.register(rateLimit, {
-        // Right after auth's onRequest hook, so the limit is per tenant (all
-        // its keys and stream tokens draw on one budget: issuing itself more
-        // keys gives a tenant no more), not per address, and counts a request
-        // before its body is read and validated.
-        hook: 'onRequest',
-        // The tenant's own limit when the operator gave it one (its plan).
-        // Read with each request, from the principal (cached, dropped on
-        // every replica when the tenant changes), so a change applies to
-        // the next request; the counts already made in the window stay.
-        max: (request) => rateLimitMax(request, config.RATE_LIMIT_MAX),
-        timeWindow: config.RATE_LIMIT_WINDOW_MS,
-        keyGenerator: rateLimitKey,
-        // Counted in sliding windows shared by the replicas (tenancy/rate-limit-counts.ts).
-        store: countsStore(services.rateLimitCounts),
-        // context.ttl is the time left in the window, not the window.
-        errorResponseBuilder: (_request, context) =>
-          tooManyRequests(
-            'rate_limited',
-            context.ttl,
-            (seconds) =>
-              `Rate limit of ${context.max} requests per ${config.RATE_LIMIT_WINDOW_MS / 1000} s exceeded; retry in ${seconds} s`,
-          ),
-      });
+      v1.addHook(
+        'onRequest',
+        rateLimitHook({
+          counts: services.rateLimitCounts,
+          defaultMax: config.RATE_LIMIT_MAX,
+          windowMs: config.RATE_LIMIT_WINDOW_MS,
+        }),
+      );
       await v1.register(tenantRoutes, {
         tenancy: services.tenancy,
         catalogue: services.llm.catalogue,
@@ -237,46 +217,4 @@ function requestLogFields(request: FastifyRequest) {
     remoteAddress: request.ip,
     remotePort: request.socket?.remotePort,
   };
-}
-
-/**
- * The rate limit's counts as @fastify/rate-limit asks a store for them.
- * One store for every route: no route has a limit of its own.
- */
-function countsStore(counts: RateLimitCounts): FastifyRateLimitStoreCtor {
-  return class CountsStore implements FastifyRateLimitStore {
-    incr(
-      key: string,
-      callback: (error: Error | null, result?: { current: number; ttl: number }) => void,
-      _timeWindow: number,
-      max: number,
-    ): void {
-      callback(null, counts.take(key, max));
-    }
-
-    child(): FastifyRateLimitStore {
-      return this;
-    }
-  };
-}
-
-/**
- * Whose limit a request counts against: its tenant's, whether it carries
- * an API key or a stream token; the address only for a request
- * authenticated neither way, which no /v1 route lets through.
- */
-function rateLimitKey(request: FastifyRequest): string {
-  const tenantId = request.principal?.tenant.id ?? request.streamGrant?.tenantId;
-  return tenantId === undefined ? request.ip : `tenant:${tenantId}`;
-}
-
-/**
- * The most requests the request's tenant may make per window: its own
- * limit, else RATE_LIMIT_MAX. A key's comes with its principal, without a
- * query; a stream token's was read with its tenant by the auth hook, so
- * the requests it makes count against the same limit as its tenant's keys'.
- */
-function rateLimitMax(request: FastifyRequest, defaultMax: number): number {
-  const own = request.streamGrant?.rateLimit.max ?? request.principal?.tenant.rateLimit.max;
-  return own ?? defaultMax;
 }

@@ -54,6 +54,7 @@ export function apiKeysRepository(db: DbOrTx) {
           'k.revoked_at',
           'k.expires_at',
           'k.last_used_at',
+          'k.rate_limit_max',
           't.name as tenant_name',
           't.is_operator as tenant_is_operator',
           't.created_at as tenant_created_at',

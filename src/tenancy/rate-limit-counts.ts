@@ -13,9 +13,17 @@ export interface RateLimitCountsOptions {
   now?: () => number;
 }
 
-/** A request's standing, as @fastify/rate-limit's stores report it. */
+/** A limit a request counts against: `max` requests per window of `key` (a tenant, an API key). */
+export interface RateLimitRule {
+  key: string;
+  max: number;
+}
+
+/** A request's standing against the limit that decided it. */
 export interface Taken {
-  /** Over `max`: refused. Else the estimate with this request, so `max - current` remain. */
+  /** Refused: the rule that refused it (the longest wait of those that did); else the one with the fewest left. */
+  rule: RateLimitRule;
+  /** Over `rule.max`: refused. Else the estimate with this request, so `rule.max - current` remain. */
   current: number;
   /** Refused: milliseconds until a request would be let through; else until the window ends. */
   ttl: number;
@@ -85,20 +93,37 @@ export function createRateLimitCounts(options: RateLimitCountsOptions) {
     return counts;
   }
 
-  function take(key: string, max: number): Taken {
+  /**
+   * Counts a request against every rule when each lets it through, and
+   * against none when one refuses it: a request refused by its key's limit
+   * spends nothing of its tenant's.
+   */
+  function take(rules: readonly [RateLimitRule, ...RateLimitRule[]]): Taken {
     periodic?.start();
     const at = now();
     const window = Math.floor(at / windowMs);
     forgetPast(window);
-    const counts = countsOf(key, window);
     const intoWindow = at - window * windowMs;
-    const fromPrevious = Math.ceil((counts.previous * (windowMs - intoWindow)) / windowMs);
-    if (fromPrevious + counts.count + 1 > max) {
-      return { current: max + 1, ttl: waitMs(counts, max, intoWindow) };
+    const standings = rules.map((rule) => {
+      const counts = countsOf(rule.key, window);
+      const fromPrevious = Math.ceil((counts.previous * (windowMs - intoWindow)) / windowMs);
+      return { rule, counts, current: fromPrevious + counts.count + 1 };
+    });
+    let refused: Taken | undefined;
+    for (const { rule, counts, current } of standings) {
+      if (current <= rule.max) continue;
+      const ttl = waitMs(counts, rule.max, intoWindow);
+      if (!refused || ttl > refused.ttl) refused = { rule, current: rule.max + 1, ttl };
     }
-    counts.count += 1;
-    counts.unsynced += 1;
-    return { current: fromPrevious + counts.count, ttl: windowMs - intoWindow };
+    if (refused) return refused;
+    const taken = standings.map(({ rule, counts, current }): Taken => {
+      counts.count += 1;
+      counts.unsynced += 1;
+      return { rule, current, ttl: windowMs - intoWindow };
+    });
+    return taken.reduce((tightest, each) =>
+      each.rule.max - each.current < tightest.rule.max - tightest.current ? each : tightest,
+    );
   }
 
   /**

@@ -43,5 +43,6 @@ export function toApiKey(row: ApiKeyRow): ApiKey {
     revokedAt: row.revoked_at,
     expiresAt: row.expires_at,
     lastUsedAt: row.last_used_at,
+    rateLimit: { max: row.rate_limit_max },
   };
 }

@@ -60,11 +60,16 @@ export interface TenantChanges {
   suspended?: boolean;
 }
 
-/** A key to issue: `expiresAt`, in the future, when it is to stop working (none: never). */
+/**
+ * A key to issue: `expiresAt`, in the future, when it is to stop working
+ * (none: never); `rateLimit`, its own limit within its tenant's (none: only
+ * the tenant's).
+ */
 export interface NewApiKey {
   name: string;
   scopes: Scope[];
   expiresAt?: Date;
+  rateLimit?: { max: number };
 }
 
 /** A stream token's tenant as its requests need it (streamTenantOf). */
@@ -367,6 +372,7 @@ async function issueKey(db: DbOrTx, tenantId: string, input: NewApiKey): Promise
     key_hash: generated.hash,
     scopes: [...new Set(input.scopes)],
     expires_at: input.expiresAt ?? null,
+    rate_limit_max: input.rateLimit?.max ?? null,
   });
   return { apiKey: toApiKey(row), secret: generated.secret };
 }

@@ -31,7 +31,7 @@ export const RATE_LIMIT_MAX_BOUND = 1_000_000;
 
 /**
  * A tenant's rate limit, set by the operator (plans): `max` requests per
- * RATE_LIMIT_WINDOW_MS, counted per replica; null inherits RATE_LIMIT_MAX.
+ * RATE_LIMIT_WINDOW_MS, counted over every replica; null inherits RATE_LIMIT_MAX.
  */
 export interface TenantRateLimit {
   max: number | null;
@@ -60,6 +60,13 @@ export interface ApiKey {
   expiresAt: Date | null;
   /** When it was last used, to the hour; null: not yet. */
   lastUsedAt: Date | null;
+  /** Its own limit, within its tenant's; null: only the tenant's applies. */
+  rateLimit: ApiKeyRateLimit;
+}
+
+/** An API key's own rate limit: `max` requests per RATE_LIMIT_WINDOW_MS, counted over every replica. */
+export interface ApiKeyRateLimit {
+  max: number | null;
 }
 
 export interface Principal {

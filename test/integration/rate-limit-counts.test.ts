@@ -1,7 +1,10 @@
 import pino from 'pino';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type DatabaseHandle, openDatabase } from '../../src/store/database.js';
-import { createRateLimitCounts } from '../../src/tenancy/rate-limit-counts.js';
+import {
+  createRateLimitCounts,
+  type RateLimitCounts,
+} from '../../src/tenancy/rate-limit-counts.js';
 import { createTestDatabase, type TestDatabase } from '../support/database.js';
 import { startTcpProxy } from '../support/tcp-proxy.js';
 
@@ -30,6 +33,12 @@ afterAll(async () => {
   await database?.drop();
 });
 
+/** One request of `key` against its limit alone, as `{ current, ttl }`. */
+function take(counts: RateLimitCounts, key: string, max: number): { current: number; ttl: number } {
+  const { current, ttl } = counts.take([{ key, max }]);
+  return { current, ttl };
+}
+
 /** Counts on a clock the test moves (`clock.at`), syncing only when told. */
 function countsAt(clock: { at: number }, options: { syncEveryMs?: number } = {}) {
   const syncs: string[] = [];
@@ -48,7 +57,7 @@ describe('rate-limit counts', () => {
   it('lets `max` through in a window, refuses the next without counting it, and says when to retry', () => {
     const clock = { at: T0 + 10_000 };
     const { counts } = countsAt(clock);
-    expect([1, 2, 3].map(() => counts.take('tenant:a', 3))).toEqual([
+    expect([1, 2, 3].map(() => take(counts, 'tenant:a', 3))).toEqual([
       { current: 1, ttl: 50_000 },
       { current: 2, ttl: 50_000 },
       { current: 3, ttl: 50_000 },
@@ -57,37 +66,57 @@ describe('rate-limit counts', () => {
     // from 3. The 3 (taken as spread over this window) have slid out of the
     // last 60 s enough for one more 20 s into the next: 70 s from now.
     for (let i = 0; i < 5; i++) {
-      expect(counts.take('tenant:a', 3)).toEqual({ current: 4, ttl: 70_000 });
+      expect(take(counts, 'tenant:a', 3)).toEqual({ current: 4, ttl: 70_000 });
     }
     // Another key has its own count.
-    expect(counts.take('tenant:b', 3).current).toBe(1);
+    expect(take(counts, 'tenant:b', 3).current).toBe(1);
 
     // 1 ms into the next window, the 3 of the last one still count (in
     // proportion to the part of it within the last 60 s, rounded up): still refused.
     clock.at = T0 + WINDOW_MS + 1;
-    expect(counts.take('tenant:a', 3)).toEqual({ current: 4, ttl: 19_999 });
+    expect(take(counts, 'tenant:a', 3)).toEqual({ current: 4, ttl: 19_999 });
     // A third of the way in, 3 × 2/3 = 2 remain: one more goes through.
     clock.at = T0 + WINDOW_MS + 20_000;
-    expect(counts.take('tenant:a', 3)).toEqual({ current: 3, ttl: 40_000 });
-    expect(counts.take('tenant:a', 3).current).toBe(4);
+    expect(take(counts, 'tenant:a', 3)).toEqual({ current: 3, ttl: 40_000 });
+    expect(take(counts, 'tenant:a', 3).current).toBe(4);
+  });
+
+  it('counts a request against every rule it passes, and against none when one refuses it', () => {
+    const clock = { at: T0 + 30_000 };
+    const { counts } = countsAt(clock);
+    const tenant = { key: 'tenant:rules', max: 5 };
+    const key = { key: 'key:rules', max: 2 };
+    // Let through: the rule with the fewest left decides the headers.
+    expect(counts.take([tenant, key])).toEqual({ rule: key, current: 1, ttl: 30_000 });
+    expect(counts.take([tenant, key])).toEqual({ rule: key, current: 2, ttl: 30_000 });
+    // The key's limit refuses: nothing more is counted against the tenant's.
+    for (let i = 0; i < 3; i++) expect(counts.take([tenant, key]).rule).toBe(key);
+    expect(take(counts, tenant.key, 5).current).toBe(3);
+    // Another key of the tenant spends the rest, then the tenant's limit refuses both.
+    const other = { key: 'key:other', max: 10 };
+    expect(counts.take([tenant, other])).toEqual({ rule: tenant, current: 4, ttl: 30_000 });
+    expect(counts.take([tenant, other]).current).toBe(5);
+    const refused = counts.take([tenant, other]);
+    expect(refused).toMatchObject({ rule: tenant, current: 6 });
+    expect(take(counts, other.key, 10).current).toBe(3);
   });
 
   it('says how long the previous window takes to fade enough for one more', () => {
     const clock = { at: T0 + 59_000 };
     const { counts } = countsAt(clock);
-    for (let i = 0; i < 2; i++) counts.take('tenant:fade', 4);
+    for (let i = 0; i < 2; i++) take(counts, 'tenant:fade', 4);
     // Into the next window by 6 s: 2 × 54/60 = 1.8 of the last 2 still count, rounded up 2.
     clock.at = T0 + WINDOW_MS + 6_000;
-    expect([1, 2].map(() => counts.take('tenant:fade', 4).current)).toEqual([3, 4]);
-    const refused = counts.take('tenant:fade', 4);
+    expect([1, 2].map(() => take(counts, 'tenant:fade', 4).current)).toEqual([3, 4]);
+    const refused = take(counts, 'tenant:fade', 4);
     expect(refused.current).toBe(5);
     // One more once 2 × (60 - t)/60 ≤ 1, t ≥ 30 s: 24 s from now.
     expect(refused.ttl).toBe(24_000);
     clock.at += refused.ttl - 1;
-    expect(counts.take('tenant:fade', 4).current).toBe(5);
+    expect(take(counts, 'tenant:fade', 4).current).toBe(5);
     clock.at += 1;
-    expect(counts.take('tenant:fade', 4).current).toBe(4);
-    expect(counts.take('tenant:fade', 4).current).toBe(5);
+    expect(take(counts, 'tenant:fade', 4).current).toBe(4);
+    expect(take(counts, 'tenant:fade', 4).current).toBe(5);
   });
 
   it('two replicas share their counts: once synced, each sees what the other let through', async () => {
@@ -95,28 +124,28 @@ describe('rate-limit counts', () => {
     const a = countsAt(clock);
     const b = countsAt(clock);
     const key = 'tenant:shared';
-    expect([1, 2, 3].map(() => a.counts.take(key, 5).current)).toEqual([1, 2, 3]);
-    expect([1, 2].map(() => b.counts.take(key, 5).current)).toEqual([1, 2]);
+    expect([1, 2, 3].map(() => take(a.counts, key, 5).current)).toEqual([1, 2, 3]);
+    expect([1, 2].map(() => take(b.counts, key, 5).current)).toEqual([1, 2]);
     await a.counts.sync();
     await b.counts.sync();
     // B read A's 3 with its own 2: the sum is spent.
-    expect(b.counts.take(key, 5).current).toBe(6);
+    expect(take(b.counts, key, 5).current).toBe(6);
     // A has not synced since B added its 2: it still believes 3, lets one
     // through, and learns the sum at its next sync.
-    expect(a.counts.take(key, 5).current).toBe(4);
+    expect(take(a.counts, key, 5).current).toBe(4);
     await a.counts.sync();
-    expect(a.counts.take(key, 5).current).toBe(6);
+    expect(take(a.counts, key, 5).current).toBe(6);
     expect(a.syncs).toEqual(['ok', 'ok']);
 
     // A replica started later reads the previous window's sum with its
     // first sync, and keeps within what is left of the limit.
     clock.at = T0 + WINDOW_MS + 30_000;
     const late = countsAt(clock);
-    expect(late.counts.take(key, 5).current).toBe(1);
+    expect(take(late.counts, key, 5).current).toBe(1);
     await late.counts.sync();
     // 6 × 30/60 = 3 of the last window, and its own 1: the next is the 5th.
-    expect(late.counts.take(key, 5).current).toBe(5);
-    expect(late.counts.take(key, 5).current).toBe(6);
+    expect(take(late.counts, key, 5).current).toBe(5);
+    expect(take(late.counts, key, 5).current).toBe(6);
   });
 
   it('a sync reads the sums of the keys counted here in the window, with nothing of their own to add', async () => {
@@ -124,22 +153,22 @@ describe('rate-limit counts', () => {
     const a = countsAt(clock);
     const b = countsAt(clock);
     const key = 'tenant:read';
-    expect(a.counts.take(key, 3).current).toBe(1);
+    expect(take(a.counts, key, 3).current).toBe(1);
     await a.counts.sync();
-    expect([1, 2].map(() => b.counts.take(key, 3).current)).toEqual([1, 2]);
+    expect([1, 2].map(() => take(b.counts, key, 3).current)).toEqual([1, 2]);
     await b.counts.sync();
     // A let nothing through since its sync: it reads B's 2 all the same.
     await a.counts.sync();
-    expect(a.counts.take(key, 3).current).toBe(4);
+    expect(take(a.counts, key, 3).current).toBe(4);
   });
 
   it('deletes the counts of windows no replica reads any more', async () => {
     const clock = { at: T0 + 7 * WINDOW_MS };
     const { counts } = countsAt(clock);
-    counts.take('tenant:old', 10);
+    take(counts, 'tenant:old', 10);
     await counts.sync();
     clock.at += WINDOW_MS;
-    counts.take('tenant:old', 10);
+    take(counts, 'tenant:old', 10);
     await counts.sync();
     const windowsOf = async () =>
       (
@@ -152,7 +181,7 @@ describe('rate-limit counts', () => {
       ).map((row) => row.window_start.getTime());
     expect(await windowsOf()).toEqual([T0 + 7 * WINDOW_MS, T0 + 8 * WINDOW_MS]);
     clock.at += WINDOW_MS;
-    counts.take('tenant:old', 10);
+    take(counts, 'tenant:old', 10);
     await counts.sync();
     // The window before the current one is kept: its count still fades in.
     expect(await windowsOf()).toEqual([T0 + 8 * WINDOW_MS, T0 + 9 * WINDOW_MS]);
@@ -179,10 +208,10 @@ describe('rate-limit counts', () => {
       });
       const key = 'tenant:offline';
       await proxy.cut();
-      expect([1, 2].map(() => alone.take(key, 3).current)).toEqual([1, 2]);
+      expect([1, 2].map(() => take(alone, key, 3).current)).toEqual([1, 2]);
       await expect(alone.sync()).resolves.toBeUndefined();
-      expect(alone.take(key, 3).current).toBe(3);
-      expect(alone.take(key, 3).current).toBe(4);
+      expect(take(alone, key, 3).current).toBe(3);
+      expect(take(alone, key, 3).current).toBe(4);
       expect(syncs).toEqual(['failed']);
 
       await proxy.restore();

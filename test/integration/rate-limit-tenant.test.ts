@@ -150,6 +150,69 @@ describe('a tenant’s own rate limit', () => {
     expect(Number(refused.headers['retry-after'])).toBeLessThanOrEqual(120);
   });
 
+  it('a key with its own limit gets 429 past it, naming it, while its tenant’s other keys go on; its refusals spend nothing of the tenant’s', async () => {
+    const tenant = await createTenant(r.a, r.operatorKey, { name: 'keys with limits' });
+    const issue = (payload: Record<string, unknown>) =>
+      r.a.app.inject({
+        method: 'POST',
+        url: '/v1/api-keys',
+        headers: bearer(tenant.key),
+        payload: { name: `limited ${Math.random()}`, ...payload },
+      });
+    const issued = await issue({ rateLimit: { max: 2 } });
+    expect(issued.statusCode, issued.body).toBe(201);
+    expect(issued.json().rateLimit).toEqual({ max: 2 });
+    const limited: string = issued.json().key;
+
+    const first = await r.me(r.a, limited);
+    expect(first.statusCode).toBe(200);
+    expect(first.json().apiKey.rateLimit).toEqual({ max: 2 });
+    // The key's limit has the fewest left: the headers are its.
+    expect(first.headers['x-ratelimit-limit']).toBe('2');
+    expect(first.headers['x-ratelimit-remaining']).toBe('1');
+    expect((await r.me(r.a, limited)).statusCode).toBe(200);
+    for (let i = 0; i < 3; i++) {
+      const refused = await r.me(r.a, limited);
+      expect(expectProblem(refused, 429, 'rate_limited').detail).toMatch(
+        /^Rate limit of 2 requests per 60 s of this API key exceeded; retry in \d+ s$/,
+      );
+    }
+    // The tenant's admin key: the issue and the key's 2 spent, not its 3 refusals.
+    const admin = await r.me(r.a, tenant.key);
+    expect(admin.statusCode).toBe(200);
+    expect(admin.headers['x-ratelimit-limit']).toBe(String(DEFAULT_LIMIT));
+    expect(admin.headers['x-ratelimit-remaining']).toBe(String(DEFAULT_LIMIT - 4));
+    // Shared like the tenant's: replica B, which had not counted the key,
+    // lets one through on its own count, and learns A's at its next sync.
+    await r.a.services.rateLimitCounts.sync();
+    expect((await r.me(r.b, limited)).statusCode).toBe(200);
+    await r.b.services.rateLimitCounts.sync();
+    expectProblem(await r.me(r.b, limited), 429, 'rate_limited');
+
+    // Listed with its limit; a key without one shows null.
+    const listed = await r.a.app.inject({
+      method: 'GET',
+      url: '/v1/api-keys',
+      headers: bearer(tenant.key),
+    });
+    const limits = (listed.json().items as Array<{ rateLimit: unknown }>).map(
+      (key) => key.rateLimit,
+    );
+    expect(limits).toEqual(expect.arrayContaining([{ max: 2 }, { max: null }]));
+    // The operator issues one for the tenant the same way.
+    const byOperator = await r.a.app.inject({
+      method: 'POST',
+      url: `/v1/tenants/${tenant.id}/api-keys`,
+      headers: bearer(r.operatorKey),
+      payload: { name: 'operator issued', rateLimit: { max: 7 } },
+    });
+    expect(byOperator.statusCode, byOperator.body).toBe(201);
+    expect(byOperator.json().rateLimit).toEqual({ max: 7 });
+    for (const rateLimit of [{ max: 0 }, { max: 1_000_001 }, { max: null }, { max: 1.5 }, {}]) {
+      expectProblem(await issue({ rateLimit }), 400, 'validation_failed');
+    }
+  });
+
   it('refuses a limit that is not a whole number from 1 to 1,000,000 with 400 validation_failed', async () => {
     const tenant = await createTenant(r.a, r.operatorKey, { name: 'validated plan' });
     for (const rateLimit of [

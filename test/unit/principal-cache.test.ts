@@ -26,6 +26,7 @@ function principal(tenantId: string, keyId: string): Principal {
       revokedAt: null,
       expiresAt: null,
       lastUsedAt: null,
+      rateLimit: { max: null },
     },
   };
 }

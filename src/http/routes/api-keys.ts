@@ -4,6 +4,7 @@ import type { TenancyService } from '../../tenancy/service.js';
 import { principalOf } from '../auth.js';
 import { problemResponses } from '../problem.js';
 import {
+  apiKeyRateLimitSchema,
   apiKeySchema,
   apiKeyToWire,
   idParamsSchema,
@@ -23,6 +24,7 @@ const createApiKeyBody = z
       .describe(
         'When the key stops working (401 `api_key_expired`), in the future (400 `invalid_expiry`); none: never',
       ),
+    rateLimit: apiKeyRateLimitSchema.optional(),
   })
   .strict();
 

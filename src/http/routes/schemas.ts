@@ -52,6 +52,11 @@ export function metadataSchema(keptWith: string) {
 
 export const scopeSchema = z.enum(SCOPES).meta({ id: 'Scope' });
 
+/** A rate limit as answers show it (a tenant's, a key's): `max`, or null where none of its own is set. */
+function rateLimitSchema(id: string, maxDescription: string) {
+  return z.object({ max: z.number().int().nullable().describe(maxDescription) }).meta({ id });
+}
+
 export const apiKeySchema = z
   .object({
     id: z.uuid(),
@@ -68,6 +73,10 @@ export const apiKeySchema = z
       .datetime()
       .nullable()
       .describe('When it was last used, to the hour; null: not yet'),
+    rateLimit: rateLimitSchema(
+      'ApiKeyRateLimit',
+      'Requests per RATE_LIMIT_WINDOW_MS, over every replica, within the tenant’s limit; null: only the tenant’s applies',
+    ).describe('The key’s own rate limit'),
   })
   .meta({ id: 'ApiKey' });
 
@@ -92,16 +101,10 @@ export const tenantSchema = z
       .nullable()
       .describe('Models the tenant may use; null: every configured model'),
     budget: tenantBudgetSchema,
-    rateLimit: z
-      .object({
-        max: z
-          .number()
-          .int()
-          .nullable()
-          .describe('Requests per RATE_LIMIT_WINDOW_MS, over every replica; null: RATE_LIMIT_MAX'),
-      })
-      .meta({ id: 'TenantRateLimit' })
-      .describe('The tenant’s rate limit: all its API keys and stream tokens together'),
+    rateLimit: rateLimitSchema(
+      'TenantRateLimit',
+      'Requests per RATE_LIMIT_WINDOW_MS, over every replica; null: RATE_LIMIT_MAX',
+    ).describe('The tenant’s rate limit: all its API keys and stream tokens together'),
     suspendedAt: z.iso
       .datetime()
       .nullable()
@@ -111,14 +114,21 @@ export const tenantSchema = z
   })
   .meta({ id: 'Tenant' });
 
+/** A limit given (a tenant's, a key's): a whole number of requests per window, from 1 to RATE_LIMIT_MAX_BOUND. */
+const rateLimitMaxSchema = z.number().int().min(1).max(RATE_LIMIT_MAX_BOUND);
+
+/** An API key's own rate limit, set when it is issued (POST /v1/api-keys, /v1/tenants/:id/api-keys). */
+export const apiKeyRateLimitSchema = z
+  .object({ max: rateLimitMaxSchema.describe('Requests per RATE_LIMIT_WINDOW_MS') })
+  .strict()
+  .describe(
+    'The key’s own rate limit, within its tenant’s: its requests count against both, and a request refused by the key’s spends nothing of the tenant’s. None: only the tenant’s applies.',
+  );
+
 /** The rate limit an operator gives a tenant (its plan), in POST and PATCH /v1/tenants. */
 export const tenantRateLimitChangesSchema = z
   .object({
-    max: z
-      .number()
-      .int()
-      .min(1)
-      .max(RATE_LIMIT_MAX_BOUND)
+    max: rateLimitMaxSchema
       .nullable()
       .optional()
       .describe('Requests per RATE_LIMIT_WINDOW_MS; null: RATE_LIMIT_MAX'),
@@ -149,6 +159,7 @@ export function apiKeyToWire(key: ApiKey): z.infer<typeof apiKeySchema> {
     revokedAt: key.revokedAt?.toISOString() ?? null,
     expiresAt: key.expiresAt?.toISOString() ?? null,
     lastUsedAt: key.lastUsedAt?.toISOString() ?? null,
+    rateLimit: key.rateLimit,
   };
 }
 
