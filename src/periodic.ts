@@ -15,15 +15,21 @@ export function createPeriodicTask(options: {
 }) {
   let timer: NodeJS.Timeout | undefined;
   let running: Promise<unknown> = Promise.resolve();
+  let inRun = false;
+  let again = false;
   let stopped = false;
 
   function schedule(delayMs: number): void {
     timer = setTimeout(() => {
+      inRun = true;
       running = options
         .run()
         .catch((error: unknown) => options.log.error({ err: error }, options.failureMessage))
         .finally(() => {
-          if (!stopped) schedule(options.intervalMs);
+          inRun = false;
+          const delay = again ? 0 : options.intervalMs;
+          again = false;
+          if (!stopped) schedule(delay);
         });
     }, delayMs);
     timer.unref();
@@ -33,6 +39,20 @@ export function createPeriodicTask(options: {
     /** Runs now, then every `intervalMs` after each run; a no-op once started or stopped. */
     start(): void {
       if (timer || stopped) return;
+      schedule(0);
+    },
+
+    /**
+     * Runs as soon as it can, once started: now, or right after the run in
+     * progress, instead of `intervalMs` later. Calls before that run are one.
+     */
+    soon(): void {
+      if (!timer || stopped) return;
+      if (inRun) {
+        again = true;
+        return;
+      }
+      clearTimeout(timer);
       schedule(0);
     },
 

@@ -77,7 +77,7 @@ export interface Services {
   retention: RetentionSweeper;
   /** Takes over workflows whose runner is gone; `start()` in main.ts, stopped first at shutdown. */
   reclaimer: LeaseReclaimer;
-  /** The rate limit's counts per tenant, shared with the other replicas (tenancy/rate-limit-counts.ts). */
+  /** The rate limit's counts per tenant and API key, shared with the other replicas (tenancy/rate-limit-counts.ts). */
   rateLimitCounts: RateLimitCounts;
   /** This replica's counters and gauges, served by `GET /metrics`. */
   metrics: WaymarkMetrics;

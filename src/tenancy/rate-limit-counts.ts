@@ -42,15 +42,16 @@ interface KeyCounts {
 
 /**
  * The rate limit's counts (README "Rate limits"): requests let through
- * per key (a tenant) in windows of `windowMs` aligned on the clock, so
- * that every replica counts in the same windows.
+ * per key (a tenant, an API key) in windows of `windowMs` aligned on the
+ * clock, so that every replica counts in the same windows.
  *
- * A request is let through while the key's estimate for the last
- * `windowMs`, with it, stays within `max`: the count of the current
- * window plus the previous window's count in proportion to the part of it
- * still within the last `windowMs`, rounded up (a sliding window, so a
- * client cannot spend its limit twice across a window's end). A refused request is not
- * counted: a client retrying while refused does not push its refusal on.
+ * A request is let through while each of its keys' estimate for the last
+ * `windowMs`, with it, stays within that key's `max`: the count of the
+ * current window plus the previous window's count in proportion to the
+ * part of it still within the last `windowMs`, rounded up (a sliding
+ * window, so a client cannot spend its limit twice across a window's
+ * end). A refused request is not counted: a client retrying while refused
+ * does not push its refusal on.
  *
  * With `syncEveryMs`, counting stays in memory (no query per request) and
  * every `syncEveryMs` the replica adds what it let through to the counts
@@ -68,6 +69,8 @@ export function createRateLimitCounts(options: RateLimitCountsOptions) {
   let failing = false;
   let sweptWindow = -1;
   let forgottenWindow = -1;
+  /** The sync in progress, or the last one (never rejects: failures are logged and counted). */
+  let syncing: Promise<void> = Promise.resolve();
   const periodic =
     options.syncEveryMs > 0
       ? createPeriodicTask({
@@ -84,6 +87,9 @@ export function createRateLimitCounts(options: RateLimitCountsOptions) {
     if (!counts) {
       counts = { window, count: 0, unsynced: 0, previous: 0 };
       keys.set(key, counts);
+      // New here: this request goes by this replica's count alone, the next
+      // ones by every replica's once this sync has read them.
+      periodic?.soon();
     } else if (counts.window !== window) {
       counts.previous = counts.window === window - 1 ? counts.count : 0;
       counts.window = window;
@@ -144,8 +150,18 @@ export function createRateLimitCounts(options: RateLimitCountsOptions) {
     return Math.max(1, Math.ceil(wait));
   }
 
-  /** Adds what this replica let through to the shared counts and reads back their sums. */
-  async function sync(): Promise<void> {
+  /**
+   * Adds what this replica let through to the shared counts and reads back
+   * their sums, after any sync in progress: two at once would both add
+   * what neither had added yet.
+   */
+  function sync(): Promise<void> {
+    const next = syncing.then(syncNow);
+    syncing = next;
+    return next;
+  }
+
+  async function syncNow(): Promise<void> {
     const window = Math.floor(now() / windowMs);
     const start = new Date(window * windowMs);
     forgetPast(window);

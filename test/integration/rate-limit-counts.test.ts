@@ -1,5 +1,5 @@
 import pino from 'pino';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { type DatabaseHandle, openDatabase } from '../../src/store/database.js';
 import {
   createRateLimitCounts,
@@ -160,6 +160,43 @@ describe('rate-limit counts', () => {
     // A let nothing through since its sync: it reads B's 2 all the same.
     await a.counts.sync();
     expect(take(a.counts, key, 3).current).toBe(4);
+  });
+
+  it('a key new to a replica is synced at once, not a whole RATE_LIMIT_SYNC_MS later', async () => {
+    const clock = { at: T0 + 5 * WINDOW_MS + 1_000 };
+    const a = countsAt(clock);
+    const b = countsAt(clock, { syncEveryMs: 60_000 });
+    try {
+      // B's syncs have begun (the first runs at once), and the next is a minute away.
+      take(b.counts, 'tenant:b-only', 10);
+      await vi.waitFor(() => expect(b.syncs).toEqual(['ok']));
+      const key = 'tenant:soon';
+      take(a.counts, key, 10);
+      take(a.counts, key, 10);
+      await a.counts.sync();
+      // B's first request of the key goes by its own count; it syncs at once for the next.
+      expect(take(b.counts, key, 10).current).toBe(1);
+      await vi.waitFor(() => expect(b.syncs).toEqual(['ok', 'ok']));
+      expect(take(b.counts, key, 10).current).toBe(4);
+    } finally {
+      await b.counts.close();
+    }
+  });
+
+  it('two syncs asked at once add what was counted once', async () => {
+    const clock = { at: T0 + 6 * WINDOW_MS + 1_000 };
+    const { counts } = countsAt(clock);
+    const key = 'tenant:twice';
+    take(counts, key, 10);
+    take(counts, key, 10);
+    await Promise.all([counts.sync(), counts.sync()]);
+    const stored = await handle.db
+      .selectFrom('rate_limit_counts')
+      .select('count')
+      .where('key', '=', key)
+      .executeTakeFirstOrThrow();
+    expect(stored).toEqual({ count: '2' });
+    expect(take(counts, key, 10).current).toBe(3);
   });
 
   it('deletes the counts of windows no replica reads any more', async () => {
