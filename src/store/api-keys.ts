@@ -174,6 +174,21 @@ export function apiKeysRepository(db: DbOrTx) {
       );
     },
 
+    /** Renames the key or changes its own rate limit; undefined for no such key of the tenant. */
+    async update(
+      tenantId: string,
+      id: string,
+      changes: { name?: string; rate_limit_max?: number | null },
+    ): Promise<ApiKeyRow | undefined> {
+      return db
+        .updateTable('api_keys')
+        .set(changes)
+        .where('tenant_id', '=', tenantId)
+        .where('id', '=', id)
+        .returningAll()
+        .executeTakeFirst();
+    },
+
     async revoke(tenantId: string, id: string, at: Date): Promise<ApiKeyRow | undefined> {
       return db
         .updateTable('api_keys')

@@ -59,8 +59,8 @@ export interface ApiKeysTable {
   expires_at: ColumnType<Date | null, Date | null | undefined, never>;
   /** When it was last used, to the hour (migration 0027); null: not since. */
   last_used_at: ColumnType<Date | null, never, never>;
-  /** Its own rate limit (migration 0029); null: only its tenant's. Set at issue only. */
-  rate_limit_max: ColumnType<number | null, number | null | undefined, never>;
+  /** Its own rate limit (migration 0029); null: only its tenant's. */
+  rate_limit_max: ColumnType<number | null, number | null | undefined, number | null>;
 }
 
 export interface LlmCallsTable {

@@ -72,6 +72,12 @@ export interface NewApiKey {
   rateLimit?: { max: number };
 }
 
+/** A change to a key: its name, or its own rate limit (`max` null: only the tenant's applies). */
+export interface ApiKeyChange {
+  name?: string;
+  rateLimit?: { max: number | null };
+}
+
 /** A stream token's tenant as its requests need it (streamTenantOf). */
 export interface StreamTenant {
   rateLimit: TenantRateLimit;
@@ -311,6 +317,26 @@ export function createTenancyService(db: Db, options: TenancyOptions = {}) {
      * The tenant's last active admin key cannot be revoked: nobody could
      * manage the tenant's keys afterwards.
      */
+    /**
+     * Renames a key of the tenant or changes its own rate limit (null: only
+     * the tenant's applies), revoked ones too. Applies to the key's next
+     * request on every replica: their cached principals of it are dropped,
+     * as a revocation drops them.
+     */
+    async updateKey(tenantId: string, id: string, change: ApiKeyChange): Promise<ApiKey> {
+      const key = await inTransaction(db, async (tx) => {
+        const updated = await apiKeysRepository(tx).update(tenantId, id, {
+          ...(change.name === undefined ? {} : { name: change.name }),
+          ...(change.rateLimit === undefined ? {} : { rate_limit_max: change.rateLimit.max }),
+        });
+        if (!updated) throw notFound('API key');
+        await announce(tx, { tenantId, keyId: id });
+        return toApiKey(updated);
+      });
+      principals.drop({ tenantId, keyId: id });
+      return key;
+    },
+
     async revokeKey(tenantId: string, id: string): Promise<ApiKey> {
       const key = await inTransaction(db, async (tx) => {
         const keys = apiKeysRepository(tx);

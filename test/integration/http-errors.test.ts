@@ -63,7 +63,7 @@ describe('bad input gets a 4xx problem+json, never a 500', () => {
       method: 'POST',
       url: `/v1/api-keys/${crypto.randomUUID()}`,
     });
-    expect(withParam.headers.allow).toBe('GET, HEAD, DELETE');
+    expect(withParam.headers.allow).toBe('GET, HEAD, PATCH, DELETE');
   });
 
   it('a validation error lists every failing field', async () => {

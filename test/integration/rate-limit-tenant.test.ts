@@ -213,6 +213,74 @@ describe('a tenant’s own rate limit', () => {
     }
   });
 
+  it('PATCH /v1/api-keys/:id on replica A changes a key’s own limit for its next request on replica B', async () => {
+    const tenant = await createTenant(r.a, r.operatorKey, { name: 'changing key limits' });
+    const patchKey = (id: string, payload: unknown, adminKey = tenant.key) =>
+      r.a.app.inject({
+        method: 'PATCH',
+        url: `/v1/api-keys/${id}`,
+        headers: bearer(adminKey),
+        payload: payload as Record<string, unknown>,
+      });
+    const issued = await r.a.app.inject({
+      method: 'POST',
+      url: '/v1/api-keys',
+      headers: bearer(tenant.key),
+      payload: { name: 'changing', rateLimit: { max: 2 } },
+    });
+    const { id, key } = issued.json() as { id: string; key: string };
+    expect(await statuses(r.b, key, 3)).toEqual([200, 200, 429]);
+    // B holds the key's principal among those of earlier tests: the change drops it alone.
+    const keyDroppedOnB = async (change: () => Promise<unknown>) => {
+      const held = r.b.services.principalCache.size();
+      await change();
+      await expect
+        .poll(() => r.b.services.principalCache.size(), { timeout: 5_000, interval: 20 })
+        .toBe(held - 1);
+    };
+
+    let raised: Awaited<ReturnType<typeof patchKey>> | undefined;
+    await keyDroppedOnB(async () => {
+      raised = await patchKey(id, { rateLimit: { max: 4 } });
+    });
+    expect(raised?.statusCode, raised?.body).toBe(200);
+    expect(raised?.json()).toMatchObject({ id, name: 'changing', rateLimit: { max: 4 } });
+    expect(await statuses(r.b, key, 2)).toEqual([200, 200]);
+    expect(expectProblem(await r.me(r.b, key), 429, 'rate_limited').detail).toMatch(
+      /^Rate limit of 4 requests per 60 s of this API key /,
+    );
+
+    // Renamed, the limit stays (B still refuses, naming it); null leaves the tenant's alone.
+    await keyDroppedOnB(async () => {
+      expect((await patchKey(id, { name: 'renamed' })).json()).toMatchObject({
+        name: 'renamed',
+        rateLimit: { max: 4 },
+      });
+    });
+    expect(expectProblem(await r.me(r.b, key), 429, 'rate_limited').detail).toMatch(
+      /^Rate limit of 4 /,
+    );
+    await keyDroppedOnB(async () => {
+      expect((await patchKey(id, { rateLimit: { max: null } })).json().rateLimit).toEqual({
+        max: null,
+      });
+    });
+    const free = await r.me(r.b, key);
+    expect(free.statusCode).toBe(200);
+    expect(free.headers['x-ratelimit-limit']).toBe(String(DEFAULT_LIMIT));
+
+    for (const payload of [
+      {},
+      { rateLimit: {} },
+      { rateLimit: { max: 0 } },
+      { scopes: ['admin'] },
+    ]) {
+      expectProblem(await patchKey(id, payload), 400, 'validation_failed');
+    }
+    // Another tenant's admin cannot reach it.
+    expectProblem(await patchKey(id, { name: 'taken' }, r.operatorKey), 404, 'not_found');
+  });
+
   it('refuses a limit that is not a whole number from 1 to 1,000,000 with 400 validation_failed', async () => {
     const tenant = await createTenant(r.a, r.operatorKey, { name: 'validated plan' });
     for (const rateLimit of [

@@ -4,6 +4,7 @@ import type { TenancyService } from '../../tenancy/service.js';
 import { principalOf } from '../auth.js';
 import { problemResponses } from '../problem.js';
 import {
+  apiKeyRateLimitChangeSchema,
   apiKeyRateLimitSchema,
   apiKeySchema,
   apiKeyToWire,
@@ -27,6 +28,17 @@ const createApiKeyBody = z
     rateLimit: apiKeyRateLimitSchema.optional(),
   })
   .strict();
+
+const updateApiKeyBody = z
+  .object({
+    name: nameSchema.optional().describe('A new name'),
+    rateLimit: apiKeyRateLimitChangeSchema.optional(),
+  })
+  .strict()
+  .refine(
+    (change) => Object.values(change).some((value) => value !== undefined),
+    'name at least one of name, rateLimit',
+  );
 
 /** API keys of the caller's tenant. Admin scope throughout. */
 export const apiKeyRoutes: FastifyPluginAsyncZod<{ tenancy: TenancyService }> = async (
@@ -89,6 +101,26 @@ export const apiKeyRoutes: FastifyPluginAsyncZod<{ tenancy: TenancyService }> = 
     async (request) => {
       const { tenant } = principalOf(request);
       return { items: (await tenancy.listKeys(tenant.id)).map(apiKeyToWire) };
+    },
+  );
+
+  app.patch(
+    '/api-keys/:id',
+    {
+      config: { scope: 'admin' },
+      schema: {
+        tags: ['api keys'],
+        summary: 'Rename an API key of the caller’s tenant or change its own rate limit',
+        description:
+          'Fields left out keep their value. The change applies to the key’s next request on every replica.',
+        params: idParamsSchema,
+        body: updateApiKeyBody,
+        response: { 200: apiKeySchema, ...problemResponses(400, 401, 403, 404, 415, 429) },
+      },
+    },
+    async (request) => {
+      const { tenant } = principalOf(request);
+      return apiKeyToWire(await tenancy.updateKey(tenant.id, request.params.id, request.body));
     },
   );
 

@@ -125,6 +125,16 @@ export const apiKeyRateLimitSchema = z
     'The key’s own rate limit, within its tenant’s: its requests count against both, and a request refused by the key’s spends nothing of the tenant’s. None: only the tenant’s applies.',
   );
 
+/** A change to an API key's own rate limit, in PATCH /v1/api-keys/:id. */
+export const apiKeyRateLimitChangeSchema = z
+  .object({
+    max: rateLimitMaxSchema
+      .nullable()
+      .describe('Requests per RATE_LIMIT_WINDOW_MS; null: only the tenant’s limit applies'),
+  })
+  .strict()
+  .describe('The key’s own rate limit, within its tenant’s; it applies to the key’s next request.');
+
 /** The rate limit an operator gives a tenant (its plan), in POST and PATCH /v1/tenants. */
 export const tenantRateLimitChangesSchema = z
   .object({
