@@ -6,7 +6,7 @@ import { createLogger } from '../../src/logger.js';
 import { closeServices, createServices, type Services } from '../../src/services.js';
 import { type EmbeddedPostgres, startEmbeddedPostgres } from '../../src/store/embedded-postgres.js';
 import { migrate, readMigrations } from '../../src/store/migrate.js';
-import type { CreatedTenant } from '../../src/tenancy/service.js';
+import type { CreatedTenant } from '../../src/tenancy/issue.js';
 
 /**
  * The plumbing every benchmark shares: stopping on Ctrl-C, undoing what was

@@ -8,7 +8,14 @@ import { decodeCursor, pageOf } from '../store/list-position.js';
 import { tenantsRepository } from '../store/tenants.js';
 import { workflowEventsRepository } from '../store/workflow-events.js';
 import { notificationPayload } from '../tracker/notification.js';
-import { generateApiKey, hashApiKey, looksLikeApiKey } from './api-key-secret.js';
+import { hashApiKey, looksLikeApiKey } from './api-key-secret.js';
+import {
+  type CreatedTenant,
+  insertTenantWithAdminKey,
+  issueKey,
+  type NewApiKey,
+  type NewTenant,
+} from './issue.js';
 import {
   createPrincipalCache,
   DEFAULT_MAX_KNOWN,
@@ -20,7 +27,6 @@ import type {
   ApiKey,
   IssuedApiKey,
   Principal,
-  Scope,
   Tenant,
   TenantBudget,
   TenantRateLimit,
@@ -34,20 +40,6 @@ const MARKED_KEYS_MAX = 10_000;
 /** Serialises the first-start bootstrap across replicas ("wm-boot" in ASCII). */
 const BOOTSTRAP_LOCK_KEY = 0x776d2d626f6f74n;
 
-export interface CreatedTenant {
-  tenant: Tenant;
-  adminKey: IssuedApiKey;
-}
-
-export interface NewTenant {
-  name: string;
-  adminKeyName?: string;
-  defaultModel?: string;
-  allowedModels?: string[];
-  budget?: Partial<TenantBudget>;
-  rateLimit?: Partial<TenantRateLimit>;
-}
-
 /** A partial update of a tenant: what is absent stays; a null clears a setting back to its default. */
 export interface TenantChanges {
   name?: string;
@@ -58,18 +50,6 @@ export interface TenantChanges {
   rateLimit?: Partial<TenantRateLimit>;
   /** true suspends the tenant (from now, or since it already was), false lifts it. */
   suspended?: boolean;
-}
-
-/**
- * A key to issue: `expiresAt`, in the future, when it is to stop working
- * (none: never); `rateLimit`, its own limit within its tenant's (none: only
- * the tenant's).
- */
-export interface NewApiKey {
-  name: string;
-  scopes: Scope[];
-  expiresAt?: Date;
-  rateLimit?: { max: number };
 }
 
 /** A change to a key: its name, or its own rate limit (`max` null: only the tenant's applies). */
@@ -362,46 +342,6 @@ export function createTenancyService(db: Db, options: TenancyOptions = {}) {
 }
 
 export type TenancyService = ReturnType<typeof createTenancyService>;
-
-async function insertTenantWithAdminKey(
-  tx: DbOrTx,
-  input: NewTenant & { isOperator: boolean },
-): Promise<CreatedTenant> {
-  const tenant = await tenantsRepository(tx).insert({
-    id: randomUUID(),
-    name: input.name,
-    is_operator: input.isOperator,
-    default_model: input.defaultModel ?? null,
-    allowed_models: input.allowedModels ?? null,
-    ...budgetColumns({ maxIterations: null, maxTokens: null, maxCostUsd: null, ...input.budget }),
-    rate_limit_max: input.rateLimit?.max ?? null,
-  });
-  const adminKey = await issueKey(tx, tenant.id, {
-    name: input.adminKeyName ?? 'admin key',
-    scopes: ['admin'],
-  });
-  return { tenant: toTenant(tenant), adminKey };
-}
-
-async function issueKey(db: DbOrTx, tenantId: string, input: NewApiKey): Promise<IssuedApiKey> {
-  if (input.expiresAt && input.expiresAt.getTime() <= Date.now()) {
-    throw badRequest('invalid_expiry', 'An API key’s expiry must be in the future', [
-      { field: 'body.expiresAt', message: 'must be in the future' },
-    ]);
-  }
-  const generated = generateApiKey();
-  const row = await apiKeysRepository(db).insert({
-    id: randomUUID(),
-    tenant_id: tenantId,
-    name: input.name,
-    prefix: generated.prefix,
-    key_hash: generated.hash,
-    scopes: [...new Set(input.scopes)],
-    expires_at: input.expiresAt ?? null,
-    rate_limit_max: input.rateLimit?.max ?? null,
-  });
-  return { apiKey: toApiKey(row), secret: generated.secret };
-}
 
 /** When a tenant is suspended since after a change: kept as it is unless `suspended` says otherwise. */
 function suspendedSince(suspended: boolean | undefined, current: Date | null): Date | null {
