@@ -1,7 +1,11 @@
 import type { Logger } from 'pino';
 import { createPeriodicTask } from '../periodic.js';
 import type { Db } from '../store/database.js';
-import { type CountedSince, rateLimitCountsRepository } from '../store/rate-limit-counts.js';
+import {
+  type CountedSince,
+  rateLimitCountsRepository,
+  type SharedCount,
+} from '../store/rate-limit-counts.js';
 
 export interface RateLimitCountsOptions {
   windowMs: number;
@@ -186,7 +190,7 @@ export function createRateLimitCounts(options: RateLimitCountsOptions) {
   /** Adds `sent` to the window's shared counts and takes their sums; false when that failed. */
   async function share(window: number, start: Date, sent: Map<string, number>): Promise<boolean> {
     const counted: CountedSince[] = [...sent].map(([key, count]) => ({ key, count }));
-    let shared: Awaited<ReturnType<typeof repository.add>>;
+    let shared: SharedCount[];
     try {
       shared = await repository.add({ ms: windowMs, start }, counted);
     } catch (error) {
