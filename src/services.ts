@@ -131,7 +131,13 @@ export function createServices(options: {
     listenUrl: options.config.DATABASE_LISTEN_URL ?? options.databaseUrl,
     origin: replicaId,
     log: options.log,
-    onPrincipalsChanged: (change) => principalCache.drop(change),
+    onPrincipalsChanged: (change) => {
+      // A key another replica issued is known here as active from now on.
+      // Nothing of it can be cached to drop, and a drop would also keep
+      // the result of every load in flight out of the cache.
+      if (change.issuedKeyHash) principalCache.know([Buffer.from(change.issuedKeyHash, 'hex')]);
+      else principalCache.drop(change);
+    },
     onListening: (up) => principalCache.setListening(up),
     onPublished: metrics.observeEvents,
   });

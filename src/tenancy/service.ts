@@ -86,10 +86,30 @@ export function createTenancyService(db: Db, options: TenancyOptions = {}) {
    * Inside the change's transaction, so other replicas hear of it only if it
    * commits; this replica drops its own entries after the commit (`drop`).
    */
-  async function announce(tx: DbOrTx, change: PrincipalsChange): Promise<void> {
+  async function announce(
+    tx: DbOrTx,
+    change: PrincipalsChange & { issuedKeyHash?: string },
+  ): Promise<void> {
     await workflowEventsRepository(tx).notify(
       notificationPayload({ kind: 'principals', ...change, origin }),
     );
+  }
+
+  /**
+   * Announces a key just issued, in its transaction: from the commit on,
+   * every replica knows it as active (services.ts hands the others' the
+   * hash), so that a client address past its failed authentications
+   * (http/auth-failures.ts) does not keep a new key out until its window
+   * ends. Returns what tells this replica after the commit.
+   */
+  async function announceIssued(tx: DbOrTx, issued: IssuedApiKey): Promise<() => void> {
+    const keyHash = hashApiKey(issued.secret);
+    await announce(tx, {
+      tenantId: issued.apiKey.tenantId,
+      keyId: issued.apiKey.id,
+      issuedKeyHash: keyHash.toString('hex'),
+    });
+    return () => principals.know([keyHash]);
   }
 
   /** When this replica last marked each key used (key id -> ms), so it writes at most once per LAST_USED_RESOLUTION_MS. */
@@ -168,9 +188,12 @@ export function createTenancyService(db: Db, options: TenancyOptions = {}) {
 
     /** Model settings are checked against the catalogue by the caller. */
     async createTenant(input: NewTenant): Promise<CreatedTenant> {
-      return inTransaction(db, (tx) =>
-        insertTenantWithAdminKey(tx, { ...input, isOperator: false }),
-      );
+      const { created, known } = await inTransaction(db, async (tx) => {
+        const created = await insertTenantWithAdminKey(tx, { ...input, isOperator: false });
+        return { created, known: await announceIssued(tx, created.adminKey) };
+      });
+      known();
+      return created;
     },
 
     async getTenant(id: string): Promise<Tenant> {
@@ -278,7 +301,12 @@ export function createTenancyService(db: Db, options: TenancyOptions = {}) {
     },
 
     async issueKey(tenantId: string, input: NewApiKey): Promise<IssuedApiKey> {
-      return issueKey(db, tenantId, input);
+      const { issued, known } = await inTransaction(db, async (tx) => {
+        const issued = await issueKey(tx, tenantId, input);
+        return { issued, known: await announceIssued(tx, issued) };
+      });
+      known();
+      return issued;
     },
 
     async listKeys(tenantId: string): Promise<ApiKey[]> {
@@ -291,12 +319,6 @@ export function createTenancyService(db: Db, options: TenancyOptions = {}) {
       return toApiKey(row);
     },
 
-    /**
-     * Revokes a key of the tenant; revoking a revoked key changes nothing.
-     * The key stops authenticating at once, on every replica.
-     * The tenant's last active admin key cannot be revoked: nobody could
-     * manage the tenant's keys afterwards.
-     */
     /**
      * Renames a key of the tenant or changes its own rate limit (null: only
      * the tenant's applies), revoked ones too. Applies to the key's next
@@ -317,6 +339,12 @@ export function createTenancyService(db: Db, options: TenancyOptions = {}) {
       return key;
     },
 
+    /**
+     * Revokes a key of the tenant; revoking a revoked key changes nothing.
+     * The key stops authenticating at once, on every replica.
+     * The tenant's last active admin key cannot be revoked: nobody could
+     * manage the tenant's keys afterwards.
+     */
     async revokeKey(tenantId: string, id: string): Promise<ApiKey> {
       const key = await inTransaction(db, async (tx) => {
         const keys = apiKeysRepository(tx);

@@ -9,7 +9,9 @@ import { z } from 'zod';
  * follow (`tokens`), or alone when no events go with them. A principals
  * notification tells the replicas' API-key caches what a committed change
  * to a key or tenant touched (tenancy/principal-cache.ts); it names the key
- * by id, never by its hash.
+ * by id. A key just issued is such a change too, named by its hash as
+ * well (the hex of the SHA-256 the store holds, never the secret), so that
+ * the replicas know it as active without reading it.
  */
 export type Notification =
   | {
@@ -29,6 +31,12 @@ export interface PrincipalsNotification {
   tenantId: string;
   keyId: string | null;
   origin: string;
+  /**
+   * The key was just issued, with this hash (hex): the replicas know it as
+   * active from now on (http/auth-failures.ts). A replica that does not
+   * read the field drops the key's cached principals, of which it has none.
+   */
+  issuedKeyHash?: string;
 }
 
 const wireSchema = z.union([
@@ -41,7 +49,16 @@ const wireSchema = z.union([
     a: z.number().int().optional(),
   }),
   z.object({ k: z.literal('t'), w: z.string(), t: z.string(), o: z.string() }),
-  z.object({ k: z.literal('a'), t: z.string(), i: z.string().nullable(), o: z.string() }),
+  z.object({
+    k: z.literal('a'),
+    t: z.string(),
+    i: z.string().nullable(),
+    o: z.string(),
+    n: z
+      .string()
+      .regex(/^[0-9a-f]{64}$/)
+      .optional(),
+  }),
 ]);
 
 /** PostgreSQL refuses NOTIFY payloads of 8000 bytes or more. */
@@ -72,6 +89,7 @@ export function notificationPayload(notification: Notification): string {
         t: notification.tenantId,
         i: notification.keyId,
         o: notification.origin,
+        ...(notification.issuedKeyHash ? { n: notification.issuedKeyHash } : {}),
       });
   }
 }
@@ -111,7 +129,13 @@ export function parseNotification(
     case 't':
       return { kind: 'tokens', workflowId: wire.w, text: wire.t, origin: wire.o };
     case 'a':
-      return { kind: 'principals', tenantId: wire.t, keyId: wire.i, origin: wire.o };
+      return {
+        kind: 'principals',
+        tenantId: wire.t,
+        keyId: wire.i,
+        origin: wire.o,
+        ...(wire.n ? { issuedKeyHash: wire.n } : {}),
+      };
   }
 }
 

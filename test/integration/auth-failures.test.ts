@@ -1,5 +1,6 @@
 import { randomBytes } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { issueKey } from '../../src/tenancy/issue.js';
 import {
   bearer,
   listenLocally,
@@ -7,14 +8,15 @@ import {
   startTestAppOn,
   type TestApp,
 } from '../support/app.js';
-import { bootstrapOperator } from '../support/workflows.js';
+import { bootstrapOperator, waitFor } from '../support/workflows.js';
 
 /**
  * AUTH_FAILURE_LIMIT (src/http/auth-failures.ts) over real sockets: a
  * client address that has sent that many unknown or revoked keys gets 429
  * for keys the replica has not found active before, without reading them,
  * until its window ends; keys it knows, other addresses and malformed keys
- * (never read) are not held up. The principal cache is off
+ * (never read) are not held up. A key is known to every replica from its
+ * issue on (its NOTIFY). The principal cache is off
  * (AUTH_CACHE_TTL_MS=0), so every request of a known key is read as one
  * whose cache entry has expired is. Addresses come from X-Forwarded-For
  * (TRUST_PROXY), as behind a load balancer.
@@ -62,7 +64,7 @@ async function lookups(): Promise<Record<'found' | 'unknown' | 'refused', number
   return counts;
 }
 
-/** A new key of the operator tenant, issued through the API and not used yet (so in no replica's memory). */
+/** A new key of the operator tenant, issued through the API (so known to every replica) and not used yet. */
 async function freshKey(): Promise<string> {
   const response = await fetch(`${base}/v1/api-keys`, {
     method: 'POST',
@@ -79,7 +81,10 @@ describe('failed authentications per client address', () => {
     const known = await freshKey();
     // Used once (from anywhere) before the address fails: from now on known to this replica.
     expect((await me(known, '192.0.2.50')).status).toBe(200);
-    const waiting = await freshKey();
+    // Written with no announcement: this replica has not heard of it.
+    const waiting = await unannouncedKey();
+    // Issued here through the API: known from its issue on, though never used.
+    const issued = await freshKey();
     const before = await lookups();
 
     for (let attempt = 0; attempt < LIMIT; attempt += 1) {
@@ -96,16 +101,17 @@ describe('failed authentications per client address', () => {
     expect(await spent.json()).toMatchObject({ code: 'auth_failures_exceeded', status: 429 });
     // A valid key this replica has not found yet is refused too: reading it is what is bounded.
     expect((await me(waiting, address)).status).toBe(429);
-    // The key it knows is read (the cache is off) and passes.
+    // The keys it knows are read (the cache is off) and pass.
     expect((await me(known, address)).status).toBe(200);
+    expect((await me(issued, address)).status).toBe(200);
     // A malformed key is never read: 401 as always.
     expect((await me('wmk_short', address)).status).toBe(401);
 
     const after = await lookups();
     expect(after.unknown - before.unknown).toBe(LIMIT);
     expect(after.refused - before.refused).toBe(2);
-    // The known key's read, and the scrape's own before it.
-    expect(after.found - before.found).toBe(2);
+    // The known keys' reads, and the scrape's own before it.
+    expect(after.found - before.found).toBe(3);
 
     // Once the window has ended (Retry-After rounds up), the address is read from again.
     await new Promise((resolve) => setTimeout(resolve, retryAfter * 1000 + 50));
@@ -122,6 +128,35 @@ describe('failed authentications per client address', () => {
     expect((await me(unknownKey(), '2001:db8:0:8::1')).status).toBe(401);
     expect((await me(await freshKey(), '198.51.100.20')).status).toBe(200);
     expect((await me(unknownKey(), '198.51.100.20')).status).toBe(401);
+  });
+
+  it('a key issued on another replica is known here from its commit: past the limit it passes before this replica has read it; a key written without the announcement does not', async () => {
+    // A window longer than the test: a key passing is the announcement, never the window's end.
+    const other = await startTestAppOn(testApp.database, {
+      AUTH_FAILURE_LIMIT: String(LIMIT),
+      AUTH_FAILURE_WINDOW_MS: '600000',
+      AUTH_CACHE_TTL_MS: '0',
+      TRUST_PROXY: 'true',
+    });
+    try {
+      const otherBase = (await listenLocally(other.app)).url;
+      const address = '203.0.113.120';
+      for (let attempt = 0; attempt < LIMIT; attempt += 1) {
+        expect((await me(unknownKey(), address, otherBase)).status).toBe(401);
+      }
+      expect((await me(unknownKey(), address, otherBase)).status).toBe(429);
+      const unannounced = await unannouncedKey();
+      // Issued through the first replica's API: the other hears of it by NOTIFY.
+      const issued = await freshKey();
+      await waitFor(
+        async () => ((await me(issued, address, otherBase)).status === 200 ? true : undefined),
+        'the other replica to know the key issued on the first',
+      );
+      // Its announcement came after the unannounced key was written: still unknown there.
+      expect((await me(unannounced, address, otherBase)).status).toBe(429);
+    } finally {
+      await other.close();
+    }
   });
 
   it('a replica just started knows the keys active when it read them: past the limit they still pass there, a key revoked before is refused unread', async () => {
@@ -158,6 +193,21 @@ describe('failed authentications per client address', () => {
     }
   });
 });
+
+/**
+ * A new key of the operator tenant written as the store's row alone, with no
+ * announcement: as a replica that was not listening would miss a key's.
+ */
+async function unannouncedKey(): Promise<string> {
+  const response = await me(operatorKey, '192.0.2.52');
+  expect(response.status).toBe(200);
+  const { tenant } = (await response.json()) as { tenant: { id: string } };
+  const issued = await issueKey(testApp.services.database.db, tenant.id, {
+    name: `unannounced ${randomBytes(4).toString('hex')}`,
+    scopes: ['admin'],
+  });
+  return issued.secret;
+}
 
 /** The id of the operator tenant's key `key` (its /v1/me). */
 async function keyIdOf(key: string): Promise<string> {

@@ -22,6 +22,25 @@ describe('parseNotification', () => {
     expect(parseNotification(notificationPayload(events), 'replica-b')).toEqual(events);
   });
 
+  it('reads a key change, and a key just issued with its hash, which a payload of an older replica lacks', () => {
+    const change = {
+      kind: 'principals' as const,
+      tenantId: 't1',
+      keyId: 'k1',
+      origin: 'replica-a',
+    };
+    expect(parseNotification(notificationPayload(change))).toEqual(change);
+    const issued = { ...change, issuedKeyHash: 'ab'.repeat(32) };
+    expect(notificationPayload(issued)).toBe(
+      `{"k":"a","t":"t1","i":"k1","o":"replica-a","n":"${'ab'.repeat(32)}"}`,
+    );
+    expect(parseNotification(notificationPayload(issued))).toEqual(issued);
+    // Not a SHA-256 in hex: the payload is malformed.
+    expect(
+      parseNotification(notificationPayload({ ...change, issuedKeyHash: 'secret' })),
+    ).toBeUndefined();
+  });
+
   it('answers undefined for a malformed payload, whoever asks', () => {
     for (const payload of ['not json', '{"k":"e","w":"w1"}', 'null', '{"o":"replica-b","k":"x"}']) {
       expect(parseNotification(payload, 'replica-a')).toBeUndefined();
