@@ -1,4 +1,5 @@
 import { sql } from 'kysely';
+import { daysBefore } from '../days.js';
 import { AppError, badRequest } from '../errors.js';
 import { type Db, inTransaction, isStatementCancelled } from '../store/database.js';
 import {
@@ -21,8 +22,6 @@ export { USAGE_GROUPINGS };
 export const USAGE_RANGE_DEFAULT_DAYS = 30;
 /** The longest range one report may cover: each reads every ledger row of it. */
 export const USAGE_RANGE_MAX_DAYS = 366;
-
-const DAY_MS = 86_400_000;
 
 export interface UsageSums {
   /** Model call attempts, failed ones included. */
@@ -68,7 +67,7 @@ export function createUsageReports(db: Db, options: { timeoutMs: number }) {
      */
     async summarize(tenantId: string, query: UsageReportQuery): Promise<UsageReport> {
       const to = query.to ?? new Date();
-      const from = query.from ?? new Date(to.getTime() - USAGE_RANGE_DEFAULT_DAYS * DAY_MS);
+      const from = query.from ?? daysBefore(to, USAGE_RANGE_DEFAULT_DAYS);
       checkRange(from, to);
       const rows = await inTransaction(db, async (tx) => {
         // SET LOCAL: the transaction's own, so it holds through a transaction-mode pooler.
@@ -112,7 +111,7 @@ function checkRange(from: Date, to: Date): void {
   const problem =
     from.getTime() >= to.getTime()
       ? '`from` must be before `to`'
-      : to.getTime() - from.getTime() > USAGE_RANGE_MAX_DAYS * DAY_MS
+      : from.getTime() < daysBefore(to, USAGE_RANGE_MAX_DAYS).getTime()
         ? `a report covers at most ${USAGE_RANGE_MAX_DAYS} days`
         : undefined;
   if (problem === undefined) return;

@@ -97,8 +97,8 @@ export function createTenancyService(db: Db, options: TenancyOptions = {}) {
 
   /**
    * Announces a key just issued, in its transaction: from the commit on,
-   * every replica knows it as active (services.ts hands the others' the
-   * hash), so that a client address past its failed authentications
+   * every replica knows it as active (the others from the NOTIFY's hash,
+   * services.ts), so that a client address past its failed authentications
    * (http/auth-failures.ts) does not keep a new key out until its window
    * ends. Returns what tells this replica after the commit.
    */

@@ -1,5 +1,6 @@
 import { sql } from 'kysely';
 import type { Logger } from 'pino';
+import { daysBefore } from '../days.js';
 import { createPeriodicTask } from '../periodic.js';
 import { apiKeysRepository } from '../store/api-keys.js';
 import { type Db, isDatabaseUnavailable, isStatementCancelled } from '../store/database.js';
@@ -57,8 +58,6 @@ interface Purge {
   remove: (cutoff: Date, limit: number) => Promise<number>;
   message: string;
 }
-
-const DAY_MS = 86_400_000;
 
 /**
  * Ends paused workflows that have waited for input past their expiry, when
@@ -257,7 +256,7 @@ export function createRetentionSweeper(options: RetentionSweeperOptions) {
 
   async function sweepInto(counts: SweepCounts, now: Date): Promise<void> {
     if (pausedExpiry) {
-      const cutoff = new Date(now.getTime() - pausedExpiry.days * DAY_MS);
+      const cutoff = daysBefore(now, pausedExpiry.days);
       await expireAll(cutoff, pausedExpiry, counts);
       if (counts.expired > 0)
         log.info(
@@ -267,7 +266,7 @@ export function createRetentionSweeper(options: RetentionSweeperOptions) {
     }
     for (const purge of purges) {
       if (purge.days === 0 || task.stopped()) continue;
-      const cutoff = new Date(now.getTime() - purge.days * DAY_MS);
+      const cutoff = daysBefore(now, purge.days);
       await inBatches(purge.table, async (limit) => {
         const deleted = await purge.remove(cutoff, limit);
         counts[purge.count] += deleted;
