@@ -100,16 +100,18 @@ export function createTenancyService(db: Db, options: TenancyOptions = {}) {
    * every replica knows it as active (the others from the NOTIFY's hash,
    * services.ts), so that a client address past its failed authentications
    * (http/auth-failures.ts) does not keep a new key out until its window
-   * ends. Returns what tells this replica after the commit.
+   * ends. This replica knows it at once: should the transaction fail, it
+   * knows a key nobody holds, and knowing is no authorization (a known key
+   * is still read).
    */
-  async function announceIssued(tx: DbOrTx, issued: IssuedApiKey): Promise<() => void> {
+  async function announceIssued(tx: DbOrTx, issued: IssuedApiKey): Promise<void> {
     const keyHash = hashApiKey(issued.secret);
     await announce(tx, {
       tenantId: issued.apiKey.tenantId,
       keyId: issued.apiKey.id,
       issuedKeyHash: keyHash.toString('hex'),
     });
-    return () => principals.know([keyHash]);
+    principals.know([keyHash]);
   }
 
   /** When this replica last marked each key used (key id -> ms), so it writes at most once per LAST_USED_RESOLUTION_MS. */
@@ -135,8 +137,8 @@ export function createTenancyService(db: Db, options: TenancyOptions = {}) {
 
   return {
     /**
-     * Reads the keys active now (at most the cache's `maxKnown`, the most
-     * recently used first) into the principal cache's known keys, so that
+     * Reads the keys active now (at most `limit`, by default the known
+     * keys' default bound, DEFAULT_MAX_KNOWN; the most recently used first) into the principal cache's known keys, so that
      * a replica just started tells its clients' keys from unknown ones
      * before it has served them (http/auth-failures.ts). Returns how many.
      */
@@ -188,12 +190,11 @@ export function createTenancyService(db: Db, options: TenancyOptions = {}) {
 
     /** Model settings are checked against the catalogue by the caller. */
     async createTenant(input: NewTenant): Promise<CreatedTenant> {
-      const { created, known } = await inTransaction(db, async (tx) => {
+      return inTransaction(db, async (tx) => {
         const created = await insertTenantWithAdminKey(tx, { ...input, isOperator: false });
-        return { created, known: await announceIssued(tx, created.adminKey) };
+        await announceIssued(tx, created.adminKey);
+        return created;
       });
-      known();
-      return created;
     },
 
     async getTenant(id: string): Promise<Tenant> {
@@ -301,12 +302,11 @@ export function createTenancyService(db: Db, options: TenancyOptions = {}) {
     },
 
     async issueKey(tenantId: string, input: NewApiKey): Promise<IssuedApiKey> {
-      const { issued, known } = await inTransaction(db, async (tx) => {
+      return inTransaction(db, async (tx) => {
         const issued = await issueKey(tx, tenantId, input);
-        return { issued, known: await announceIssued(tx, issued) };
+        await announceIssued(tx, issued);
+        return issued;
       });
-      known();
-      return issued;
     },
 
     async listKeys(tenantId: string): Promise<ApiKey[]> {
