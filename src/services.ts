@@ -94,11 +94,14 @@ export function createServices(options: {
   /** /readyz answers `starting` until `startup.complete()` (main.ts). */
   holdReadiness?: boolean;
 }): Services {
+  // This replica's connections, told from every other client's by the event hub.
+  const connectionName = `waymark-${randomBytes(6).toString('hex')}`;
   const database = openDatabase({
     url: options.databaseUrl,
     poolMax: options.config.DATABASE_POOL_MAX,
     log: options.log,
     preparedStatements: usesPreparedStatements(options.config),
+    applicationName: connectionName,
   });
   const replicaId = `${hostname()}-${process.pid}-${randomBytes(3).toString('hex')}`;
   // Group commit (store/statement-batches.ts): two statements of each kind
@@ -130,6 +133,7 @@ export function createServices(options: {
     db: database.db,
     listenUrl: options.config.DATABASE_LISTEN_URL ?? options.databaseUrl,
     origin: replicaId,
+    applicationName: connectionName,
     log: options.log,
     onPrincipalsChanged: (change) => {
       // A key another replica issued is known here as active from now on.

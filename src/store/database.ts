@@ -42,9 +42,16 @@ export function openDatabase(options: {
   log: Logger;
   /** Runs statements as named prepared statements; not through a transaction-mode pooler that lacks them. */
   preparedStatements?: boolean;
+  /**
+   * The connections' `application_name`: a replica's own, by which it tells
+   * its connections from the others' (tracker/listen-connection.ts). One in
+   * the URL wins.
+   */
+  applicationName?: string;
 }): DatabaseHandle {
   const pool = new pg.Pool({
     connectionString: options.url,
+    application_name: options.applicationName,
     max: options.poolMax,
     Client: options.preparedStatements ? preparingClientClass(PREPARED_STATEMENTS) : SessionClient,
     // A request waits at most this long for a free connection, then fails

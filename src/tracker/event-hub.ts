@@ -1,11 +1,11 @@
-import pg from 'pg';
+import type pg from 'pg';
 import type { Logger } from 'pino';
 import type { Db } from '../store/database.js';
 import { EVENTS_CHANNEL } from '../store/event-statement-parts.js';
 import { workflowEventsRepository } from '../store/workflow-events.js';
 import { toEvent } from '../workflows/rows.js';
 import type { WorkflowEvent } from '../workflows/types.js';
-import { probeListening } from './listen-probe.js';
+import { createListenConnection } from './listen-connection.js';
 import {
   MAX_PAYLOAD_BYTES,
   type Notification,
@@ -19,11 +19,13 @@ import {
  * Fan-out of workflow events to the subscribers on this replica: events
  * emitted here are delivered in-process; events emitted on other replicas
  * arrive through PostgreSQL LISTEN/NOTIFY on ONE dedicated connection per
- * replica (not one per subscriber). That connection is health-checked and
- * re-established when it drops; a (re)connect counts once it has heard a
- * notification sent through the pool (listen-probe.ts), and then the hub
- * reads from the store whatever its subscribers may have missed. A read
- * that fails (the pool's database briefly out of reach, while the LISTEN
+ * replica, not one per subscriber (listen-connection.ts: health-checked,
+ * re-established when it drops, counted once it hears the pool, and
+ * LISTENing only while another client, maybe a replica, is connected).
+ * Whenever it may have missed notifications (a (re)connect, another
+ * client come), the hub
+ * reads from the store whatever its subscribers may lack. A read that
+ * fails (the pool's database briefly out of reach, while the LISTEN
  * connection is not) is tried again, with a bounded backoff, until the
  * events it was to read are delivered: no later notification may come for
  * them (the missed ones may include `workflow_end`). The same connection
@@ -51,11 +53,21 @@ export interface EventHubOptions {
   healthCheckIntervalMs?: number;
   /** A (re)connect's wait for its probe (listen-probe.ts); LISTEN_PROBE_TIMEOUT_MS unless given. */
   listenProbeTimeoutMs?: number;
+  /** How often it looks for other replicas to listen to (listen-connection.ts); 1 s unless given. */
+  presenceIntervalMs?: number;
+  /**
+   * The `application_name` of this replica's connections (its pool's and the
+   * LISTEN connection's): any other client connected to the database may be
+   * another replica, to listen to. Unset: every other one is.
+   */
+  applicationName?: string;
   /** A key or tenant changed on another replica (the API-key cache drops what it touched). */
   onPrincipalsChanged?: (change: PrincipalsNotification) => void;
   /**
-   * The LISTEN connection came up (true) or went down (false): notifications
-   * sent while it was down are lost, so whatever they would invalidate is suspect.
+   * The replica hears every other one from now on (true: its LISTEN
+   * connection came up, or another replica came), or may miss what they
+   * announce (false: it went down): notifications sent meanwhile are lost,
+   * so whatever they would invalidate is suspect.
    */
   onListening?: (up: boolean) => void;
   /** Events committed on this replica, as `publish` delivers them (the metrics count them). */
@@ -82,12 +94,7 @@ export function createEventHub(options: EventHubOptions) {
   const log = options.log.child({ component: 'event-hub' });
   const events = workflowEventsRepository(options.db);
   const topics = new Map<string, Topic>();
-  let client: pg.Client | undefined;
-  let healthy = false;
   let closed = false;
-  let reconnectDelayMs = 100;
-  let reconnectTimer: NodeJS.Timeout | undefined;
-  let healthTimer: NodeJS.Timeout | undefined;
 
   function deliver(topic: Topic, event: WorkflowEvent): void {
     if (event.seq <= topic.deliveredSeq) return;
@@ -217,95 +224,34 @@ export function createEventHub(options: EventHubOptions) {
       .catch((error: unknown) => log.error({ err: error, workflowId }, 'delivering tokens failed'));
   }
 
-  async function connect(): Promise<void> {
-    const next = new pg.Client({ connectionString: options.listenUrl, keepAlive: true });
-    next.on('notification', onNotification);
-    next.on('error', (error) => dropConnection(next, error));
-    next.on('end', () => dropConnection(next, new Error('the listening connection ended')));
-    try {
-      await next.connect();
-      // Before the channel, so a connection that cannot hear the pool never counts as listening.
-      await probeListening({
-        listener: next,
-        db: options.db,
-        timeoutMs: options.listenProbeTimeoutMs,
-      });
-      await next.query(`LISTEN ${EVENTS_CHANNEL}`);
-    } catch (error) {
-      // A connection that is up but could not LISTEN (a standby, say) would stay open.
-      await next.end().catch(() => undefined);
-      throw error;
-    }
-    // Closed while connecting: the connection is not kept, and nothing reconnects.
-    if (closed) {
-      await next.end().catch(() => undefined);
-      return;
-    }
-    client = next;
-    healthy = true;
-    options.onListening?.(true);
-    reconnectDelayMs = 100;
-    log.info('listening for workflow events');
-    // Whatever was emitted while we were not listening is in the store.
-    await Promise.all([...topics.keys()].map((workflowId) => catchUp(workflowId)));
-  }
-
-  function dropConnection(dropped: pg.Client, error: unknown): void {
-    if (client !== dropped) return;
-    client = undefined;
-    healthy = false;
-    options.onListening?.(false);
-    dropped.removeAllListeners('notification');
-    void dropped.end().catch(() => undefined);
-    if (closed) return;
-    log.warn(
-      { err: error, retryInMs: reconnectDelayMs },
-      'lost the listening connection; reconnecting',
-    );
-    scheduleReconnect();
-  }
-
-  function scheduleReconnect(): void {
-    clearTimeout(reconnectTimer);
-    reconnectTimer = setTimeout(() => {
-      connect().catch((error: unknown) => {
-        if (closed) return;
-        log.warn({ err: error }, 'reconnecting the listening connection failed');
-        reconnectDelayMs = Math.min(reconnectDelayMs * 2, 5_000);
-        scheduleReconnect();
-      });
-    }, reconnectDelayMs);
-  }
-
-  /** A silently dead TCP connection would never emit 'error'; a periodic query finds it. */
-  function startHealthChecks(): void {
-    const interval = options.healthCheckIntervalMs ?? 10_000;
-    healthTimer = setInterval(() => {
-      const current = client;
-      if (!current) return;
-      const timeout = setTimeout(
-        () => dropConnection(current, new Error('health check timed out')),
-        interval,
-      );
-      current
-        .query('SELECT 1')
-        .then(() => clearTimeout(timeout))
-        .catch((error: unknown) => {
-          clearTimeout(timeout);
-          dropConnection(current, error);
-        });
-    }, interval);
-    healthTimer.unref();
-  }
+  const connection = createListenConnection({
+    listenUrl: options.listenUrl,
+    db: options.db,
+    log,
+    healthCheckIntervalMs: options.healthCheckIntervalMs,
+    listenProbeTimeoutMs: options.listenProbeTimeoutMs,
+    presenceIntervalMs: options.presenceIntervalMs,
+    applicationName: options.applicationName,
+    onNotification,
+    onHearing: async () => {
+      options.onListening?.(true);
+      // Whatever was emitted while we were not listening is in the store.
+      await Promise.all([...topics.keys()].map((workflowId) => catchUp(workflowId)));
+    },
+    onDown: () => options.onListening?.(false),
+  });
 
   return {
-    async start(): Promise<void> {
-      await connect();
-      startHealthChecks();
-    },
+    start: (): Promise<void> => connection.start(),
 
     /** Whether the LISTEN connection is up (for readiness and tests). */
-    isListening: (): boolean => healthy,
+    isListening: (): boolean => connection.isUp(),
+
+    /** Whether it LISTENs: another client is connected (tests). */
+    hearsOthers: (): boolean => connection.hearsOthers(),
+
+    /** Looks for other replicas to listen to now, as it does every `presenceIntervalMs` (tests). */
+    lookForOthers: (): Promise<void> => connection.lookForOthers(),
 
     /**
      * Subscribes to a workflow's live events. Subscribe first, then replay
@@ -364,18 +310,11 @@ export function createEventHub(options: EventHubOptions) {
     subscriberCount: (workflowId: string): number => topics.get(workflowId)?.subscribers.size ?? 0,
 
     /** Test hook: the listening connection's backend pid. */
-    listenerPid: (): number | undefined =>
-      (client as (pg.Client & { processID?: number }) | undefined)?.processID,
+    listenerPid: (): number | undefined => connection.pid(),
 
     async close(): Promise<void> {
       closed = true;
-      clearTimeout(reconnectTimer);
-      clearInterval(healthTimer);
-      const current = client;
-      client = undefined;
-      healthy = false;
-      options.onListening?.(false);
-      await current?.end().catch(() => undefined);
+      await connection.close();
       for (const [workflowId, topic] of topics) dropTopic(workflowId, topic);
     },
   };

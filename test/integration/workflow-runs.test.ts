@@ -1,10 +1,12 @@
 import { randomUUID } from 'node:crypto';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { openDatabase } from '../../src/store/database.js';
 import { claimExpiredLeases } from '../../src/store/workflow-leases.js';
 import { workflowsRepository } from '../../src/store/workflows.js';
 import { transitionWorkflow } from '../../src/workflows/transitions.js';
 import { startTestApp, type TestApp } from '../support/app.js';
+import { silentLog } from '../support/tracker-database.js';
 import {
   bootstrapOperator,
   cancelWorkflow,
@@ -152,10 +154,15 @@ describe('cancel', () => {
   });
 
   it('a cancel committed by another replica stops the run here through LISTEN/NOTIFY', async () => {
+    // Another replica's connection: this one listens once it sees it.
+    const other = openDatabase({ url: testApp.database.url, poolMax: 1, log: silentLog });
+    await other.pool.query('SELECT 1');
+    await testApp.services.hub.lookForOthers();
+    expect(testApp.services.hub.hearsOthers()).toBe(true);
     const id = await startStreaming(testApp, tenant.key);
     // The transition another replica would make: its events are not
     // published to this replica's hub in-process, only NOTIFYed.
-    await transitionWorkflow(testApp.services.database.db, {
+    await transitionWorkflow(other.db, {
       tenantId: tenant.id,
       workflowId: id,
       to: 'cancelled',
@@ -181,6 +188,7 @@ describe('cancel', () => {
     expect(events.at(-1)).toMatchObject({ type: 'workflow_end', status: 'cancelled' });
     expect(events.filter((event) => event.type === 'workflow_end')).toHaveLength(1);
     expect(await ledgerOutcomes(testApp, id)).toEqual(['cancelled']);
+    await other.close();
   });
 });
 

@@ -2,7 +2,7 @@ import { randomUUID } from 'node:crypto';
 import pg from 'pg';
 import pino from 'pino';
 import { afterAll, beforeAll } from 'vitest';
-import { type DatabaseHandle, openDatabase } from '../../src/store/database.js';
+import { type DatabaseHandle, type Db, openDatabase } from '../../src/store/database.js';
 import { EVENTS_CHANNEL } from '../../src/store/event-statement-parts.js';
 import { workflowEventsRepository } from '../../src/store/workflow-events.js';
 import { createTenancyService } from '../../src/tenancy/service.js';
@@ -71,22 +71,8 @@ export function useTrackerDatabase(): TrackerDatabase {
     get tenantId() {
       return ready(tenantId);
     },
-    async newWorkflow(tenantId = context.tenantId) {
-      const id = randomUUID();
-      await context.handle.db
-        .insertInto('workflows')
-        .values({
-          id,
-          tenant_id: tenantId,
-          status: 'queued',
-          mode: 'auto',
-          model: 'scripted',
-          input: 'hi',
-          tools: [],
-          metadata: '{}',
-        })
-        .execute();
-      return id;
+    newWorkflow(tenantId = context.tenantId) {
+      return insertQueuedWorkflow(context.handle.db, tenantId);
     },
     trackerFor(workflowId, origin = 'replica-a', eventHub = context.hub) {
       return createWorkflowTracker({
@@ -109,6 +95,25 @@ export function useTrackerDatabase(): TrackerDatabase {
     },
   };
   return context;
+}
+
+/** A queued workflow row of `tenantId`, as the tracker's tests start from; resolves with its id. */
+export async function insertQueuedWorkflow(db: Db, tenantId: string): Promise<string> {
+  const id = randomUUID();
+  await db
+    .insertInto('workflows')
+    .values({
+      id,
+      tenant_id: tenantId,
+      status: 'queued',
+      mode: 'auto',
+      model: 'scripted',
+      input: 'hi',
+      tools: [],
+      metadata: '{}',
+    })
+    .execute();
+  return id;
 }
 
 /**
