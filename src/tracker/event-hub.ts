@@ -23,14 +23,14 @@ import {
  * re-established when it drops, counted once it hears the pool, and
  * LISTENing only while another client, maybe a replica, is connected).
  * Whenever it may have missed notifications (a (re)connect, another
- * client come), the hub
- * reads from the store whatever its subscribers may lack. A read that
- * fails (the pool's database briefly out of reach, while the LISTEN
- * connection is not) is tried again, with a bounded backoff, until the
- * events it was to read are delivered: no later notification may come for
- * them (the missed ones may include `workflow_end`). The same connection
- * carries the invalidations of API-key caches (`onPrincipalsChanged`,
- * `onListening`), so a replica needs no second LISTEN connection.
+ * client come), the hub reads from the store whatever its subscribers may
+ * lack. A read that fails (the pool's database briefly out of reach,
+ * while the LISTEN connection is not) is tried again, with a bounded
+ * backoff, until the events it was to read are delivered: no later
+ * notification may come for them (the missed ones may include
+ * `workflow_end`). The same connection carries the invalidations of
+ * API-key caches (`onPrincipalsChanged`, `onListening`), so a replica
+ * needs no second LISTEN connection.
  */
 
 export interface Subscriber {
