@@ -105,7 +105,7 @@ export function createListenConnection(options: ListenConnectionOptions) {
     listening = others;
     reconnectDelayMs = 100;
     log.info(
-      { otherReplicas: others },
+      { otherClients: others },
       others ? 'listening for workflow events' : 'no other client connected: not listening',
     );
     await options.onHearing();
