@@ -57,8 +57,9 @@ export interface EventHubOptions {
   presenceIntervalMs?: number;
   /**
    * The `application_name` of this replica's connections (its pool's and the
-   * LISTEN connection's): any other client connected to the database may be
-   * another replica, to listen to. Unset: every other one is.
+   * LISTEN connection's). Every other client connected to the database may
+   * be another replica, to listen to; unset, every client but the LISTEN
+   * connection is.
    */
   applicationName?: string;
   /** A key or tenant changed on another replica (the API-key cache drops what it touched). */

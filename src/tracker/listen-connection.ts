@@ -11,9 +11,9 @@ import { probeListening } from './listen-probe.js';
  * (listen-probe.ts).
  *
  * It LISTENs only while another client is connected to the database,
- * which may be another replica (of this release or an earlier one): any
- * client session in pg_stat_activity whose `application_name` is not this
- * replica's own (`applicationName`, its pool's and this connection's).
+ * which may be another replica (of this release or an earlier one), that
+ * is a client session in pg_stat_activity whose `application_name` is not
+ * this replica's own (`applicationName`, its pool's and this connection's).
  * PostgreSQL wakes every listening backend of a database at each NOTIFY,
  * whatever its channels, so a replica alone that listened would be woken,
  * and told of its own events again, at every statement of every workflow:
