@@ -28,7 +28,9 @@ export async function startTestApp(env: Record<string, string> = {}): Promise<Te
 
 /**
  * Another replica over the database of an existing test app: its own
- * services, hub and LISTEN connection. `close` leaves the database alone.
+ * services, hub and LISTEN connection. The replicas already on the database
+ * look for it before it returns, so they hear it from then on (`hubs`).
+ * `close` leaves the database alone.
  */
 export async function startTestAppOn(
   database: TestDatabase,
@@ -46,6 +48,8 @@ export async function startTestAppOn(
     env,
   });
   await services.hub.start();
+  for (const hub of database.hubs) await hub.lookForOthers();
+  database.hubs.add(services.hub);
   const app = await buildApp(services);
   await app.ready();
   return {
@@ -53,6 +57,7 @@ export async function startTestAppOn(
     services,
     database,
     async close() {
+      database.hubs.delete(services.hub);
       await app.close();
       await closeServices(services);
     },

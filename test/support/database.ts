@@ -6,6 +6,12 @@ import { withDatabase } from './global-setup.js';
 export interface TestDatabase {
   name: string;
   url: string;
+  /**
+   * The event hubs of the test apps started on it (app.ts): each looks for
+   * the others when one starts, so replicas on one database hear each other
+   * from then on, where a replica's own look would come within a second.
+   */
+  hubs: Set<{ lookForOthers(): Promise<void> }>;
   drop(): Promise<void>;
 }
 
@@ -22,6 +28,7 @@ export async function createTestDatabase(
   return {
     name,
     url: withDatabase(adminUrl, name),
+    hubs: new Set(),
     async drop() {
       await withAdmin(adminUrl, async (client) => {
         // pg's pool.end() resolves before the server has seen every
