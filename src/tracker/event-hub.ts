@@ -55,6 +55,8 @@ export interface EventHubOptions {
   listenProbeTimeoutMs?: number;
   /** How often it looks for other replicas to listen to (listen-connection.ts); 1 s unless given. */
   presenceIntervalMs?: number;
+  /** How long it goes on listening once it finds none (listen-connection.ts); 60 s unless given. */
+  listenLingerMs?: number;
   /**
    * The `application_name` of this replica's connections (its pool's and the
    * LISTEN connection's). Every other client connected to the database may
@@ -232,6 +234,7 @@ export function createEventHub(options: EventHubOptions) {
     healthCheckIntervalMs: options.healthCheckIntervalMs,
     listenProbeTimeoutMs: options.listenProbeTimeoutMs,
     presenceIntervalMs: options.presenceIntervalMs,
+    lingerMs: options.listenLingerMs,
     applicationName: options.applicationName,
     onNotification,
     onHearing: async () => {

@@ -33,6 +33,13 @@ export interface ListenConnectionOptions {
   listenProbeTimeoutMs?: number;
   /** How often it looks for the other replicas; 1 s unless given. */
   presenceIntervalMs?: number;
+  /**
+   * How long it goes on listening once it finds no other client: 60 s
+   * unless given, so that a client that comes and goes (a script, a
+   * monitor's query) does not make it LISTEN, read every topic and
+   * UNLISTEN each time.
+   */
+  lingerMs?: number;
   /** This replica's connections' `application_name`; unset, every other client counts as another replica. */
   applicationName?: string;
   onNotification(message: pg.Notification): void;
@@ -57,6 +64,9 @@ export function createListenConnection(options: ListenConnectionOptions) {
   let presenceTimer: NodeJS.Timeout | undefined;
   /** The look for the others in progress, if any: one at a time. */
   let looking: Promise<void> | undefined;
+  /** When it last found another client (performance.now()). */
+  let othersSeenAt = Number.NEGATIVE_INFINITY;
+  const lingerMs = options.lingerMs ?? 60_000;
 
   /** Whether a client other than this replica's connections is connected to the database. */
   async function othersConnected(connection: pg.Client): Promise<boolean> {
@@ -90,7 +100,10 @@ export function createListenConnection(options: ListenConnectionOptions) {
         timeoutMs: options.listenProbeTimeoutMs,
       });
       others = await othersConnected(next);
-      if (others) await next.query(`LISTEN ${EVENTS_CHANNEL}`);
+      if (others) {
+        othersSeenAt = performance.now();
+        await next.query(`LISTEN ${EVENTS_CHANNEL}`);
+      }
     } catch (error) {
       // A connection that is up but could not LISTEN (a standby, say) would stay open.
       await next.end().catch(() => undefined);
@@ -121,22 +134,24 @@ export function createListenConnection(options: ListenConnectionOptions) {
     return next;
   }
 
-  /** LISTENs when another client has come, UNLISTENs when the last one has gone. */
+  /** LISTENs when another client has come, UNLISTENs `lingerMs` after the last one has gone. */
   async function lookNow(): Promise<void> {
     const current = client;
     if (!current) return;
     try {
       const others = await othersConnected(current);
-      if (client !== current || others === listening) return;
-      await current.query(`${others ? 'LISTEN' : 'UNLISTEN'} ${EVENTS_CHANNEL}`);
+      if (others) othersSeenAt = performance.now();
+      const listen = others || (listening && performance.now() - othersSeenAt < lingerMs);
+      if (client !== current || listen === listening) return;
+      await current.query(`${listen ? 'LISTEN' : 'UNLISTEN'} ${EVENTS_CHANNEL}`);
       if (client !== current) return;
-      listening = others;
+      listening = listen;
       log.info(
-        others
+        listen
           ? 'another client is connected: listening for workflow events'
           : 'no other client is connected: no longer listening',
       );
-      if (others) await options.onHearing();
+      if (listen) await options.onHearing();
     } catch (error) {
       drop(current, error);
     }

@@ -43,7 +43,7 @@ async function close(replica: { handle: DatabaseHandle; hub: EventHub }): Promis
   await replica.handle.close();
 }
 
-async function startReplica(name: string, listening: boolean[] = []) {
+async function startReplica(name: string, listening: boolean[] = [], listenLingerMs = 0) {
   const applicationName = `waymark-test-${name}`;
   const handle = openDatabase({ url: database.url, poolMax: 2, log: silentLog, applicationName });
   const hub = createEventHub({
@@ -53,6 +53,7 @@ async function startReplica(name: string, listening: boolean[] = []) {
     applicationName,
     log: silentLog,
     presenceIntervalMs: 3_600_000,
+    listenLingerMs,
     onListening: (up) => listening.push(up),
   });
   const replica = { handle, hub };
@@ -119,6 +120,22 @@ describe('listening only while another client is connected', () => {
     await close(b);
     await untilAlone(a.hub);
     expect(listening).toEqual([true, true]);
+  });
+
+  it('once the other client has gone it goes on listening for the linger, then stops', async () => {
+    const d = await startReplica('d', [], 400);
+    await untilAlone(d.hub);
+    const other = openDatabase({ url: database.url, poolMax: 1, log: silentLog });
+    await other.pool.query('SELECT 1');
+    await d.hub.lookForOthers();
+    expect(d.hub.hearsOthers()).toBe(true);
+    await other.close();
+    const gone = performance.now();
+    // Its backend leaves pg_stat_activity a moment after: until then, or for the linger, it listens.
+    await d.hub.lookForOthers();
+    expect(d.hub.hearsOthers()).toBe(true);
+    await untilAlone(d.hub);
+    expect(performance.now() - gone).toBeGreaterThanOrEqual(400);
   });
 
   it('a client that is not a replica of this one counts as another (it may be a replica of an earlier release)', async () => {
