@@ -138,7 +138,8 @@ export function createTenancyService(db: Db, options: TenancyOptions = {}) {
   return {
     /**
      * Reads the keys active now (at most `limit`, by default the known
-     * keys' default bound, DEFAULT_MAX_KNOWN; the most recently used first) into the principal cache's known keys, so that
+     * keys' default bound, DEFAULT_MAX_KNOWN; the most recently used
+     * first) into the principal cache's known keys, so that
      * a replica just started tells its clients' keys from unknown ones
      * before it has served them (http/auth-failures.ts). Returns how many.
      */

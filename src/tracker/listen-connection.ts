@@ -203,6 +203,10 @@ export function createListenConnection(options: ListenConnectionOptions) {
         });
     }, interval);
     healthTimer.unref();
+  }
+
+  /** Another client may come or go at any time: looked for every `presenceIntervalMs`. */
+  function startPresenceChecks(): void {
     presenceTimer = setInterval(() => {
       if (!looking) void lookForOthers();
     }, options.presenceIntervalMs ?? 1_000);
@@ -213,6 +217,7 @@ export function createListenConnection(options: ListenConnectionOptions) {
     async start(): Promise<void> {
       await connect();
       startHealthChecks();
+      startPresenceChecks();
     },
 
     isUp: (): boolean => client !== undefined,
