@@ -191,6 +191,62 @@ describe('migrations', () => {
     ).rejects.toThrow(/null value/);
   });
 
+  it('0030 refuses exactly the workflow rows that the seven checks it replaces refused', async () => {
+    const known = await readMigrations();
+    const at = known.findIndex((m) => m.name === '0030_workflows_one_check.sql');
+    expect(at).toBeGreaterThan(0);
+    const before = await emptyDatabase();
+    await migrate(before.pool, log, { migrations: known.slice(0, at) });
+    const after = await emptyDatabase();
+    await migrate(after.pool, log, { migrations: known.slice(0, at + 1) });
+
+    // Each part of the check broken alone, and rows that keep every part.
+    const finished = "'2026-01-01T00:00:00Z'";
+    const cases: Record<string, string> = {
+      queued: "'queued', NULL, NULL, 'auto', NULL, NULL",
+      'running, simple, with a budget': `'running', NULL, NULL, 'simple', 'simple', '{"maxIterations": 3}'`,
+      'paused for a clarification':
+        "'awaiting_input', 'clarification', NULL, 'complex', 'complex', NULL",
+      'paused for a tool approval':
+        "'awaiting_input', 'tool_approval', NULL, 'auto', 'simple', NULL",
+      completed: `'completed', NULL, ${finished}, 'auto', 'simple', NULL`,
+      cancelled: `'cancelled', NULL, ${finished}, 'auto', NULL, NULL`,
+      'an unknown status': "'sleeping', NULL, NULL, 'auto', NULL, NULL",
+      'an unknown reason': "'awaiting_input', 'lunch', NULL, 'auto', NULL, NULL",
+      'an unknown mode': "'queued', NULL, NULL, 'bogus', NULL, NULL",
+      'an unknown kind': "'running', NULL, NULL, 'auto', 'medium', NULL",
+      'a budget that is not an object': "'queued', NULL, NULL, 'auto', NULL, '[1]'",
+      'paused without a reason': "'awaiting_input', NULL, NULL, 'auto', NULL, NULL",
+      'a reason while running': "'running', 'checkpoint', NULL, 'auto', NULL, NULL",
+      'finished without a time': "'failed', NULL, NULL, 'auto', NULL, NULL",
+      'a finish time while queued': `'queued', NULL, ${finished}, 'auto', NULL, NULL`,
+      'a finish time while paused': `'awaiting_input', 'checkpoint', ${finished}, 'auto', NULL, NULL`,
+    };
+    const outcomes = async (pool: pg.Pool) => {
+      const tenant = '00000000-0000-4000-8000-000000000001';
+      await pool.query(`INSERT INTO tenants (id, name) VALUES ('${tenant}', 't')`);
+      const seen: Record<string, string> = {};
+      for (const [name, values] of Object.entries(cases)) {
+        try {
+          await pool.query(
+            `INSERT INTO workflows (id, tenant_id, model, input, tools, metadata,
+               status, awaiting_reason, finished_at, mode, kind, budget)
+             VALUES (gen_random_uuid(), '${tenant}', 'm', 'q', '{}', '{}', ${values})`,
+          );
+          seen[name] = 'stored';
+        } catch (error) {
+          seen[name] = (error as { code?: string }).code ?? String(error);
+        }
+      }
+      return seen;
+    };
+    const old = await outcomes(before.pool);
+    expect(await outcomes(after.pool)).toEqual(old);
+    const refused = Object.keys(old).filter((name) => old[name] !== 'stored');
+    expect(refused).toEqual(Object.keys(cases).slice(6));
+    expect(new Set(refused.map((name) => old[name]))).toEqual(new Set(['23514']));
+  });
+
   it('reject misnamed or gapped migration files instead of skipping them', async () => {
     const dir = await mkdtemp(path.join(os.tmpdir(), 'waymark-migrations-'));
     cleanups.push(() => rm(dir, { recursive: true, force: true }));
