@@ -5,9 +5,9 @@
 -- workflow's simple path writes its row in three statements. Replayed
 -- against PostgreSQL 18 (the simple path's three statements, alternated in
 -- blocks, 2026-12-05): the seven cost ~45 µs of the backend's time per
--- statement; this one ~15 µs less per statement than the seven; none at
--- all ~45 µs less. Profiled, checking CHECK constraints (these and the
--- other tables' few) was ~15% of the backend's CPU on those statements.
+-- statement (against none), this one ~30 µs. Profiled, checking CHECK
+-- constraints (these and the other tables' few) was ~15% of the backend's
+-- CPU on those statements.
 --
 -- Each value list is one array constant rather than an IN list of
 -- constants (smaller to read back). A row that breaks it is refused with
