@@ -4,10 +4,13 @@ import type { FromServer, ServerOptions, ToServer } from './server.js';
 
 /**
  * bench/sse-fanout's server process (server.ts), spawned per subscriber
- * count with --expose-gc so its RSS is its own, and driven over IPC.
+ * count with --expose-gc so its RSS is its own, and driven over IPC; its
+ * service modules are tsc's output, as the other benchmarks' are.
  */
 
 const serverFile = fileURLToPath(new URL('./server.ts', import.meta.url));
+/** The service's modules from tsc's output, as bench/run.ts has them (it built them). */
+const builtService = new URL('../support/use-built-service.mjs', import.meta.url).href;
 
 export type Reply<T extends FromServer['type']> = Extract<FromServer, { type: T }>;
 
@@ -22,7 +25,15 @@ export interface ServerProcess {
 export function startServer(options: ServerOptions): ServerProcess {
   const child: ChildProcess = spawn(
     process.execPath,
-    ['--expose-gc', '--import', 'tsx', serverFile, JSON.stringify(options)],
+    [
+      '--expose-gc',
+      '--import',
+      'tsx',
+      '--import',
+      builtService,
+      serverFile,
+      JSON.stringify(options),
+    ],
     { stdio: ['ignore', 'inherit', 'inherit', 'ipc'] },
   );
   const exited = new Promise<number | null>((resolve) => child.once('exit', resolve));
