@@ -1,4 +1,4 @@
-// Module resolve hook for the benchmarks (registered by bench/run.ts): an
+// Module resolve hook for the benchmarks (use-built-service.mjs registers it): an
 // import that resolves to one of the service's sources (src/x.ts, which is
 // what tsx makes of an import of src/x.js) loads tsc's output for it
 // (dist/x.js) instead, so the benchmarks measure the service as
