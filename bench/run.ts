@@ -47,9 +47,9 @@ function isBenchmarkModule(loaded: unknown): loaded is BenchmarkModule {
  * tsx.
  */
 async function useBuiltService(): Promise<void> {
-  const root = path.dirname(benchDir);
-  const tsc = path.join(root, 'node_modules/typescript/bin/tsc');
-  execFileSync(process.execPath, [tsc, '-p', path.join(root, 'tsconfig.build.json')], {
+  // The project's one build (package.json `build`), as `npm start` is built.
+  execFileSync('npm', ['run', '--silent', 'build'], {
+    cwd: path.dirname(benchDir),
     stdio: 'inherit',
   });
   await import(pathToFileURL(path.join(benchDir, 'support/use-built-service.mjs')).href);
