@@ -2,13 +2,17 @@ import { randomBytes, randomUUID } from 'node:crypto';
 import type { ServerResponse } from 'node:http';
 import Fastify from 'fastify';
 import type OpenAI from 'openai';
-import type { ChatCompletionMessageParam } from 'openai/resources/chat/completions';
+import type {
+  ChatCompletionChunk,
+  ChatCompletionMessageParam,
+} from 'openai/resources/chat/completions';
 import pg from 'pg';
 import pino from 'pino';
 import { serializeFrame } from '../../src/http/sse-frames.js';
 import { convertRequest } from '../../src/llm/openai/convert-messages.js';
 import { createOpenAiClient } from '../../src/llm/openai/create-client.js';
-import { createProviderFetch } from '../../src/llm/provider-fetch.js';
+import { createProviderFetch, providerBody } from '../../src/llm/provider-fetch.js';
+import { SseDecoder } from '../../src/llm/sse-decoder.js';
 import { createLogger } from '../../src/logger.js';
 import { buildSystemPrompt } from '../../src/orchestrator/system-prompt.js';
 import { EVENTS_CHANNEL, encodeEvents } from '../../src/store/event-statement-parts.js';
@@ -26,10 +30,12 @@ import type { ServiceTarget } from './workload.js';
  * `--floor`: what the parts the issue requires cost on their own, with none
  * of Waymark's layers on the path (only its pure pieces: the request body,
  * the calculator, the events' encoding and the SSE frames, so the bytes on
- * the wire are the same). Per workflow it does the simple path's
- * work with those parts alone: a Fastify route answering
+ * the wire are the same, and the decoder of the model's streamed answer).
+ * Per workflow it does the simple path's work with those parts alone: a
+ * Fastify route answering
  * `POST /v1/workflows` as an SSE stream, the OpenAI SDK's two streamed
- * calls through Waymark's provider fetch (the same request bodies), and
+ * calls through Waymark's provider fetch (the same request bodies, the
+ * answers read as Waymark's adapter reads them), and
  * PostgreSQL's three statements of the same shape on the same schema (the
  * insert; the first turn with its events and NOTIFY, without the WAL flush
  * wait; the durable end), overlapped with the model calls as Waymark
@@ -284,26 +290,28 @@ async function streamCall(
   run: FloorRun,
   messages: ChatCompletionMessageParam[],
 ): Promise<StreamedTurn> {
-  const stream = await run.client.chat.completions.create({
-    ...run.request,
-    messages,
-    stream: true,
-    stream_options: { include_usage: true },
-  });
+  const response = await run.client.chat.completions
+    .create({ ...run.request, messages, stream: true, stream_options: { include_usage: true } })
+    .asResponse();
   const turn: StreamedTurn = { text: '', calls: [], inputTokens: 0, outputTokens: 0 };
-  for await (const chunk of stream) {
-    const delta = chunk.choices[0]?.delta;
-    if (delta?.content) turn.text += delta.content;
-    for (const part of delta?.tool_calls ?? []) {
-      turn.calls[part.index] ??= { id: '', name: '', arguments: '' };
-      const call = turn.calls[part.index] as StreamedTurn['calls'][number];
-      if (part.id) call.id = part.id;
-      call.name += part.function?.name ?? '';
-      call.arguments += part.function?.arguments ?? '';
-    }
-    if (chunk.usage) {
-      turn.inputTokens = chunk.usage.prompt_tokens;
-      turn.outputTokens = chunk.usage.completion_tokens;
+  const events = new SseDecoder();
+  for await (const bytes of providerBody(response) as AsyncIterable<Buffer>) {
+    for (const { data } of events.push(bytes)) {
+      if (data.startsWith('[DONE]')) continue;
+      const chunk = JSON.parse(data) as ChatCompletionChunk;
+      const delta = chunk.choices[0]?.delta;
+      if (delta?.content) turn.text += delta.content;
+      for (const part of delta?.tool_calls ?? []) {
+        turn.calls[part.index] ??= { id: '', name: '', arguments: '' };
+        const call = turn.calls[part.index] as StreamedTurn['calls'][number];
+        if (part.id) call.id = part.id;
+        call.name += part.function?.name ?? '';
+        call.arguments += part.function?.arguments ?? '';
+      }
+      if (chunk.usage) {
+        turn.inputTokens = chunk.usage.prompt_tokens;
+        turn.outputTokens = chunk.usage.completion_tokens;
+      }
     }
   }
   return turn;

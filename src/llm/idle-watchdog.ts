@@ -4,7 +4,7 @@ const CHECKS_PER_IDLE_PERIOD = 4;
 /**
  * Ends a stream that stalls. The SDKs' own timeout stops at the response
  * headers, so a provider that sends headers and then nothing would hold a
- * call forever; this watchdog aborts the SDK stream's controller once no
+ * call forever; this watchdog ends the stream (`abort`) once no
  * chunk has arrived for at least `idleMs` while the adapter was waiting
  * for one, and the adapter, seeing `fired`, reports a timeout.
  *
@@ -29,7 +29,13 @@ export class IdleWatchdog {
   #quietLooks = 0;
   readonly #timer: NodeJS.Timeout;
 
-  constructor(private readonly options: { idleMs: number; controller: AbortController }) {
+  constructor(
+    private readonly options: {
+      idleMs: number;
+      /** Ends the stream being read, so that the adapter's loop over it stops. */
+      abort: () => void;
+    },
+  ) {
     this.#timer = setInterval(() => this.#look(), options.idleMs / CHECKS_PER_IDLE_PERIOD);
   }
 
@@ -63,6 +69,6 @@ export class IdleWatchdog {
     if (this.#quietLooks < CHECKS_PER_IDLE_PERIOD) return;
     this.stop();
     this.#fired = true;
-    this.options.controller.abort();
+    this.options.abort();
   }
 }

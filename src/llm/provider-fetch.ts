@@ -128,6 +128,17 @@ function send(
 }
 
 /**
+ * The body of a response that a provider fetch answered (an SDK's raw
+ * response, `asResponse()`), as the Node stream it is, for an adapter that
+ * decodes it itself; `destroy()` ends a read of it. Any other response is
+ * a programming error: every SDK client is given a provider fetch.
+ */
+export function providerBody(response: Response): Readable {
+  if (response instanceof ProviderResponse) return response.body;
+  throw new TypeError('not a response of a provider fetch (createProviderFetch)');
+}
+
+/**
  * The part of fetch's Response the SDKs read. `body` is a Node stream (an
  * async iterable of byte chunks), not a web ReadableStream.
  */

@@ -44,7 +44,7 @@ export class Exchange {
   }
 
   /** Resolves once the data is flushed to the socket: true, or false when the client is gone. */
-  write(text: string): Promise<boolean> {
+  write(text: string | Uint8Array): Promise<boolean> {
     if (this.gone) return Promise.resolve(false);
     const signal = this.#gone.signal;
     return new Promise((resolve) => {
@@ -129,7 +129,7 @@ async function sendReply(answer: Answer, reply: FakeReply): Promise<void> {
     return;
   }
   openStream(answer);
-  if (await writeFrames(exchange, frames, reply)) exchange.res.end();
+  if (await writeFrames(exchange, frames, reply, reply.onWire)) exchange.res.end();
 }
 
 /** A burst goes out in one write, so there is nothing to pace. */
@@ -229,11 +229,12 @@ async function writeFrames(
   exchange: Exchange,
   frames: Frame[],
   pacing: Pick<FakeReply, 'chunkDelayMs' | 'betweenChunks'> = {},
+  onWire?: FakeReply['onWire'],
 ): Promise<boolean> {
   const contentCount = frames.filter((frame) => frame.content).length;
   let sent = 0;
   for (const frame of frames) {
-    if (!(await exchange.write(frame.text))) return false;
+    if (!(await writeFrame(exchange, frame.text, onWire))) return false;
     if (!frame.content) continue;
     sent += 1;
     if (sent === contentCount) continue;
@@ -241,4 +242,18 @@ async function writeFrames(
     if (pacing.chunkDelayMs) await exchange.sleep(pacing.chunkDelayMs);
   }
   return !exchange.gone;
+}
+
+/** One frame, as FakeReply's `onWire` says when given. False once the client is gone. */
+async function writeFrame(
+  exchange: Exchange,
+  text: string,
+  onWire: FakeReply['onWire'],
+): Promise<boolean> {
+  if (!onWire) return exchange.write(text);
+  const bytes = Buffer.from(`: a comment\n${text}`.replaceAll('\n', onWire.lineEnd));
+  for (let start = 0; start < bytes.length; start += onWire.writeBytes) {
+    if (!(await exchange.write(bytes.subarray(start, start + onWire.writeBytes)))) return false;
+  }
+  return true;
 }

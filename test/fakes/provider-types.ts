@@ -68,6 +68,14 @@ export interface FakeReply {
    * has no pacing: `chunkDelayMs` and `betweenChunks` are refused with it.
    */
   delivery?: 'frames' | 'burst';
+  /**
+   * How `frames` delivery puts the frames' bytes on the wire, as some
+   * compatible servers and proxies do: every line ended by `lineEnd`
+   * rather than LF, a `: comment` line before each frame, and the bytes
+   * written `writeBytes` at a time (each write flushed before the next),
+   * so that line ends and characters are split between reads.
+   */
+  onWire?: { lineEnd: '\r\n' | '\r'; writeBytes: number };
 }
 
 export interface FakeErrorResponse {

@@ -1,8 +1,9 @@
-import type Anthropic from '@anthropic-ai/sdk';
-import type { Stream } from '@anthropic-ai/sdk/core/streaming';
+import Anthropic from '@anthropic-ai/sdk';
 import { abortedError, LlmError } from '../errors.js';
 import { IdleWatchdog } from '../idle-watchdog.js';
 import { ArgumentBudget } from '../output-bound.js';
+import { providerBody } from '../provider-fetch.js';
+import { SseDecoder, type SseEvent } from '../sse-decoder.js';
 import type { ModelRequest, StreamOptions, StreamPart } from '../types.js';
 import { toMessageParams } from './convert-messages.js';
 import { type ErrorContext, mapError } from './map-error.js';
@@ -24,9 +25,12 @@ export interface AnthropicModelOptions {
  * One turn against the Messages API, streamed: raw events in, our stream
  * parts out. Throws `LlmError` on any failure, before or during the stream.
  *
- * As in the OpenAI adapter, the caller's signal (the router's per-attempt
- * one) goes to the SDK as it is, and the idle watchdog aborts the SDK
- * stream's own controller: no controller of ours per call.
+ * As in the OpenAI adapter, the SDK makes the request and hands back the
+ * raw response, whose events are decoded here (llm/sse-decoder.ts says why
+ * not by the SDK's stream) and read as the SDK's stream reads them
+ * (`eventOf`); the caller's signal (the router's per-attempt one) goes to
+ * the SDK as it is, and the idle watchdog ends the body itself: no
+ * controller of ours per call.
  */
 export async function* streamTurn(
   options: AnthropicModelOptions,
@@ -35,19 +39,17 @@ export async function* streamTurn(
 ): AsyncGenerator<StreamPart> {
   const { signal } = streamOptions;
   const context: ErrorContext = { provider: options.provider, model: options.modelId, signal };
-  let events: Stream<Anthropic.RawMessageStreamEvent>;
+  let response: Response;
   try {
-    events = await options.client.messages.create(
-      { ...toMessageParams(request, options), stream: true },
-      { signal },
-    );
+    response = await options.client.messages
+      .create({ ...toMessageParams(request, options), stream: true }, { signal })
+      .asResponse();
   } catch (error) {
     throw mapError(error, { ...context, phase: 'request' });
   }
-  const watchdog = new IdleWatchdog({
-    idleMs: options.idleTimeoutMs,
-    controller: events.controller,
-  });
+  const body = providerBody(response);
+  const watchdog = new IdleWatchdog({ idleMs: options.idleTimeoutMs, abort: () => body.destroy() });
+  const decoder = new SseDecoder();
   const reader = createEventReader(
     request.tools,
     new ArgumentBudget({
@@ -62,17 +64,21 @@ export async function* streamTurn(
   // long after).
   let answering = false;
   try {
-    for await (const event of events) {
+    for await (const bytes of body as AsyncIterable<Buffer>) {
       watchdog.received();
-      if (!answering && event.type === 'content_block_start') {
-        answering = true;
-        streamOptions.onAnswerStart?.();
+      for (const sse of decoder.push(bytes)) {
+        const event = eventOf(sse, response.headers);
+        if (!event) continue;
+        if (!answering && event.type === 'content_block_start') {
+          answering = true;
+          streamOptions.onAnswerStart?.();
+        }
+        const part = reader.read(event);
+        // Reported as it comes: a stream failing after it has still used it.
+        if (event.type === 'message_start' || event.type === 'message_delta')
+          streamOptions.onUsage?.(reader.usage());
+        if (part) yield part;
       }
-      const part = reader.read(event);
-      // Reported as it comes: a stream failing after it has still used it.
-      if (event.type === 'message_start' || event.type === 'message_delta')
-        streamOptions.onUsage?.(reader.usage());
-      if (part) yield part;
       watchdog.waiting();
     }
   } catch (error) {
@@ -81,9 +87,41 @@ export async function* streamTurn(
     watchdog.stop();
   }
   if (watchdog.fired) throw idleTimeout(options);
-  // The SDK ends the iteration quietly when the call is aborted.
   if (signal.aborted) throw abortedError(signal, context);
   yield* reader.end(context);
+}
+
+/**
+ * One server-sent event as the SDK's stream reads it: `ping` and events
+ * without a name are skipped, an `error` event is the provider failing
+ * mid-stream (the SDK's `APIError`, so map-error.ts reads it as before),
+ * and any other event's data is the raw event (unparsable data throws the
+ * parser's error: `stream_interrupted`).
+ */
+function eventOf(sse: SseEvent, headers: Headers): Anthropic.RawMessageStreamEvent | undefined {
+  if (sse.event === null || sse.event === 'ping') return undefined;
+  if (sse.event === 'error') {
+    const body = parsedOrText(sse.data);
+    const type = (body as { error?: { type?: unknown } } | null)?.error?.type;
+    throw new Anthropic.APIError(
+      undefined,
+      body as object,
+      undefined,
+      headers,
+      typeof type === 'string' ? (type as Anthropic.ErrorType) : undefined,
+    );
+  }
+  if (!sse.data) return undefined;
+  return JSON.parse(sse.data) as Anthropic.RawMessageStreamEvent;
+}
+
+/** The data as JSON, or as the text it is when it is not JSON. */
+function parsedOrText(data: string): unknown {
+  try {
+    return JSON.parse(data);
+  } catch {
+    return data;
+  }
 }
 
 function idleTimeout(options: AnthropicModelOptions): LlmError {

@@ -1,9 +1,10 @@
-import type OpenAI from 'openai';
-import type { Stream } from 'openai/core/streaming';
+import OpenAI from 'openai';
 import type { ChatCompletionChunk } from 'openai/resources/chat/completions';
 import { abortedError, LlmError } from '../errors.js';
 import { IdleWatchdog } from '../idle-watchdog.js';
 import { ArgumentBudget } from '../output-bound.js';
+import { providerBody } from '../provider-fetch.js';
+import { SseDecoder } from '../sse-decoder.js';
 import { toToolCallPart } from '../tool-arguments.js';
 import {
   type ModelRequest,
@@ -32,15 +33,21 @@ export interface OpenAiModelOptions {
  * they arrive; tool calls when their choice finishes; then usage and finish.
  * Throws `LlmError` on any failure.
  *
+ * The SDK makes the request (its headers, its errors for a refused one)
+ * and hands back the raw response; the body's events are decoded here
+ * (llm/sse-decoder.ts says why not by the SDK's stream), as the SDK's
+ * stream reads them: `[DONE]` ends the chunks, and a chunk carrying an
+ * `error` is the provider failing mid-stream (the SDK's `APIError`, so
+ * map-error.ts reads it as before).
+ *
  * The caller's signal goes to the SDK as it is: the router gives every
  * attempt a signal of its own, so the listener the SDK adds to it (and never
- * removes) goes away with the attempt. A controller of our own here, only so
- * the idle watchdog could abort with its own reason, cost 3-4 µs per call
- * (controller, signal and forwarding listener); the watchdog aborts the SDK
- * stream's own controller instead, which ends the iteration quietly, and the
- * timeout is thrown after the loop. Together with the watchdog folded into
- * this loop, the adapter went from ~80 to ~60 µs over the bare SDK per
- * 60-chunk call (bench/llm-router's reply, in-process A/B runs).
+ * removes) goes away with the attempt; aborting it ends the body, and the
+ * read of it throws. The idle watchdog ends the body itself (no controller
+ * of ours per call), and the timeout is thrown after the loop. Together
+ * with the watchdog folded into this loop, the adapter went from ~80 to
+ * ~60 µs over the bare SDK per 60-chunk call (bench/llm-router's reply,
+ * in-process A/B runs).
  */
 export async function* streamTurn(
   model: OpenAiModelOptions,
@@ -49,19 +56,24 @@ export async function* streamTurn(
 ): AsyncGenerator<StreamPart> {
   const { signal } = options;
   const context: ErrorContext = { provider: model.provider, model: model.modelId, signal };
-  let stream: Stream<ChatCompletionChunk>;
+  let response: Response;
   try {
-    stream = await model.client.chat.completions.create(
-      { ...convertRequest(request, model), stream: true, stream_options: { include_usage: true } },
-      { signal },
-    );
+    response = await model.client.chat.completions
+      .create(
+        {
+          ...convertRequest(request, model),
+          stream: true,
+          stream_options: { include_usage: true },
+        },
+        { signal },
+      )
+      .asResponse();
   } catch (error) {
     throw mapError(error, { ...context, phase: 'request' });
   }
-  const watchdog = new IdleWatchdog({
-    idleMs: model.idleTimeoutMs,
-    controller: stream.controller,
-  });
+  const body = providerBody(response);
+  const watchdog = new IdleWatchdog({ idleMs: model.idleTimeoutMs, abort: () => body.destroy() });
+  const events = new SseDecoder();
   const toolCalls = createToolCallAssembler(
     new ArgumentBudget({
       provider: model.provider,
@@ -72,31 +84,41 @@ export async function* streamTurn(
   let providerReason: string | null = null;
   let usage: Usage | undefined;
   let answering = false;
+  let done = false;
   try {
-    for await (const chunk of stream) {
+    for await (const bytes of body as AsyncIterable<Buffer>) {
       watchdog.received();
-      if (chunk.usage) {
-        usage = toUsage(chunk.usage);
-        // Reported as it comes: a stream failing after it has still used it.
-        options.onUsage?.(usage);
-      }
-      // We never ask for `n > 1`: only the first choice exists.
-      const choice = chunk.choices[0];
-      // The first text or tool-call fragment is the model answering (not
-      // the role-only chunk that may open the stream); a tool call is
-      // yielded only when its choice finishes.
-      if (!answering && (choice?.delta?.tool_calls?.length || choice?.delta?.content)) {
-        answering = true;
-        options.onAnswerStart?.();
-      }
-      // Typed as a string, but the wire is JSON: anything else would become "[object Object]".
-      const text: unknown = choice?.delta?.content;
-      if (typeof text === 'string' && text !== '') yield { type: 'text-delta', text };
-      const toolDeltas = choice?.delta?.tool_calls;
-      if (toolDeltas) for (const delta of toolDeltas) toolCalls.add(delta);
-      if (choice?.finish_reason) {
-        providerReason = choice.finish_reason;
-        for (const call of toolCalls.drain()) yield toToolCallPart(call, request.tools);
+      for (const event of events.push(bytes)) {
+        // The SDK reads on to the body's end after `[DONE]`, and so do we.
+        if (done) continue;
+        if (event.data.startsWith('[DONE]')) {
+          done = true;
+          continue;
+        }
+        const chunk = chunkOf(event.data, response.headers);
+        if (chunk.usage) {
+          usage = toUsage(chunk.usage);
+          // Reported as it comes: a stream failing after it has still used it.
+          options.onUsage?.(usage);
+        }
+        // We never ask for `n > 1`: only the first choice exists.
+        const choice = chunk.choices?.[0];
+        // The first text or tool-call fragment is the model answering (not
+        // the role-only chunk that may open the stream); a tool call is
+        // yielded only when its choice finishes.
+        if (!answering && (choice?.delta?.tool_calls?.length || choice?.delta?.content)) {
+          answering = true;
+          options.onAnswerStart?.();
+        }
+        // Typed as a string, but the wire is JSON: anything else would become "[object Object]".
+        const text: unknown = choice?.delta?.content;
+        if (typeof text === 'string' && text !== '') yield { type: 'text-delta', text };
+        const toolDeltas = choice?.delta?.tool_calls;
+        if (toolDeltas) for (const delta of toolDeltas) toolCalls.add(delta);
+        if (choice?.finish_reason) {
+          providerReason = choice.finish_reason;
+          for (const call of toolCalls.drain()) yield toToolCallPart(call, request.tools);
+        }
       }
       watchdog.waiting();
     }
@@ -106,7 +128,6 @@ export async function* streamTurn(
     watchdog.stop();
   }
   if (watchdog.fired) throw idleTimeout(model);
-  // The SDK ends the stream quietly when it is aborted.
   if (signal.aborted) throw abortedError(signal, context);
   if (providerReason === null) {
     throw new LlmError({
@@ -119,6 +140,17 @@ export async function* streamTurn(
   // Some compatible servers ignore `include_usage`; then there is no usage to report.
   if (usage) yield { type: 'usage', usage };
   yield { type: 'finish', reason: mapFinishReason(providerReason), providerReason };
+}
+
+/**
+ * One event's chunk. A chunk with an `error` is the provider failing
+ * mid-stream: thrown as the SDK's stream throws it. Unparsable data throws
+ * the parser's error (map-error.ts: `stream_interrupted`).
+ */
+function chunkOf(data: string, headers: Headers): ChatCompletionChunk {
+  const chunk = JSON.parse(data) as ChatCompletionChunk & { error?: object };
+  if (chunk?.error) throw new OpenAI.APIError(undefined, chunk.error, undefined, headers);
+  return chunk;
 }
 
 function idleTimeout(model: OpenAiModelOptions): LlmError {

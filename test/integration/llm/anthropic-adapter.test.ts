@@ -11,6 +11,7 @@ import type {
   ToolDefinition,
 } from '../../../src/llm/types.js';
 import { type FakeProviderServer, startFakeProviderServer } from '../../fakes/provider-server.js';
+import type { FakeReply } from '../../fakes/provider-types.js';
 
 /** The adapter through the real SDK against the fake provider's Anthropic wire. */
 
@@ -158,6 +159,24 @@ describe('anthropic adapter: replies', () => {
       tools: [{ name: 'get_weather', input_schema: { type: 'object' } }],
       tool_choice: { type: 'auto' },
     });
+  });
+
+  it('reads the same parts whatever the line ends and however the bytes are split', async () => {
+    const reply: FakeReply = {
+      kind: 'reply',
+      chunks: ['Héllo ', 'wörld ✓ ', '🎉'],
+      toolCalls: [{ id: 'toolu_w', name: 'get_weather', arguments: { city: 'Škofja Loka' } }],
+    };
+    const read = async (onWire?: FakeReply['onWire']) => {
+      server.enqueue({ ...reply, ...(onWire ? { onWire } : {}) });
+      return collect({ ...hello, tools: [weather] });
+    };
+    const plain = await read();
+    expect(plain.error).toBeUndefined();
+    expect(textOf(plain.parts)).toBe('Héllo wörld ✓ 🎉');
+    expect(plain.parts).toContainEqual(expect.objectContaining({ type: 'tool-call' }));
+    expect(await read({ lineEnd: '\r\n', writeBytes: 3 })).toEqual(plain);
+    expect(await read({ lineEnd: '\r', writeBytes: 5 })).toEqual(plain);
   });
 
   it('reports malformed or schema-failing arguments as tool-call-invalid', async () => {

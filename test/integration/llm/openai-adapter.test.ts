@@ -11,7 +11,7 @@ import type {
   ToolDefinition,
 } from '../../../src/llm/types.js';
 import { startFakeProviderServer } from '../../fakes/provider-server.js';
-import type { FakeProviderServer, FakeResponse } from '../../fakes/provider-types.js';
+import type { FakeProviderServer, FakeReply, FakeResponse } from '../../fakes/provider-types.js';
 
 let server: FakeProviderServer;
 const transport = createProviderFetch();
@@ -179,6 +179,24 @@ describe('openAiModel against the fake provider', () => {
         { type: 'function', function: { name: 'get_time' } },
       ],
     });
+  });
+
+  it('reads the same parts whatever the line ends and however the bytes are split', async () => {
+    const reply: FakeReply = {
+      kind: 'reply',
+      chunks: ['Héllo ', 'wörld ✓ ', '🎉'],
+      toolCalls: [{ id: 'call_w', name: 'get_weather', arguments: { city: 'Škofja Loka' } }],
+    };
+    const request: ModelRequest = { ...hello, tools: [getWeather] };
+    const read = async (onWire?: FakeReply['onWire']) => {
+      server.enqueue({ ...reply, ...(onWire ? { onWire } : {}) });
+      return collect(model().stream(request, { signal: new AbortController().signal }));
+    };
+    const plain = await read();
+    expect(text(plain)).toBe('Héllo wörld ✓ 🎉');
+    expect(plain).toContainEqual(expect.objectContaining({ type: 'tool-call' }));
+    expect(await read({ lineEnd: '\r\n', writeBytes: 3 })).toEqual(plain);
+    expect(await read({ lineEnd: '\r', writeBytes: 5 })).toEqual(plain);
   });
 
   it('reports malformed or mismatching tool arguments as tool-call-invalid', async () => {

@@ -6,7 +6,7 @@ const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 describe('IdleWatchdog', () => {
   it('aborts the controller once no chunk arrives for idleMs while waiting', async () => {
     const controller = new AbortController();
-    const watchdog = new IdleWatchdog({ idleMs: 50, controller });
+    const watchdog = new IdleWatchdog({ idleMs: 50, abort: () => controller.abort() });
     watchdog.received();
     watchdog.waiting();
     await sleep(150);
@@ -17,7 +17,7 @@ describe('IdleWatchdog', () => {
 
   it('does not fire while chunks keep coming, nor while the consumer holds a chunk', async () => {
     const controller = new AbortController();
-    const watchdog = new IdleWatchdog({ idleMs: 40, controller });
+    const watchdog = new IdleWatchdog({ idleMs: 40, abort: () => controller.abort() });
     for (let chunk = 0; chunk < 7; chunk++) {
       await sleep(10);
       watchdog.received();
@@ -31,7 +31,7 @@ describe('IdleWatchdog', () => {
 
   it('counts idle time from the last chunk, not from the start', async () => {
     const controller = new AbortController();
-    const watchdog = new IdleWatchdog({ idleMs: 100, controller });
+    const watchdog = new IdleWatchdog({ idleMs: 100, abort: () => controller.abort() });
     await sleep(50);
     watchdog.received();
     watchdog.waiting();
@@ -47,7 +47,7 @@ describe('IdleWatchdog', () => {
     vi.useFakeTimers();
     try {
       const controller = new AbortController();
-      const watchdog = new IdleWatchdog({ idleMs: 100, controller });
+      const watchdog = new IdleWatchdog({ idleMs: 100, abort: () => controller.abort() });
       watchdog.received();
       vi.advanceTimersByTime(130);
       watchdog.waiting();
@@ -65,7 +65,7 @@ describe('IdleWatchdog', () => {
 
   it('stop() cancels the timer', async () => {
     const controller = new AbortController();
-    const watchdog = new IdleWatchdog({ idleMs: 20, controller });
+    const watchdog = new IdleWatchdog({ idleMs: 20, abort: () => controller.abort() });
     watchdog.stop();
     await sleep(60);
     expect(watchdog.fired).toBe(false);
