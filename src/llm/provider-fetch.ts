@@ -130,8 +130,9 @@ function send(
 /**
  * The body of a response that a provider fetch answered (an SDK's raw
  * response, `asResponse()`), as the Node stream it is, for an adapter that
- * decodes it itself; `destroy()` ends a read of it. Any other response is
- * a programming error: every SDK client is given a provider fetch.
+ * decodes it itself (openai/stream-turn.ts); `destroy()` ends a read of
+ * it. Any other response is a programming error: every SDK client is given
+ * a provider fetch.
  */
 export function providerBody(response: Response): Readable {
   if (response instanceof ProviderResponse) return response.body;

@@ -10,12 +10,13 @@
  * `id` and `retry` mean nothing to a client that never reconnects and are
  * skipped.
  *
- * Why not the SDKs' own streams (the Anthropic SDK's is built as the
- * OpenAI SDK's, which was measured): they decode through three nested
+ * Why not the OpenAI SDK's stream (the OpenAI adapter reads the SDK's raw
+ * response with this decoder; the Anthropic adapter keeps its SDK's stream,
+ * anthropic/stream-turn.ts says why): it decodes through three nested
  * async generators, copying the bytes received so far into a new array at
- * every chunk. Read through them, each streamed call
- * left ~12 KB that outlived V8's young-generation collections and was
- * promoted to the old generation, to be freed only by a full collection.
+ * every chunk. Read through it, each streamed call left ~12 KB that
+ * outlived V8's young-generation collections and was promoted to the old
+ * generation, to be freed only by a full collection.
  * Measured (2026-12-05, one process calling a local server in a loop, a
  * three-chunk answer, `--trace-gc-nvp`): through the OpenAI SDK's stream,
  * 1.32-1.33 MB promoted at every scavenge, each pausing 2.6-4.7 ms, and
