@@ -8,9 +8,10 @@ const CHECKS_PER_IDLE_PERIOD = 4;
  * chunk has arrived for at least `idleMs` while the adapter was waiting
  * for one, and the adapter, seeing `fired`, reports a timeout.
  *
- * The adapter calls `received`/`waiting` in its own loop over the SDK
- * stream: the wrapping generator this used to be put one more async hop on
- * every chunk. A chunk costs a flag and a counter, no clock: one interval
+ * The adapter calls `received`/`waiting` in its own loop over what it
+ * reads (the OpenAI adapter the response body, the Anthropic one its SDK's
+ * stream): the wrapping generator this used to be put one more async hop
+ * on every chunk. A chunk costs a flag and a counter, no clock: one interval
  * per stream looks every quarter of `idleMs` and fires after four looks in
  * a row found the adapter still waiting since the look before, so the
  * silence lasted between `idleMs` and 1¼ × `idleMs`. (Re-creating a timer

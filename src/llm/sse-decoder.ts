@@ -47,6 +47,8 @@ export class SseDecoder {
   }
 
   #lines(text: string): SseEvent[] {
+    // Bytes that end inside a character decode to nothing yet: a CR before them stays pending.
+    if (text === '') return [];
     const events: SseEvent[] = [];
     let start = 0;
     if (this.#afterCr && text.startsWith('\n')) start = 1;

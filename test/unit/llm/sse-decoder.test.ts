@@ -52,6 +52,12 @@ describe('SseDecoder', () => {
     }
   });
 
+  it('keeps a CR pending across an empty chunk, so that its LF ends no second line', () => {
+    expect(decode([bytes('data: a\r'), new Uint8Array(0), bytes('\ndata: b\r\n\r\n')])).toEqual([
+      { event: null, data: 'a\nb' },
+    ]);
+  });
+
   it('skips comments, id, retry and unknown fields; keeps a value without the space', () => {
     expect(
       decode([bytes(': keep-alive\nid: 7\nretry: 100\nfoo: bar\ndata:x\ndata:  y\n\n')]),
