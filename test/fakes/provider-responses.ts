@@ -132,12 +132,13 @@ async function sendReply(answer: Answer, reply: FakeReply): Promise<void> {
   if (await writeFrames(exchange, frames, reply, reply.onWire)) exchange.res.end();
 }
 
-/** A burst goes out in one write, so there is nothing to pace. */
+/** A burst goes out in one write, so there is nothing to pace or split. */
 export function assertDeliverable(response: FakeResponse): void {
   if (response.kind !== 'reply' || response.delivery !== 'burst') return;
   if (response.chunkDelayMs !== undefined || response.betweenChunks) {
     throw new Error('fake provider: a burst reply cannot be paced');
   }
+  if (response.onWire) throw new Error('fake provider: a burst reply is written as it is');
 }
 
 function sendError(answer: Answer, error: FakeErrorResponse): void {
